@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# One-shot, idempotent set-up of a Debian 12 control machine for gpuforge:
+# system packages (apt), the Python virtual environment, and the project-local
+# containers.conf that makes podman use runc with ulimits the host can grant.
+# A second run with nothing to do finishes in a few seconds.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+STATE="$ROOT/.gpuforge"
+VENV="$ROOT/.venv"
+PYTHON=${GPUFORGE_PYTHON:-python3}
+
+# Control-machine packages: podman + runc run the lab, debootstrap builds its image,
+# apt-utils (apt-ftparchive), dpkg-dev and gnupg build and sign the lab's vendor mirror.
+SYSTEM_PACKAGES=(podman runc netavark debootstrap apt-utils dpkg-dev gnupg iproute2 ca-certificates make git)
+# Headless browser for the report test (issue: HTML report).
+SYSTEM_PACKAGES+=(chromium)
+
+die() { echo "gpuforge setup: $*" >&2; exit 1; }
+
+missing_packages() {
+  local pkg
+  for pkg in "${SYSTEM_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || echo "$pkg"
+  done
+}
+
+install_system_packages() {
+  local missing
+  missing=$(missing_packages | tr '\n' ' ')
+  [ -z "${missing// /}" ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    die "missing system packages: ${missing}; run 'make setup' as root, or install them with: apt-get install ${missing}"
+  fi
+  command -v apt-get >/dev/null || die "apt-get not found: gpuforge's control machine must be Debian 12 (missing: ${missing})"
+  echo "gpuforge setup: installing ${missing}"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ${missing} >/dev/null
+}
+
+write_containers_conf() {
+  # podman's default OCI runtime (crun) fails on this host class; runc works.
+  # default_ulimits must not exceed the host's hard limits or every container start fails.
+  local nofile nproc conf="$STATE/containers.conf" tmp
+  nofile=$(ulimit -Hn); nproc=$(ulimit -Hu)
+  [ "$nofile" = unlimited ] || [ "$nofile" -gt 1024 ] && nofile=1024
+  [ "$nproc" = unlimited ] || [ "$nproc" -gt 1024 ] && nproc=1024
+  mkdir -p "$STATE"
+  tmp=$(mktemp)
+  cat >"$tmp" <<CONF
+# Written by scripts/setup.sh; used through CONTAINERS_CONF (see Makefile).
+[containers]
+default_ulimits = ["nofile=${nofile}:${nofile}", "nproc=${nproc}:${nproc}"]
+log_driver = "k8s-file"
+
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+CONF
+  if cmp -s "$tmp" "$conf"; then rm -f "$tmp"; else mv "$tmp" "$conf"; echo "gpuforge setup: wrote $conf"; fi
+}
+
+check_podman() {
+  command -v podman >/dev/null || die "podman is not installed (apt-get install podman runc)"
+  command -v runc >/dev/null || die "runc is not installed (apt-get install runc)"
+  CONTAINERS_CONF="$STATE/containers.conf" podman info --format '{{.Host.OCIRuntime.Name}}' >/dev/null 2>"$STATE/podman-info.err" \
+    || die "podman is not usable here: $(tail -n 3 "$STATE/podman-info.err"). The lab needs rootful podman with runc."
+}
+
+install_python() {
+  local stamp="$STATE/venv.stamp" want
+  want=$(cat "$ROOT/pyproject.toml" "$ROOT/requirements/constraints.txt" | sha256sum | cut -d' ' -f1)
+  if [ -x "$VENV/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    return 0
+  fi
+  "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' \
+    || die "$PYTHON is not Python 3.11 (ansible 12 / ansible-core 2.19 are pinned for 3.11); set GPUFORGE_PYTHON"
+  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+  echo "gpuforge setup: installing Python dependencies into .venv"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -c "$ROOT/requirements/constraints.txt" -e "$ROOT[dev]" 2>&1 \
+    | grep -v '^WARNING: Location' || true
+  "$VENV/bin/python" -c 'import ansible, ansible_runner, molecule, testinfra, kubernetes_validate' \
+    || die "Python dependencies did not install; see the pip output above"
+  echo "$want" >"$stamp"
+}
+
+mkdir -p "$STATE"
+install_system_packages
+write_containers_conf
+check_podman
+install_python
+echo "gpuforge setup: ready (venv: .venv, CONTAINERS_CONF=$STATE/containers.conf)"
