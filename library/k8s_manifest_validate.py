@@ -1,0 +1,236 @@
+#!/usr/bin/python
+"""Ansible module: validate rendered Kubernetes manifests before anything applies them."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: k8s_manifest_validate
+short_description: Validate rendered Kubernetes manifests against the schema of a Kubernetes version
+description:
+  - Reads YAML manifest files (one or more documents each) on the controller.
+  - Core Kubernetes objects are validated with kubernetes-validate against the JSON schema of the
+    requested Kubernetes version (strict mode rejects unknown fields).
+  - Custom resources gpuforge renders (MPIJob kubeflow.org/v2beta1, OpenShift
+    SecurityContextConstraints, CSIScaleOperator csi.ibm.com/v1) get structural checks for the fields
+    gpuforge sets; the pod templates inside an MPIJob are also validated as core PodTemplate objects.
+  - An object that is neither a core kind of that version nor a checked custom resource is an error.
+  - With an empty I(paths) list the module only checks that the Kubernetes version is supported.
+  - Read-only; runs the same in check mode.
+version_added: "0.1.0"
+author: gpuforge
+options:
+  paths:
+    description: Manifest files to validate.
+    type: list
+    elements: path
+    default: []
+  kubernetes_version:
+    description:
+      - Kubernetes version to validate against, C(major.minor) (a leading C(v) and a patch level are accepted).
+      - Must be one kubernetes-validate ships schemas for and not older than I(minimum_version).
+    type: str
+    required: true
+  minimum_version:
+    description: Oldest Kubernetes version gpuforge supports (its manifests use APIs that are GA from there).
+    type: str
+    default: "1.30"
+  strict:
+    description: Use the strict schemas (unknown fields are errors).
+    type: bool
+    default: true
+requirements:
+  - kubernetes-validate (python, on the controller)
+  - PyYAML
+notes:
+  - Supports check mode.
+"""
+
+EXAMPLES = r"""
+- name: Validate the RDMA device plugin manifests for Kubernetes 1.33
+  k8s_manifest_validate:
+    paths:
+      - artifacts/k8s/lab/rdma_shared_device_plugin/configmap.yaml
+      - artifacts/k8s/lab/rdma_shared_device_plugin/daemonset.yaml
+    kubernetes_version: "1.33"
+
+- name: Only check that the configured Kubernetes version is supported
+  k8s_manifest_validate:
+    kubernetes_version: "{{ gpuforge_k8s_version }}"
+"""
+
+RETURN = r"""
+kubernetes_version:
+  description: The major.minor version validated against.
+  returned: always
+  type: str
+  sample: "1.33"
+supported_versions:
+  description: Kubernetes versions this controller can validate against.
+  returned: always
+  type: list
+  elements: str
+  sample: ["1.30", "1.31", "1.32", "1.33"]
+objects:
+  description: One entry per validated object.
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - path: artifacts/k8s/lab/mpi_operator/crd.yaml
+      kind: CustomResourceDefinition
+      name: mpijobs.kubeflow.org
+      namespace: null
+      validated_by: schema
+errors:
+  description: Validation errors, C(<path>: <kind>/<name>: <message>).
+  returned: on failure
+  type: list
+  elements: str
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.gpuforge_k8s_structural import check_object, embedded_pod_templates, has_check
+
+try:
+    import yaml
+
+    YAML_IMPORT_ERROR = None
+except ImportError:
+    YAML_IMPORT_ERROR = traceback.format_exc()
+
+try:
+    import kubernetes_validate
+    from kubernetes_validate import utils as kv_utils
+
+    KV_IMPORT_ERROR = None
+except ImportError:
+    KV_IMPORT_ERROR = traceback.format_exc()
+
+
+def _major_minor(version):
+    parts = str(version).lstrip("v").split(".")
+    if len(parts) < 2 or not all(p.isdigit() for p in parts[:2]):
+        return None
+    return f"{int(parts[0])}.{int(parts[1])}"
+
+
+def _version_key(version):
+    major, minor = version.split(".")
+    return int(major), int(minor)
+
+
+class ManifestValidator:
+    """Validate manifest files; collects errors instead of stopping at the first."""
+
+    def __init__(self, module):
+        self.module = module
+        self.result = {"changed": False, "objects": [], "errors": []}
+
+    def supported_versions(self, minimum):
+        versions = {_major_minor(v) for v in kv_utils.all_versions()}
+        return sorted((v for v in versions if v and _version_key(v) >= _version_key(minimum)), key=_version_key)
+
+    def check_version(self):
+        params = self.module.params
+        minimum = _major_minor(params["minimum_version"])
+        if minimum is None:
+            self.module.fail_json(msg=f"minimum_version {params['minimum_version']!r} is not major.minor")
+        supported = self.supported_versions(minimum)
+        self.result["supported_versions"] = supported
+        version = _major_minor(params["kubernetes_version"])
+        if version not in supported:
+            self.module.fail_json(
+                msg=(
+                    f"Unknown Kubernetes version {params['kubernetes_version']!r}: gpuforge validates against "
+                    f"{', '.join(supported)} (schemas of kubernetes-validate {kubernetes_validate.__version__}, "
+                    f"minimum {minimum})"
+                ),
+                **self.result,
+            )
+        self.result["kubernetes_version"] = version
+        return version
+
+    def load(self, path):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                return [doc for doc in yaml.safe_load_all(handle) if doc is not None]
+        except (OSError, yaml.YAMLError) as exc:
+            self.result["errors"].append(f"{path}: cannot read YAML: {exc}")
+            return []
+
+    def schema_errors(self, obj, version):
+        try:
+            kubernetes_validate.validate(obj, version, strict=self.module.params["strict"])
+        except kubernetes_validate.ValidationError as exc:
+            location = ".".join(str(p) for p in exc.path) or "(root)"
+            return [f"{location}: {exc.message}"]
+        except kubernetes_validate.SchemaNotFoundError:
+            return None
+        return []
+
+    def validate_object(self, path, obj, version):
+        if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind"):
+            self.result["errors"].append(f"{path}: document is not a Kubernetes object (apiVersion/kind)")
+            return
+        metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        label = f"{path}: {obj['kind']}/{metadata.get('name')}"
+        if has_check(obj):
+            errors = check_object(obj)
+            for template in embedded_pod_templates(obj):
+                errors += [f"{template['metadata']['name']}: {e}" for e in self.schema_errors(template, version) or []]
+            validated_by = "structural"
+        else:
+            errors = self.schema_errors(obj, version)
+            validated_by = "schema"
+            if errors is None:
+                errors = [
+                    f"apiVersion {obj['apiVersion']} is not in the Kubernetes {version} schema and has no "
+                    "gpuforge structural check"
+                ]
+        self.result["errors"].extend(f"{label}: {error}" for error in errors)
+        self.result["objects"].append(
+            {
+                "path": path,
+                "kind": obj["kind"],
+                "name": metadata.get("name"),
+                "namespace": metadata.get("namespace"),
+                "validated_by": validated_by,
+            }
+        )
+
+    def run(self):
+        version = self.check_version()
+        for path in self.module.params["paths"]:
+            for obj in self.load(path):
+                self.validate_object(path, obj, version)
+        if self.result["errors"]:
+            count = len(self.result["errors"])
+            self.module.fail_json(
+                msg=f"{count} manifest validation error(s): " + "; ".join(self.result["errors"]), **self.result
+            )
+        del self.result["errors"]
+        self.module.exit_json(**self.result)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "paths": {"type": "list", "elements": "path", "default": []},
+            "kubernetes_version": {"type": "str", "required": True},
+            "minimum_version": {"type": "str", "default": "1.30"},
+            "strict": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    if YAML_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib("PyYAML"), exception=YAML_IMPORT_ERROR)
+    if KV_IMPORT_ERROR:
+        module.fail_json(msg=missing_required_lib("kubernetes-validate"), exception=KV_IMPORT_ERROR)
+    ManifestValidator(module).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,549 @@
+"""Parsers for nvidia-smi output: -q -x (XML), -q (text), --query-gpu CSV, -L, topo -m, nvlink --status.
+
+Pure functions over text, stdlib only (Ansible ships this file alone inside a module). The returned
+shapes are documented in docs/parsers.md and are a stable interface: -q -x and -q text normalise to
+the same GPU dictionary, so a check does not care which one it was given. Malformed input raises
+ParseError; values nvidia-smi reports as N/A, [N/A] or [Not Supported] become None.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+__all__ = [
+    "ParseError",
+    "gpu_product_label",
+    "parse_list_gpus",
+    "parse_nvlink_status",
+    "parse_query_gpu_csv",
+    "parse_query_text",
+    "parse_query_xml",
+    "parse_topo_matrix",
+]
+
+
+class ParseError(ValueError):
+    """The text is not the nvidia-smi output the parser expects (message says which part)."""
+
+
+_MISSING = {"", "N/A", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error", "[Unknown Error]", "None"}
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
+_NUMBER_RE = re.compile(r"^-?\d+(\.\d+)?")
+
+# Canonical throttle / clock-event reason names (XML suffixes) and the text -q labels for them.
+THROTTLE_REASONS = {
+    "Idle": "gpu_idle",
+    "Applications Clocks Setting": "applications_clocks_setting",
+    "SW Power Cap": "sw_power_cap",
+    "HW Slowdown": "hw_slowdown",
+    "HW Thermal Slowdown": "hw_thermal_slowdown",
+    "HW Power Brake Slowdown": "hw_power_brake_slowdown",
+    "Sync Boost": "sync_boost",
+    "SW Thermal Slowdown": "sw_thermal_slowdown",
+    "Display Clock Setting": "display_clocks_setting",
+}
+
+
+def _clean(value):
+    """Collapse whitespace (XML values may contain line breaks); None for N/A-style values."""
+    if value is None:
+        return None
+    value = " ".join(str(value).split())
+    return None if value in _MISSING else value
+
+
+def _number(value, kind=int):
+    """Leading number of '16384 MiB', '16x', '250.00 W', '0x53'; None when absent."""
+    value = _clean(value)
+    if value is None:
+        return None
+    if kind is int and value.lower().startswith("0x"):
+        try:
+            return int(value.split()[0], 16)
+        except ValueError:
+            return None
+    match = _NUMBER_RE.match(value)
+    if not match:
+        return None
+    return kind(float(match.group(0))) if kind is int else kind(match.group(0))
+
+
+def _yes(value):
+    value = _clean(value)
+    if value is None:
+        return None
+    return value.lower() in ("yes", "active", "enabled")
+
+
+def _sum(values):
+    numbers = [v for v in values if v is not None]
+    return sum(numbers) if numbers else None
+
+
+def gpu_product_label(name: str) -> str:
+    """Node label value from a GPU product name: spaces to dashes (seed 000: Tesla-V100-SXM2-16GB)."""
+    return re.sub(r"\s+", "-", (name or "").strip())
+
+
+# ---------------------------------------------------------------------------------------------------
+# -q -x and -q: one normalised GPU dictionary built through an accessor over either tree.
+
+
+def _normalise_gpu(get, sub, index: int, bus_attr) -> dict:
+    """Build the GPU dictionary. get(xml_path, text_path) -> str|None; sub(xml, text) -> mapping|None."""
+    throttle = {}
+    reasons = sub("clocks_event_reasons", "Clocks Event Reasons") or sub(
+        "clocks_throttle_reasons", "Clocks Throttle Reasons"
+    )
+    for key, raw in (reasons or {}).items():
+        name = THROTTLE_REASONS.get(key) or re.sub(r"^clocks_(throttle|event)_reason_", "", key)
+        throttle[name] = _yes(raw)
+    ecc = {}
+    for period, label in (("volatile", "Volatile"), ("aggregate", "Aggregate")):
+        corrected = _sum(
+            [
+                _number(get(f"ecc_errors/{period}/single_bit/total", f"ECC Errors/{label}/Single Bit/Total")),
+                _number(get(f"ecc_errors/{period}/sram_correctable", f"ECC Errors/{label}/SRAM Correctable")),
+                _number(get(f"ecc_errors/{period}/dram_correctable", f"ECC Errors/{label}/DRAM Correctable")),
+            ]
+        )
+        uncorrected = _sum(
+            [
+                _number(get(f"ecc_errors/{period}/double_bit/total", f"ECC Errors/{label}/Double Bit/Total")),
+                _number(get(f"ecc_errors/{period}/sram_uncorrectable", f"ECC Errors/{label}/SRAM Uncorrectable")),
+                _number(
+                    get(
+                        f"ecc_errors/{period}/sram_uncorrectable_parity",
+                        f"ECC Errors/{label}/SRAM Uncorrectable Parity",
+                    )
+                ),
+                _number(
+                    get(
+                        f"ecc_errors/{period}/sram_uncorrectable_secded",
+                        f"ECC Errors/{label}/SRAM Uncorrectable SEC-DED",
+                    )
+                ),
+                _number(get(f"ecc_errors/{period}/dram_uncorrectable", f"ECC Errors/{label}/DRAM Uncorrectable")),
+            ]
+        )
+        ecc[period] = {"corrected": corrected, "uncorrected": uncorrected}
+    remap = sub("remapped_rows", "Remapped Rows")
+    remapped_rows = None
+    if remap:
+        remapped_rows = {
+            "correctable": _number(get("remapped_rows/remapped_row_corr", "Remapped Rows/Correctable Error")),
+            "uncorrectable": _number(get("remapped_rows/remapped_row_unc", "Remapped Rows/Uncorrectable Error")),
+            "pending": _yes(get("remapped_rows/remapped_row_pending", "Remapped Rows/Pending")),
+            "failure": _yes(get("remapped_rows/remapped_row_failure", "Remapped Rows/Remapping Failure Occurred")),
+        }
+    pending_pages = [
+        _yes(get("retired_pages/pending_retirement", "Retired Pages/Pending Page Retirement")),
+        _yes(get("retired_pages/pending_blacklist", "Retired Pages/Pending Page Blacklist")),
+    ]
+    retired_pages = {
+        "single_bit": _number(
+            get("retired_pages/multiple_single_bit_retirement/retired_count", "Retired Pages/Single Bit ECC")
+        ),
+        "double_bit": _number(get("retired_pages/double_bit_retirement/retired_count", "Retired Pages/Double Bit ECC")),
+        "pending": None if all(p is None for p in pending_pages) else any(pending_pages),
+    }
+    repair = [retired_pages["pending"], remapped_rows["pending"] if remapped_rows else None]
+    bus_id = _clean(get("pci/pci_bus_id", "PCI/Bus Id")) or bus_attr
+    gpu = {
+        "index": index,
+        "bus_id": bus_id.upper() if bus_id else None,
+        "product_name": _clean(get("product_name", "Product Name")),
+        "product_brand": _clean(get("product_brand", "Product Brand")),
+        "architecture": _clean(get("product_architecture", "Product Architecture")),
+        "uuid": _clean(get("uuid", "GPU UUID")),
+        "serial": _clean(get("serial", "Serial Number")),
+        "vbios_version": _clean(get("vbios_version", "VBIOS Version")),
+        "minor_number": _number(get("minor_number", "Minor Number")),
+        "persistence_mode": _clean(get("persistence_mode", "Persistence Mode")),
+        "virtualization_mode": _clean(
+            get("gpu_virtualization_mode/virtualization_mode", "GPU Virtualization Mode/Virtualization Mode")
+        ),
+        "mig_mode": {
+            "current": _clean(get("mig_mode/current_mig", "MIG Mode/Current")),
+            "pending": _clean(get("mig_mode/pending_mig", "MIG Mode/Pending")),
+        },
+        "mig_devices": [],
+        "pcie": {
+            "gen_max": _number(
+                get("pci/pci_gpu_link_info/pcie_gen/max_link_gen", "PCI/GPU Link Info/PCIe Generation/Max")
+            ),
+            "gen_current": _number(
+                get("pci/pci_gpu_link_info/pcie_gen/current_link_gen", "PCI/GPU Link Info/PCIe Generation/Current")
+            ),
+            "width_max": _number(
+                get("pci/pci_gpu_link_info/link_widths/max_link_width", "PCI/GPU Link Info/Link Width/Max")
+            ),
+            "width_current": _number(
+                get("pci/pci_gpu_link_info/link_widths/current_link_width", "PCI/GPU Link Info/Link Width/Current")
+            ),
+        },
+        "performance_state": _clean(get("performance_state", "Performance State")),
+        "memory": {
+            "total_mib": _number(get("fb_memory_usage/total", "FB Memory Usage/Total")),
+            "reserved_mib": _number(get("fb_memory_usage/reserved", "FB Memory Usage/Reserved")),
+            "used_mib": _number(get("fb_memory_usage/used", "FB Memory Usage/Used")),
+            "free_mib": _number(get("fb_memory_usage/free", "FB Memory Usage/Free")),
+        },
+        "ecc": {
+            "mode_current": _clean(get("ecc_mode/current_ecc", "ECC Mode/Current")),
+            "mode_pending": _clean(get("ecc_mode/pending_ecc", "ECC Mode/Pending")),
+            "volatile": ecc["volatile"],
+            "aggregate": ecc["aggregate"],
+        },
+        "retired_pages": retired_pages,
+        "remapped_rows": remapped_rows,
+        "memory_repair_pending": None if all(r is None for r in repair) else any(repair),
+        "throttle_reasons": throttle,
+        "active_throttle_reasons": sorted(name for name, active in throttle.items() if active),
+        "temperature_c": _number(get("temperature/gpu_temp", "Temperature/GPU Current Temp")),
+        "power_draw_w": _number(
+            get("power_readings/power_draw", "Power Readings/Power Draw")
+            or get("gpu_power_readings/power_draw", "GPU Power Readings/Power Draw"),
+            float,
+        ),
+        "power_limit_w": _number(
+            get("power_readings/power_limit", "Power Readings/Power Limit")
+            or get("gpu_power_readings/current_power_limit", "GPU Power Readings/Current Power Limit"),
+            float,
+        ),
+        "utilization_gpu_pct": _number(get("utilization/gpu_util", "Utilization/Gpu")),
+        "fabric_state": _clean(get("fabric/state", "Fabric/State")),
+    }
+    return gpu
+
+
+def parse_query_xml(text: str) -> dict:
+    """Parse `nvidia-smi -q -x` (DTD v10 .. v12 and newer) into {driver_version, cuda_version, gpus, ...}."""
+    if not text or "<nvidia_smi_log" not in text:
+        raise ParseError("nvidia-smi -q -x: no <nvidia_smi_log> document in the output")
+    if "<!ENTITY" in text:
+        raise ParseError("nvidia-smi -q -x: refusing XML that declares entities")
+    try:
+        root = ET.fromstring(text.strip())
+    except ET.ParseError as exc:
+        raise ParseError(f"nvidia-smi -q -x: not well-formed XML ({exc}); output truncated?") from exc
+    if root.tag != "nvidia_smi_log":
+        raise ParseError(f"nvidia-smi -q -x: root element is <{root.tag}>, expected <nvidia_smi_log>")
+    dtd = re.search(r"nvsmi_device_(v\d+)\.dtd", text)
+    gpus = []
+    for index, node in enumerate(root.findall("gpu")):
+
+        def get(xml_path, _text_path, node=node):
+            return node.findtext(xml_path)
+
+        def sub(xml_path, _text_path, node=node):
+            element = node.find(xml_path)
+            if element is None or len(element) == 0:
+                return None
+            return {child.tag: child.text for child in element}
+
+        gpu = _normalise_gpu(get, sub, index, node.get("id"))
+        for mig in node.findall("mig_devices/mig_device"):
+            gpu["mig_devices"].append(
+                {
+                    "index": _number(mig.findtext("index")),
+                    "gpu_instance_id": _number(mig.findtext("gpu_instance_id")),
+                    "compute_instance_id": _number(mig.findtext("compute_instance_id")),
+                    "multiprocessor_count": _number(mig.findtext("device_attributes/shared/multiprocessor_count")),
+                    "memory_total_mib": _number(mig.findtext("fb_memory_usage/total")),
+                }
+            )
+        gpus.append(gpu)
+    attached = _number(root.findtext("attached_gpus"))
+    return {
+        "format": "xml",
+        "dtd_version": dtd.group(1) if dtd else None,
+        "timestamp": _clean(root.findtext("timestamp")),
+        "driver_version": _clean(root.findtext("driver_version")),
+        "cuda_version": _clean(root.findtext("cuda_version")),
+        "attached_gpus": attached,
+        "gpu_count": len(gpus),
+        "gpus": gpus,
+    }
+
+
+_TEXT_LINE_RE = re.compile(r"^(?P<indent> *)(?P<key>\S.*?)\s+: ?(?P<value>.*)$")
+
+
+def _text_tree(lines):
+    """Indentation tree of a -q text block. Value lines never open a section, so a value indented under
+    another value (HW Thermal Slowdown under HW Slowdown) lands in the enclosing section."""
+    root: dict = {}
+    stack = [(-1, root)]
+    for raw in lines:
+        if not raw.strip():
+            continue
+        match = _TEXT_LINE_RE.match(raw)
+        indent = len(raw) - len(raw.lstrip(" "))
+        while stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1]
+        if match:
+            key, value = match.group("key").strip(), match.group("value")
+        else:
+            key, value = raw.strip(), None
+        unique, n = key, 2
+        while unique in parent:
+            unique, n = f"{key} #{n}", n + 1
+        if value is None:
+            parent[unique] = {}
+            stack.append((indent, parent[unique]))
+        else:
+            parent[unique] = value
+    return root
+
+
+def parse_query_text(text: str) -> dict:
+    """Parse `nvidia-smi -q` (optionally `-d ...`) text into the same shape as parse_query_xml."""
+    if not text or "NVSMI LOG" not in text:
+        raise ParseError("nvidia-smi -q: no '==NVSMI LOG==' header in the output")
+    header, blocks, current = [], [], None
+    for line in text.splitlines():
+        if re.match(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:", line):
+            current = (line[4:].strip(), [])
+            blocks.append(current)
+        elif current is not None and (line.startswith(" ") or not line.strip()):
+            current[1].append(line)
+        elif line.strip() and "NVSMI LOG" not in line:
+            header.append(line)
+            current = None
+    top = _text_tree(header)
+    gpus = []
+    for index, (bus, lines) in enumerate(blocks):
+        tree = _text_tree(lines)
+
+        def walk(path, tree=tree):
+            node = tree
+            for part in path.split("/"):
+                if not isinstance(node, dict) or part not in node:
+                    return None
+                node = node[part]
+            return node
+
+        def get(_xml_path, text_path, walk=walk):
+            value = walk(text_path)
+            return value if isinstance(value, str) else None
+
+        def sub(_xml_path, text_path, walk=walk):
+            value = walk(text_path)
+            return value if isinstance(value, dict) and value else None
+
+        gpus.append(_normalise_gpu(get, sub, index, bus))
+    return {
+        "format": "text",
+        "dtd_version": None,
+        "timestamp": _clean(top.get("Timestamp")),
+        "driver_version": _clean(top.get("Driver Version")),
+        "cuda_version": _clean(top.get("CUDA Version")),
+        "attached_gpus": _number(top.get("Attached GPUs")),
+        "gpu_count": len(gpus),
+        "gpus": gpus,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+# --query-gpu=... --format=csv[,noheader][,nounits]
+
+_HEADER_TOKEN_RE = re.compile(r"^[a-z][a-z0-9_.]*( \[[^\]]+\])?$")
+_CSV_ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id", "gpu_serial": "serial"}
+
+
+def _csv_value(value: str, unit: str | None):
+    value = value.strip()
+    if value in _MISSING:
+        return None
+    if unit and value.endswith(" " + unit):
+        value = value[: -len(unit) - 1]
+    if re.fullmatch(r"-?\d+", value):
+        return int(value)
+    if re.fullmatch(r"-?\d+\.\d+", value):
+        return float(value)
+    return value
+
+
+def parse_query_gpu_csv(text: str, fields: list[str] | None = None, header: bool | None = None) -> dict:
+    """Parse `--query-gpu=<fields> --format=csv[,noheader][,nounits]`.
+
+    Returns {fields, units, rows}: rows are dicts keyed by field name (header spelling, else `fields`
+    with nvidia-smi's aliases resolved), numbers converted, units stripped, [N/A]/[Not Supported] None.
+    """
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    if not lines:
+        raise ParseError("nvidia-smi --query-gpu: empty output")
+    first = [token.strip() for token in lines[0].split(",")]
+    if header is None:
+        header = all(_HEADER_TOKEN_RE.match(token) for token in first)
+    units: dict[str, str | None] = {}
+    names = []
+    if header:
+        for token in first:
+            match = re.match(r"^(.*?)(?: \[([^\]]+)\])?$", token)
+            names.append(match.group(1))
+            units[match.group(1)] = match.group(2)
+        lines = lines[1:]
+    elif fields:
+        names = [_CSV_ALIASES.get(f.strip(), f.strip()) for f in fields]
+        units = dict.fromkeys(names)
+    else:
+        raise ParseError("nvidia-smi --query-gpu: no header line and no field list to name the columns")
+    rows = []
+    for number, line in enumerate(lines, start=2 if header else 1):
+        values = [v for v in line.split(", ")] if ", " in line else line.split(",")
+        if len(values) != len(names):
+            raise ParseError(
+                f"nvidia-smi --query-gpu: line {number} has {len(values)} values for {len(names)} fields: {line!r}"
+            )
+        rows.append({name: _csv_value(value, units.get(name)) for name, value in zip(names, values, strict=True)})
+    return {"fields": names, "units": units, "rows": rows}
+
+
+# ---------------------------------------------------------------------------------------------------
+# -L
+
+_LIST_GPU_RE = re.compile(r"^GPU (?P<index>\d+): (?P<name>.*?) \(UUID: (?P<uuid>[^)]+)\)\s*$")
+_LIST_MIG_RE = re.compile(r"^\s+MIG (?P<profile>\S+)\s+Device\s+(?P<index>\d+): \(UUID: (?P<uuid>[^)]+)\)\s*$")
+
+
+def parse_list_gpus(text: str) -> dict:
+    """Parse `nvidia-smi -L`: {gpus: [{index, name, uuid, mig_devices}], errors: [lines nvidia-smi printed
+    instead of a GPU, e.g. 'Unable to determine the device handle for GPU...']}."""
+    gpus, errors = [], []
+    for line in (text or "").splitlines():
+        if not line.strip():
+            continue
+        match = _LIST_GPU_RE.match(line)
+        mig = _LIST_MIG_RE.match(line)
+        if match:
+            gpus.append({"index": int(match["index"]), "name": match["name"], "uuid": match["uuid"], "mig_devices": []})
+        elif mig and gpus:
+            gpus[-1]["mig_devices"].append({"profile": mig["profile"], "index": int(mig["index"]), "uuid": mig["uuid"]})
+        else:
+            errors.append(line.strip())
+    if not gpus and not errors:
+        raise ParseError("nvidia-smi -L: empty output")
+    return {"gpu_count": len(gpus), "gpus": gpus, "errors": errors}
+
+
+# ---------------------------------------------------------------------------------------------------
+# topo -m
+
+_AFFINITY_COLUMNS = {"CPU Affinity": "cpu_affinity", "NUMA Affinity": "numa_affinity", "GPU NUMA ID": "gpu_numa_id"}
+_DEVICE_RE = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\d+|\S+_\d+)$")
+
+
+def parse_topo_matrix(text: str) -> dict:
+    """Parse `nvidia-smi topo -m` (tabs or spaces; with or without NICs, GPU NUMA ID column, legends).
+
+    Returns {gpu_count, columns, matrix, gpus, nics, legend, nic_legend}; see docs/parsers.md.
+    """
+    lines = [_ANSI_RE.sub("", line).rstrip("\n") for line in (text or "").splitlines()]
+    start = next((i for i, line in enumerate(lines) if re.match(r"^\s+GPU0(\s|$)", line)), None)
+    if start is None:
+        raise ParseError("nvidia-smi topo -m: no header line starting with GPU0")
+    header = [cell for cell in re.split(r"\t| {2,}", lines[start].strip()) if cell.strip()]
+    header = [cell.strip() for cell in header]
+    devices = [cell for cell in header if cell not in _AFFINITY_COLUMNS]
+    extras = [cell for cell in header if cell in _AFFINITY_COLUMNS]
+    matrix: dict[str, dict[str, str]] = {}
+    affinity: dict[str, dict[str, str | None]] = {}
+    end = start + 1
+    for end in range(start + 1, len(lines) + 1):
+        if end == len(lines) or not lines[end].strip() or lines[end].startswith("Legend"):
+            break
+        line = lines[end]
+        cells = [c.strip() for c in (line.split("\t") if "\t" in line else line.split())]
+        cells = [c for c in cells if c]
+        name, values = cells[0], cells[1:]
+        if name not in devices:
+            raise ParseError(f"nvidia-smi topo -m: row {name!r} is not a column of the header")
+        if len(values) < len(devices):
+            raise ParseError(f"nvidia-smi topo -m: row {name} has {len(values)} cells for {len(devices)} devices")
+        matrix[name] = dict(zip(devices, values[: len(devices)], strict=True))
+        rest = values[len(devices) :]
+        affinity[name] = {
+            _AFFINITY_COLUMNS[col]: _clean(rest[i]) if i < len(rest) else None for i, col in enumerate(extras)
+        }
+    legend, nic_legend = {}, {}
+    for line in lines[end:]:
+        match = re.match(r"^\s+(\S+)\s+= (.*)$", line)
+        nic = re.match(r"^\s+(NIC\d+): (\S+)\s*$", line)
+        if nic:
+            nic_legend[nic.group(1)] = nic.group(2)
+        elif match:
+            legend[match.group(1)] = match.group(2).strip()
+    gpu_names = [d for d in devices if d.startswith("GPU")]
+    nic_names = [d for d in devices if not d.startswith("GPU")]
+    missing = [d for d in gpu_names if d not in matrix]
+    if missing:
+        raise ParseError(f"nvidia-smi topo -m: no row for {', '.join(missing)} (output truncated?)")
+    gpus = []
+    for name in gpu_names:
+        row = matrix[name]
+        aff = affinity.get(name, {})
+        gpus.append(
+            {
+                "name": name,
+                "index": int(name[3:]),
+                "links": {peer: row[peer] for peer in gpu_names if peer != name},
+                "nics": {nic_legend.get(nic, nic): row[nic] for nic in nic_names},
+                "cpu_affinity": aff.get("cpu_affinity"),
+                "numa_affinity": aff.get("numa_affinity"),
+                "gpu_numa_id": aff.get("gpu_numa_id"),
+            }
+        )
+    nics = [{"name": nic, "device": nic_legend.get(nic, nic), "links": dict(matrix.get(nic, {}))} for nic in nic_names]
+    return {
+        "gpu_count": len(gpus),
+        "columns": header,
+        "matrix": matrix,
+        "gpus": gpus,
+        "nics": nics,
+        "legend": legend,
+        "nic_legend": nic_legend,
+    }
+
+
+# ---------------------------------------------------------------------------------------------------
+# nvlink --status / nvlink -s
+
+_NVLINK_GPU_RE = re.compile(r"^GPU (?P<index>\d+): (?P<name>.*?)(?: \(UUID: (?P<uuid>[^)]+)\))?\s*$")
+_NVLINK_LINK_RE = re.compile(r"^\s+Link (?P<link>\d+): (?P<state>.*?)\s*$")
+
+
+def parse_nvlink_status(text: str) -> dict:
+    """Parse `nvidia-smi nvlink --status`: {gpus: [{index, name, uuid, links: [{link, speed_gbps, active,
+    state}], active_links, total_speed_gbps}], errors}. Inactive links show `<inactive>`."""
+    gpus, errors = [], []
+    for line in (text or "").splitlines():
+        if not line.strip():
+            continue
+        gpu = _NVLINK_GPU_RE.match(line)
+        link = _NVLINK_LINK_RE.match(line)
+        if gpu:
+            gpus.append({"index": int(gpu["index"]), "name": gpu["name"], "uuid": gpu["uuid"], "links": []})
+        elif link and gpus:
+            state = link["state"]
+            speed = re.match(r"^(\d+(?:\.\d+)?) GB/s$", state)
+            gpus[-1]["links"].append(
+                {
+                    "link": int(link["link"]),
+                    "speed_gbps": float(speed.group(1)) if speed else None,
+                    "active": bool(speed),
+                    "state": state,
+                }
+            )
+        else:
+            errors.append(line.strip())
+    if not gpus and not errors:
+        raise ParseError("nvidia-smi nvlink --status: empty output")
+    for gpu in gpus:
+        active = [link for link in gpu["links"] if link["active"]]
+        gpu["active_links"] = len(active)
+        gpu["total_speed_gbps"] = round(sum(link["speed_gbps"] for link in active), 3)
+    return {"gpu_count": len(gpus), "gpus": gpus, "errors": errors}

@@ -1,0 +1,3 @@
+from gpuforge.cli import main
+
+raise SystemExit(main())

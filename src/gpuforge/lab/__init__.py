@@ -1,0 +1,1 @@
+"""The lab: podman containers that stand in for GPU servers (docs/lab.md)."""

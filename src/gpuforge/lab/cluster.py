@@ -1,0 +1,181 @@
+"""Bring the lab up, down, and report on it. Every step first looks, then acts only on a difference."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+
+from gpuforge.lab import image, inventory, mirror
+from gpuforge.lab.podman import PodmanError, exists, inspect, podman
+from gpuforge.lab.spec import LabSpec, NodeSpec
+from gpuforge.paths import LAB_STATE_DIR
+
+NETWORK = "gpuforge-lab"
+# Static addresses (.2-.127) for the mirror and nodes; podman hands out .128-.254 to others (Molecule).
+SUBNET = "10.242.0.0/24"
+DYNAMIC_RANGE = "10.242.0.128/25"
+MIRROR_IP = "10.242.0.2"
+MIRROR_CONTAINER = "gpuforge-lab-mirror"
+FIRST_NODE_HOST = 11
+LABEL = "io.gpuforge.lab"
+NODES_DIR = LAB_STATE_DIR / "nodes"
+SHARED_DIR = LAB_STATE_DIR / "shared"
+
+
+def container_name(node: str) -> str:
+    return f"gpuforge-lab-{node}"
+
+
+def node_ip(index: int) -> str:
+    return f"10.242.0.{FIRST_NODE_HOST + index}"
+
+
+@dataclass
+class NodeStatus:
+    name: str
+    container: str
+    profile: str
+    ip: str
+    state: str
+
+
+def ensure_network() -> bool:
+    if exists("network", NETWORK):
+        return False
+    podman("network", "create", "--subnet", SUBNET, "--ip-range", DYNAMIC_RANGE, "--label", f"{LABEL}=1", NETWORK)
+    return True
+
+
+def ensure_mirror(tag: str, log=print) -> str:
+    """Build the signed package mirror if its inputs changed, and serve it on the lab network."""
+    repo = mirror.build(log=log)
+    if exists("container", MIRROR_CONTAINER):
+        info = inspect("container", [MIRROR_CONTAINER])[0]
+        if info["State"]["Running"]:
+            return repo.url
+        podman("start", MIRROR_CONTAINER)
+        return repo.url
+    podman(
+        "run", "-d", "--name", MIRROR_CONTAINER, "--hostname", "mirror",
+        "--network", NETWORK, "--ip", MIRROR_IP, "--label", f"{LABEL}=mirror",
+        "-v", f"{repo.root}:/srv/mirror:ro",
+        tag, "python3", "-m", "http.server", "80", "--directory", "/srv/mirror",
+    )  # fmt: skip
+    return repo.url
+
+
+def _config_hash(node: NodeSpec, tag: str, ip: str, peers: list[str]) -> str:
+    payload = json.dumps({"tag": tag, "ip": ip, "peers": peers, "name": node.name}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+def _write_hardware(spec: LabSpec, node: NodeSpec) -> str:
+    path = NODES_DIR / node.name / "hardware.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(spec.hardware(node), indent=2, sort_keys=True) + "\n"
+    if not path.is_file() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def _wait_for_systemd(container: str, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    state = ""
+    while time.monotonic() < deadline:
+        state = podman("exec", container, "systemctl", "is-system-running", check=False).strip()
+        if state in ("running", "degraded"):
+            return
+        time.sleep(0.5)
+    raise PodmanError(f"{container}: systemd did not finish booting within {timeout:.0f}s (state: {state or '?'})")
+
+
+def ensure_node(spec: LabSpec, node: NodeSpec, index: int, tag: str, hosts: list[str]) -> bool:
+    container = container_name(node.name)
+    ip = node_ip(index)
+    hardware = _write_hardware(spec, node)
+    wanted = _config_hash(node, tag, ip, hosts)
+    if exists("container", container):
+        info = inspect("container", [container])[0]
+        if info["Config"]["Labels"].get(f"{LABEL}.config") == wanted:
+            if info["State"]["Running"]:
+                return False
+            podman("start", container)
+            _wait_for_systemd(container)
+            return True
+        podman("rm", "-f", "-t", "5", container)
+    SHARED_DIR.mkdir(parents=True, exist_ok=True)
+    args = [
+        "run", "-d", "--name", container, "--hostname", node.name,
+        "--network", NETWORK, "--ip", ip, "--systemd", "always",
+        # NET_ADMIN: tc netem and IPoIB-style interface changes inside the node's own namespace.
+        "--cap-add", "NET_ADMIN",
+        "--label", f"{LABEL}=node", "--label", f"{LABEL}.profile={node.profile}",
+        "--label", f"{LABEL}.config={wanted}",
+        "-v", f"{hardware}:/etc/gpuforge-lab/hardware.json:ro",
+        # Stand-in for Spectrum Scale's replicated cluster configuration (CCR), shared by all nodes.
+        "-v", f"{SHARED_DIR}:/var/lib/gpuforge-lab/shared",
+        "--add-host", f"mirror:{MIRROR_IP}",
+    ]  # fmt: skip
+    for peer in hosts:
+        if not peer.startswith(node.name + ":"):
+            args += ["--add-host", peer]
+    podman(*args, tag)
+    _wait_for_systemd(container)
+    return True
+
+
+def up(spec: LabSpec, log=print) -> list[NodeStatus]:
+    tag = image.build(log=log)
+    changed = ensure_network()
+    mirror_url = ensure_mirror(tag, log=log)
+    hosts = [f"{node.name}:{node_ip(i)}" for i, node in enumerate(spec.nodes)]
+    for index, node in enumerate(spec.nodes):
+        if ensure_node(spec, node, index, tag, hosts):
+            changed = True
+            log(f"lab: node {node.name} ({node.profile}) started at {node_ip(index)}")
+    removed = _remove_extra_nodes({node.name for node in spec.nodes})
+    inventory.write(spec, [node_ip(i) for i in range(len(spec.nodes))], mirror_url)
+    if not changed and not removed:
+        log("lab: already up, nothing changed")
+    return status()
+
+
+def _remove_extra_nodes(keep: set[str]) -> list[str]:
+    removed = []
+    for line in podman("ps", "-a", "--filter", f"label={LABEL}=node", "--format", "{{.Names}}").split():
+        if line.removeprefix("gpuforge-lab-") not in keep:
+            podman("rm", "-f", "-t", "5", line)
+            removed.append(line)
+    return removed
+
+
+def status() -> list[NodeStatus]:
+    names = podman("ps", "-a", "--filter", f"label={LABEL}=node", "--format", "{{.Names}}").split()
+    result = []
+    for info in inspect("container", names):
+        labels = info["Config"]["Labels"]
+        networks = info["NetworkSettings"].get("Networks", {})
+        ip = networks.get(NETWORK, {}).get("IPAddress", "")
+        result.append(
+            NodeStatus(
+                name=info["Config"]["Hostname"],
+                container=info["Name"],
+                profile=labels.get(f"{LABEL}.profile", "?"),
+                ip=ip,
+                state=info["State"]["Status"],
+            )
+        )
+    return sorted(result, key=lambda node: node.name)
+
+
+def down(log=print) -> None:
+    names = podman("ps", "-a", "--filter", f"label={LABEL}", "--format", "{{.Names}}").split()
+    if names:
+        podman("rm", "-f", "-t", "5", *names)
+        log(f"lab: removed {', '.join(sorted(names))}")
+    if exists("network", NETWORK):
+        podman("network", "rm", NETWORK)
+        log(f"lab: removed network {NETWORK}")
+    inventory.remove()

@@ -1,0 +1,130 @@
+"""Build the lab node image once: debootstrap Debian 12 + the lab overlay, then `podman import`.
+
+The image tag carries a hash of everything that goes into it, so a rebuild happens
+only when the package list or the overlay changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from gpuforge.lab.podman import PodmanError, exists, podman
+from gpuforge.paths import LAB_DIR, LAB_STATE_DIR
+
+IMAGE_DIR = LAB_DIR / "image"
+IMAGE_REPO = "localhost/gpuforge-lab-node"
+SUITE = "bookworm"
+BUILDER_REVISION = "1"  # bump when the build steps below change
+DEBIAN_MIRROR = os.environ.get("GPUFORGE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+DEBIAN_SECURITY_MIRROR = os.environ.get("GPUFORGE_DEBIAN_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
+# systemd units that cannot work in a container (no kernel modules, no consoles) or slow the boot.
+MASKED_UNITS = [
+    "systemd-modules-load.service",
+    "getty.target",
+    "console-getty.service",
+    "systemd-udevd.service",
+    "systemd-udev-trigger.service",
+    "systemd-networkd-wait-online.service",
+]
+
+
+def package_list() -> list[str]:
+    lines = (IMAGE_DIR / "packages.txt").read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def content_hash() -> str:
+    digest = hashlib.sha256()
+    digest.update(f"{BUILDER_REVISION}\n{SUITE}\n".encode())
+    digest.update("\n".join(package_list()).encode())
+    for path in sorted((IMAGE_DIR / "overlay").rglob("*")):
+        if path.is_file():
+            digest.update(str(path.relative_to(IMAGE_DIR)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def image_tag() -> str:
+    return f"{IMAGE_REPO}:{content_hash()}"
+
+
+def _customize(rootfs: Path) -> None:
+    shutil.copytree(IMAGE_DIR / "overlay", rootfs, dirs_exist_ok=True, symlinks=True)
+    (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
+    (rootfs / "etc/apt/sources.list.d/debian.sources").write_text(
+        "Types: deb\n"
+        f"URIs: {DEBIAN_MIRROR}\n"
+        "Suites: bookworm bookworm-updates\n"
+        "Components: main\n"
+        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n"
+        "Types: deb\n"
+        f"URIs: {DEBIAN_SECURITY_MIRROR}\n"
+        "Suites: bookworm-security\n"
+        "Components: main\n"
+        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n",
+        encoding="utf-8",
+    )
+    systemd = rootfs / "etc/systemd/system"
+    for unit in MASKED_UNITS:
+        link = systemd / unit
+        link.unlink(missing_ok=True)
+        link.symlink_to("/dev/null")
+    wants = systemd / "sysinit.target.wants"
+    wants.mkdir(parents=True, exist_ok=True)
+    boot_link = wants / "gpuforge-lab-boot.service"
+    boot_link.unlink(missing_ok=True)
+    boot_link.symlink_to("/etc/systemd/system/gpuforge-lab-boot.service")
+    (rootfs / "etc/machine-id").write_text("", encoding="utf-8")
+    # No recommends by default, as on a minimal server install; keeps lab installs fast.
+    (rootfs / "etc/apt/apt.conf.d/90gpuforge-lab").write_text(
+        'APT::Install-Recommends "false";\nAcquire::Retries "3";\n', encoding="utf-8"
+    )
+    shutil.rmtree(rootfs / "var/lib/apt/lists", ignore_errors=True)
+    (rootfs / "var/lib/apt/lists/partial").mkdir(parents=True, exist_ok=True)
+
+
+def build(force: bool = False, log=print) -> str:
+    """Return the tag of the lab node image, building it only if missing."""
+    tag = image_tag()
+    if exists("image", tag) and not force:
+        return tag
+    if shutil.which("debootstrap") is None:
+        raise PodmanError("debootstrap is not installed: run 'make setup' (as root)")
+    build_dir = LAB_STATE_DIR / "build"
+    rootfs = build_dir / "rootfs"
+    shutil.rmtree(rootfs, ignore_errors=True)
+    rootfs.mkdir(parents=True)
+    log(f"lab: building image {tag} with debootstrap (a few minutes, once)")
+    command = [
+        "debootstrap",
+        "--variant=minbase",
+        f"--include={','.join(package_list())}",
+        SUITE,
+        str(rootfs),
+        DEBIAN_MIRROR,
+    ]
+    proc = subprocess.run(command, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-8:])
+        raise PodmanError(f"debootstrap failed ({proc.returncode}); is {DEBIAN_MIRROR} reachable?\n{tail}")
+    _customize(rootfs)
+    archive = build_dir / "rootfs.tar"
+    subprocess.run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(archive), "."], check=True)
+    podman(
+        "import",
+        "--change",
+        'CMD ["/sbin/init"]',
+        "--change",
+        "ENV container=podman",
+        "--change",
+        "STOPSIGNAL SIGRTMIN+3",
+        str(archive),
+        tag,
+    )
+    shutil.rmtree(rootfs, ignore_errors=True)
+    archive.unlink(missing_ok=True)
+    return tag

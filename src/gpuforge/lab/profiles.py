@@ -1,0 +1,261 @@
+"""Compile a lab hardware profile (lab/profiles/<name>.yml) plus faults into a node's hardware.json.
+
+The schema is lab/profiles/SCHEMA.md. Every error is a ValueError naming the profile file and the
+field, so a typo in a profile or an inventory's fault list is found before a lab node boots.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from pathlib import Path
+
+import yaml
+
+PROFILES_DIR = Path(__file__).resolve().parents[3] / "lab" / "profiles"
+
+TOPO_CODES = {"X", "SYS", "NODE", "PHB", "PXB", "PIX"}
+IB_STATES = {"Active", "Down", "Init", "Armed", "Polling"}
+FAULT_STATES = {"Down", "Polling", "Init", "Armed"}
+WIDTHS = {"1X", "2X", "4X", "8X", "12X"}
+MTUS = {256, 512, 1024, 2048, 4096}
+GPU_BUS_RE = re.compile(r"^[0-9A-F]{8}:[0-9A-F]{2}:[0-9A-F]{2}\.[0-7]$")
+HCA_BUS_RE = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+GUID_RE = re.compile(r"^0x[0-9a-f]{16}$")
+NVLINK_RE = re.compile(r"^NV[1-9][0-9]*$")
+
+# Fault table of SCHEMA.md: type -> (required parameters, optional parameters).
+FAULT_PARAMS: dict[str, tuple[set[str], set[str]]] = {
+    "gpu_missing": ({"gpu"}, set()),
+    "gpu_fallen_off_bus": ({"gpu"}, set()),
+    "ecc_dbe": ({"gpu", "count"}, set()),
+    "row_remap_pending": ({"gpu"}, set()),
+    "xid": ({"gpu", "code"}, {"message"}),
+    "ib_port_state": ({"hca", "port", "state"}, {"phys_state"}),
+    "ib_port_rate": ({"hca", "port", "rate_gbps"}, set()),
+    "hca_missing": ({"hca"}, set()),
+    "pcie_width_degraded": ({"gpu", "width"}, {"gen"}),
+    "thermal_slowdown": ({"gpu"}, set()),
+    "peermem_load_failure": (set(), set()),
+}
+
+
+class _Checker:
+    """Field checks that raise ValueError('<file>: <field>: <problem>')."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def fail(self, field: str, problem: str):
+        raise ValueError(f"{self.source}: {field}: {problem}")
+
+    def get(self, mapping, key: str, field: str, kind, required: bool = True):
+        if not isinstance(mapping, dict):
+            self.fail(field.rsplit(".", 1)[0] or field, "must be a mapping")
+        if key not in mapping or mapping[key] is None:
+            if required:
+                self.fail(field, "is required")
+            return None
+        value = mapping[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if isinstance(value, bool) and bool not in kinds:
+            self.fail(field, f"must be {'/'.join(k.__name__ for k in kinds)}, not a boolean")
+        if not isinstance(value, kinds):
+            self.fail(field, f"must be {'/'.join(k.__name__ for k in kinds)}, got {value!r}")
+        return value
+
+    def match(self, value: str, pattern: re.Pattern, field: str, what: str):
+        if not pattern.match(str(value)):
+            self.fail(field, f"{value!r} is not {what}")
+
+
+def load_profile(name: str, profiles_dir: str | Path | None = None) -> dict:
+    """Read lab/profiles/<name>.yml (or a path to a .yml file) and validate it."""
+    path = Path(name) if str(name).endswith((".yml", ".yaml")) else Path(profiles_dir or PROFILES_DIR) / f"{name}.yml"
+    if not path.is_file():
+        raise ValueError(f"{path}: no such profile")
+    with path.open(encoding="utf-8") as handle:
+        profile = yaml.safe_load(handle)
+    checker = _Checker(str(path))
+    if not isinstance(profile, dict):
+        checker.fail("(top level)", "must be a mapping")
+    if profile.get("name") != path.stem:
+        checker.fail("name", f"{profile.get('name')!r} must equal the file name {path.stem!r}")
+    _validate_profile(profile, checker)
+    return profile
+
+
+def _validate_system(system: dict, c: _Checker) -> None:
+    for key in ("vendor", "product", "cpu_model"):
+        c.get(system, key, f"system.{key}", str)
+    for key in ("sockets", "numa_nodes", "memory_mib"):
+        if c.get(system, key, f"system.{key}", int) <= 0:
+            c.fail(f"system.{key}", "must be positive")
+    cpus = c.get(system, "cpus_per_numa", "system.cpus_per_numa", list)
+    if len(cpus) != system["numa_nodes"]:
+        c.fail("system.cpus_per_numa", f"needs {system['numa_nodes']} entries (numa_nodes), got {len(cpus)}")
+    for i, cpu in enumerate(cpus):
+        c.match(cpu, re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$"), f"system.cpus_per_numa[{i}]", "a CPU list")
+    c.get(system, "nvswitch", "system.nvswitch", bool)
+
+
+def _validate_gpu(gpu: dict, numa_nodes: int, c: _Checker) -> None:
+    count = c.get(gpu, "count", "gpu.count", int)
+    if count == 0:
+        return
+    for key in ("product_name", "product_brand", "architecture", "vbios", "serial_prefix"):
+        c.get(gpu, key, f"gpu.{key}", str)
+    c.get(gpu, "memory_mib", "gpu.memory_mib", int)
+    c.get(gpu, "power_limit_w", "gpu.power_limit_w", (int, float))
+    if c.get(gpu, "pcie_gen_max", "gpu.pcie_gen_max", int) not in range(1, 7):
+        c.fail("gpu.pcie_gen_max", "must be 1..6")
+    if c.get(gpu, "pcie_width_max", "gpu.pcie_width_max", int) not in (1, 2, 4, 8, 16, 32):
+        c.fail("gpu.pcie_width_max", "must be 1, 2, 4, 8, 16 or 32")
+    nvlink = c.get(gpu, "nvlink", "gpu.nvlink", dict, required=False)
+    if nvlink is not None:
+        c.get(nvlink, "links", "gpu.nvlink.links", int)
+        c.get(nvlink, "speed_gbps", "gpu.nvlink.speed_gbps", (int, float))
+    vgpu = c.get(gpu, "vgpu", "gpu.vgpu", dict, required=False)
+    if vgpu is not None:
+        c.get(vgpu, "type", "gpu.vgpu.type", str)
+    devices = c.get(gpu, "devices", "gpu.devices", list)
+    if len(devices) != count:
+        c.fail("gpu.devices", f"needs {count} entries (gpu.count), got {len(devices)}")
+    for i, device in enumerate(devices):
+        c.match(
+            c.get(device, "bus_id", f"gpu.devices[{i}].bus_id", str),
+            GPU_BUS_RE,
+            f"gpu.devices[{i}].bus_id",
+            "a GPU bus id like 00000000:06:00.0",
+        )
+        if c.get(device, "numa", f"gpu.devices[{i}].numa", int) not in range(numa_nodes):
+            c.fail(f"gpu.devices[{i}].numa", f"must be below system.numa_nodes ({numa_nodes})")
+    topology = c.get(gpu, "topology", "gpu.topology", list)
+    if len(topology) != count or any(not isinstance(row, list) or len(row) != count for row in topology):
+        c.fail("gpu.topology", f"must be a {count}x{count} matrix")
+    for i, row in enumerate(topology):
+        for j, code in enumerate(row):
+            field = f"gpu.topology[{i}][{j}]"
+            if (i == j) != (code == "X"):
+                c.fail(field, "X belongs on the diagonal only")
+            if code not in TOPO_CODES and not NVLINK_RE.match(str(code)):
+                c.fail(field, f"{code!r} is not a topo -m code")
+            if topology[j][i] != code:
+                c.fail(field, f"matrix not symmetric ({code} vs {topology[j][i]})")
+
+
+def _validate_hca(hca: dict, i: int, gpu_count: int, numa_nodes: int, c: _Checker) -> None:
+    base = f"hcas[{i}]"
+    for key in ("name", "ca_type", "board_id", "fw_ver", "hw_ver"):
+        c.get(hca, key, f"{base}.{key}", str)
+    c.get(hca, "vendor_part_id", f"{base}.vendor_part_id", int)
+    for key in ("node_guid", "sys_image_guid"):
+        c.match(c.get(hca, key, f"{base}.{key}", str), GUID_RE, f"{base}.{key}", "a 0x + 16 hex digit GUID")
+    c.match(c.get(hca, "bus_id", f"{base}.bus_id", str), HCA_BUS_RE, f"{base}.bus_id", "a bus id like 0000:05:00.0")
+    if c.get(hca, "numa", f"{base}.numa", int) not in range(numa_nodes):
+        c.fail(f"{base}.numa", f"must be below system.numa_nodes ({numa_nodes})")
+    affinity = c.get(hca, "gpu_affinity", f"{base}.gpu_affinity", dict, required=False) or {}
+    for gpu, code in affinity.items():
+        if not str(gpu).isdigit() or int(gpu) >= gpu_count:
+            c.fail(f"{base}.gpu_affinity.{gpu}", f"no GPU {gpu} in this profile")
+        if code not in TOPO_CODES - {"X"}:
+            c.fail(f"{base}.gpu_affinity.{gpu}", f"{code!r} is not a PCIe topo -m code")
+    ports = c.get(hca, "ports", f"{base}.ports", list)
+    if not ports:
+        c.fail(f"{base}.ports", "needs at least one port")
+    for j, port in enumerate(ports):
+        field = f"{base}.ports[{j}]"
+        for key in ("port", "lid", "sm_lid", "lmc", "mtu"):
+            c.get(port, key, f"{field}.{key}", int)
+        if port["mtu"] not in MTUS:
+            c.fail(f"{field}.mtu", f"must be one of {sorted(MTUS)}")
+        if c.get(port, "link_layer", f"{field}.link_layer", str) not in ("InfiniBand", "Ethernet"):
+            c.fail(f"{field}.link_layer", "must be InfiniBand or Ethernet")
+        c.get(port, "rate_gbps", f"{field}.rate_gbps", (int, float))
+        if c.get(port, "width", f"{field}.width", str) not in WIDTHS:
+            c.fail(f"{field}.width", f"must be one of {sorted(WIDTHS)}")
+        for key in ("speed", "netdev", "phys_state"):
+            c.get(port, key, f"{field}.{key}", str)
+        if c.get(port, "state", f"{field}.state", str) not in IB_STATES:
+            c.fail(f"{field}.state", f"must be one of {sorted(IB_STATES)}")
+
+
+def _validate_profile(profile: dict, c: _Checker) -> None:
+    c.get(profile, "name", "name", str)
+    c.get(profile, "summary", "summary", str)
+    system = c.get(profile, "system", "system", dict)
+    _validate_system(system, c)
+    gpu = c.get(profile, "gpu", "gpu", dict, required=False)
+    if gpu is not None:
+        _validate_gpu(gpu, system["numa_nodes"], c)
+    gpu_count = gpu["count"] if gpu else 0
+    hcas = c.get(profile, "hcas", "hcas", list, required=False) or []
+    names = [hca.get("name") if isinstance(hca, dict) else None for hca in hcas]
+    for i, hca in enumerate(hcas):
+        _validate_hca(hca, i, gpu_count, system["numa_nodes"], c)
+        if names.count(hca["name"]) > 1:
+            c.fail(f"hcas[{i}].name", f"duplicate HCA name {hca['name']!r}")
+    for i, nic in enumerate(c.get(profile, "network", "network", list, required=False) or []):
+        c.get(nic, "name", f"network[{i}].name", str)
+        c.get(nic, "speed_gbps", f"network[{i}].speed_gbps", (int, float))
+
+
+def _validate_fault(fault: dict, i: int, profile: dict, c: _Checker) -> None:
+    field = f"faults[{i}]"
+    if not isinstance(fault, dict):
+        c.fail(field, "must be a mapping")
+    kind = fault.get("type")
+    if kind not in FAULT_PARAMS:
+        c.fail(f"{field}.type", f"{kind!r} is not one of {sorted(FAULT_PARAMS)}")
+    required, optional = FAULT_PARAMS[kind]
+    missing = sorted(required - set(fault))
+    if missing:
+        c.fail(field, f"{kind} needs {', '.join(missing)}")
+    unknown = sorted(set(fault) - required - optional - {"type"})
+    if unknown:
+        c.fail(field, f"{kind} does not take {', '.join(unknown)}")
+    gpu = profile.get("gpu") or {}
+    if "gpu" in fault and (not isinstance(fault["gpu"], int) or fault["gpu"] not in range(gpu.get("count", 0))):
+        c.fail(f"{field}.gpu", f"no GPU {fault['gpu']!r} in profile {profile['name']}")
+    if "hca" in fault:
+        hca = next((h for h in profile.get("hcas") or [] if h["name"] == fault["hca"]), None)
+        if hca is None:
+            c.fail(f"{field}.hca", f"no HCA {fault['hca']!r} in profile {profile['name']}")
+        if "port" in fault and fault["port"] not in [p["port"] for p in hca["ports"]]:
+            c.fail(f"{field}.port", f"{fault['hca']} has no port {fault['port']!r}")
+    if kind == "ib_port_state" and fault["state"] not in FAULT_STATES:
+        c.fail(f"{field}.state", f"must be one of {sorted(FAULT_STATES)}")
+    if kind == "ecc_dbe" and (not isinstance(fault["count"], int) or fault["count"] < 1):
+        c.fail(f"{field}.count", "must be a positive integer")
+    if kind == "xid" and not isinstance(fault["code"], int):
+        c.fail(f"{field}.code", "must be an integer Xid code")
+    if kind == "pcie_width_degraded":
+        if fault["width"] not in (1, 2, 4, 8, 16) or fault["width"] >= gpu.get("pcie_width_max", 16):
+            c.fail(f"{field}.width", f"must be a link width below gpu.pcie_width_max ({gpu.get('pcie_width_max')})")
+        if "gen" in fault and fault["gen"] not in range(1, gpu.get("pcie_gen_max", 3) + 1):
+            c.fail(f"{field}.gen", "must be 1..gpu.pcie_gen_max")
+    if kind == "ib_port_rate" and not isinstance(fault["rate_gbps"], (int, float)):
+        c.fail(f"{field}.rate_gbps", "must be a number")
+
+
+def hardware_document(profile: dict, faults: list | None) -> dict:
+    """Validate a profile and faults; return the hardware.json document (JSON-ready copy)."""
+    c = _Checker(f"lab/profiles/{profile.get('name', '?')}.yml" if isinstance(profile, dict) else "profile")
+    if not isinstance(profile, dict):
+        c.fail("(top level)", "must be a mapping")
+    _validate_profile(profile, c)
+    faults = faults or []
+    if not isinstance(faults, list):
+        c.fail("faults", "must be a list")
+    for i, fault in enumerate(faults):
+        _validate_fault(fault, i, profile, c)
+    document = copy.deepcopy(profile)
+    if not document.get("gpu"):
+        document["gpu"] = {"count": 0, "devices": [], "topology": []}
+    document.setdefault("hcas", [])
+    document.setdefault("network", [])
+    for hca in document["hcas"] or []:
+        # JSON object keys are strings; make that explicit so YAML ints and JSON strings read alike.
+        hca["gpu_affinity"] = {str(k): v for k, v in (hca.get("gpu_affinity") or {}).items()}
+    document["faults"] = copy.deepcopy(faults)
+    return document

@@ -1,0 +1,272 @@
+"""nccl-tests parser and judge: real outputs of every format era and the seed 001 tables."""
+
+from __future__ import annotations
+
+import pytest
+from gpuforge_nccl_tests import NcclTestsParseError, judge_nccl, overall_status, parse_nccl_tests
+
+WOHLBIER = "nccl-all_reduce_perf__wohlbier-nccl-tests__README.md__dgx2_12xv100_old_format.txt"
+DEEPOPS = "nccl-all_reduce_perf__NVIDIA-deepops__slurm-perf-cluster.md__4x8xdgxa100_ib_table_only.txt"
+OCI_A100 = "nccl-all_reduce_perf__oracle-japan-ocitutorials__run-nccltests.md__2x8xa100-40gb_roce.txt"
+OCI_H100 = "nccl-all_reduce_perf__oracle-japan-ocitutorials__run-nccltests-h100.md__2x8xh100_roce.txt"
+CSCS_217 = "nccl-all_reduce_perf__eth-cscs-cscs-docs__nccl.md__gh200_2x4_slingshot_v2.17.1.txt"
+CSCS_218 = "nccl-all_reduce_perf__eth-cscs-cscs-docs__sarus-suite__gh200_2x1_v2.18.2.txt"
+SEED_1X8 = "nccl-tests/seed001_ex4-1_1x8xv100_nvlink_legacy.txt"
+SEED_2X8 = "nccl-tests/seed001_ex4-2_2x8xv100_ib_legacy.txt"
+SEED_16X1 = "nccl-tests/seed001_ex4-3_16x1xv100_ib_gdr_legacy.txt"
+
+# name, era, devices, rows, peak busbw, avg busbw, wrong_total, max_error
+REAL_CASES = [
+    (WOHLBIER, "pre-2022", 12, 31, 123.57, 42.5578, 0, 2e-07),
+    (DEEPOPS, "pre-2022", 0, 13, 191.56, 113.289, 0, 1e-06),
+    (OCI_A100, "2022+", 16, 1, 222.88, 220.921, 0, None),
+    (OCI_H100, "2022+", 16, 5, 464.79, 458.452, 0, None),
+    (CSCS_217, "2.17+", 8, 25, 123.11, 19.7866, 0, None),
+    (CSCS_218, "2.18+", 2, 8, 22.88, 14.9966, 0, None),
+]
+
+
+@pytest.mark.parametrize(("name", "era", "devices", "rows", "peak", "avg", "wrong", "max_error"), REAL_CASES)
+def test_real_outputs(real_output, name, era, devices, rows, peak, avg, wrong, max_error):
+    result = parse_nccl_tests(real_output(name))
+    assert result["era"] == era
+    assert len(result["devices"]) == devices
+    assert len(result["rows"]) == rows
+    assert result["peak_busbw"] == peak
+    assert result["avg_busbw"] == avg
+    assert result["wrong_total"] == wrong
+    assert result["max_error"] == max_error
+    assert result["errors"] == []
+    assert result["complete"] is True
+    # None of these real outputs carries NCCL INFO lines.
+    assert result["transport"]["mode"] is None
+    assert result["transport"]["info_lines"] == 0
+
+
+def test_old_format_row_and_header(real_output):
+    result = parse_nccl_tests(real_output(WOHLBIER))
+    assert result["collective"] == "all_reduce_perf"  # from the "Running:" line
+    assert result["header"]["nGpus"] == 12
+    assert result["header"]["maxBytes"] == 10737418240
+    assert result["header"]["agg_iters"] is None
+    assert result["columns"][4:8] == ["time", "algbw", "busbw", "error"]
+    first = result["rows"][0]
+    assert (first["size"], first["count"], first["type"], first["redop"], first["root"]) == (8, 2, "float", "sum", None)
+    assert first["out_of_place"] == {"time_us": 61.03, "algbw": 0.0, "busbw": 0.0, "wrong": None, "error": 2e-07}
+    assert first["in_place"]["error"] == 1e-07
+    last = result["rows"][-1]
+    assert last["size"] == 8589934592
+    assert last["out_of_place"]["busbw"] == 123.56
+    assert last["in_place"]["time_us"] == 127443
+    assert result["devices"][11] == {
+        "rank": 11,
+        "group": None,
+        "pid": 88131,
+        "host": "seville",
+        "device": 11,
+        "bus_id": "0xe7",
+        "name": "Tesla V100-SXM3-32GB",
+    }
+
+
+def test_deepops_table_without_header(real_output):
+    result = parse_nccl_tests(real_output(DEEPOPS))
+    assert result["header"] == {}
+    assert result["rows"][-1]["out_of_place"]["busbw"] == 191.05
+    assert result["out_of_bounds"] == 0
+    assert result["out_of_bounds_ok"] is True
+
+
+def test_2022_format_root_and_group(real_output):
+    result = parse_nccl_tests(real_output(OCI_H100))
+    assert result["header"]["agg_iters"] == 1
+    assert result["header"]["graph"] == 0
+    assert result["header"]["minBytes"] == 1073741824
+    row = result["rows"][-1]
+    assert (row["size"], row["root"], row["redop"]) == (17179869184, -1, "sum")
+    assert row["out_of_place"] == {"time_us": 69338, "algbw": 247.77, "busbw": 464.57, "wrong": 0, "error": None}
+    assert result["devices"][8]["host"] == "instance-20240722-0955"
+    assert result["devices"][8]["group"] == 0
+    assert result["devices"][15]["name"] == "NVIDIA H100 80GB HBM3"
+
+
+def test_217_and_218_markers(real_output):
+    r217 = parse_nccl_tests(real_output(CSCS_217))
+    assert r217["collective"] == "all_reduce_perf"
+    assert r217["tests_version"] is None
+    assert r217["devices"][4]["bus_id"] == "0009:01:00"
+    assert r217["devices"][4]["host"] == "nid005487"
+    r218 = parse_nccl_tests(real_output(CSCS_218))
+    assert r218["tests_version"] == "2.18.2"
+    assert r218["header"]["unalign"] == 0
+    assert r218["columns"].count("#wrong") == 2
+    assert r218["rows"][-1]["in_place"]["time_us"] == 5867.43
+
+
+# fixture, devices, rows, peak, avg, wrong_total, mode, smallest-size oop time
+SEED_CASES = [
+    (SEED_1X8, 8, 26, 129.15, None, None, None, 40.92),
+    (SEED_2X8, 16, 26, 55.22, 12.3088, 0, "ib", 52.72),
+    (SEED_16X1, 11, 26, 5.72, None, None, "ib_gdr", 78.92),
+]
+
+
+@pytest.mark.parametrize(("name", "devices", "rows", "peak", "avg", "wrong", "mode", "t8"), SEED_CASES)
+def test_seed001_tables(fixture_text, name, devices, rows, peak, avg, wrong, mode, t8):
+    result = parse_nccl_tests(fixture_text(name))
+    assert result["era"] == "pre-2022"
+    assert len(result["devices"]) == devices
+    assert len(result["rows"]) == rows
+    assert result["peak_busbw"] == peak
+    assert result["avg_busbw"] == avg
+    assert result["wrong_total"] == wrong
+    assert result["transport"]["mode"] == mode
+    assert result["rows"][0]["out_of_place"]["time_us"] == t8
+    assert result["max_error"] == 5e-07
+    assert result["errors"] == []
+
+
+def test_seed001_ib_transport_details(fixture_text):
+    two = parse_nccl_tests(fixture_text(SEED_2X8))
+    assert two["transport"]["net"] == "IB"
+    assert two["transport"]["gdrdma"] is False
+    assert two["transport"]["ib_devices"] == ["mlx5_3:1", "mlx5_2:1", "mlx5_1:1", "mlx5_0:1"]
+    assert two["transport"]["info_lines"] == 2  # NET/IB and the "Launch mode" line inside the table
+    sixteen = parse_nccl_tests(fixture_text(SEED_16X1))
+    assert sixteen["transport"]["paths"] == ["NET/IB/GDRDMA"]
+    assert sixteen["transport"]["gdrdma"] is True
+
+
+def test_seed001_average_is_mean_of_both_runs(fixture_text):
+    # nccl-tests averages out-of-place and in-place busbw together; the seed's 12.3088 confirms it.
+    result = parse_nccl_tests(fixture_text(SEED_2X8))
+    cells = [run["busbw"] for row in result["rows"] for run in (row["out_of_place"], row["in_place"])]
+    assert round(sum(cells) / len(cells), 4) == result["avg_busbw"]
+
+
+HEADER_2022 = (
+    "# nThread 1 nGpus 1 minBytes 8 maxBytes 1024 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
+    "validation: 1 graph: 0\n"
+)
+SOCKET_LOG = (
+    HEADER_2022
+    + """\
+#
+# Using devices
+#  Rank  0 Group  0 Pid   4711 on      node1 device  0 [0x06] Tesla V100-SXM2-16GB
+#  Rank  1 Group  0 Pid   4712 on      node2 device  0 [0x06] Tesla V100-SXM2-16GB
+node1:4711:4711 [0] NCCL INFO NCCL version 2.18.3+cuda12.2
+node1:4711:4711 [0] NCCL INFO NET/IB : No device found.
+node1:4711:4711 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0> [1]eth1:10.1.0.1<0>
+node1:4711:4711 [0] NCCL INFO Using network Socket
+node1:4711:4720 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+           8             2     float     sum      -1   2310.5    0.00    0.00      0   2298.1    0.00    0.00      0
+node2:4712:4712 [0] NCCL WARN Call to connect returned Connection refused, retrying
+        1024           256     float     sum      -1   2402.0    0.00    0.00      3   2398.7    0.00    0.00    N/A
+# Out of bounds values : 3 FAILED
+# Avg bus bandwidth    : 0.0001
+#
+"""
+)
+
+
+def test_socket_transport_interleaved_and_wrong_values():
+    result = parse_nccl_tests(SOCKET_LOG)
+    assert result["transport"]["net"] == "Socket"
+    assert result["transport"]["mode"] == "tcp"
+    assert result["transport"]["socket_interfaces"] == ["eth0", "eth1"]
+    assert result["transport"]["nccl_version"] == "2.18.3+cuda12.2"
+    assert result["transport"]["ib_devices"] == []
+    assert result["nccl_warnings"] == ["Call to connect returned Connection refused, retrying"]
+    assert result["wrong_total"] == 3
+    assert result["rows"][1]["in_place"]["wrong"] is None  # N/A
+    assert result["out_of_bounds"] == 3
+    assert result["out_of_bounds_ok"] is False
+
+
+def test_truncated_output_reports_errors():
+    text = SOCKET_LOG.split("node2:4712")[0] + "        1024           256     float     sum      -1   2402.0\n"
+    result = parse_nccl_tests(text)
+    assert len(result["rows"]) == 1
+    assert result["complete"] is False
+    assert result["errors"] == ["line 16: unreadable result row: 1024           256     float     sum      -1   2402.0"]
+
+
+def test_header_without_rows():
+    result = parse_nccl_tests("# nThread 1 nGpus 2 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5\n")
+    assert result["rows"] == []
+    assert result["errors"] == ["no result rows"]
+    assert result["header"]["nGpus"] == 2
+
+
+@pytest.mark.parametrize("text", ["", "bash: all_reduce_perf: command not found\n", "garbage\n1 2 3\n"])
+def test_not_nccl_tests_raises(text):
+    with pytest.raises(NcclTestsParseError, match="no nccl-tests header"):
+        parse_nccl_tests(text)
+
+
+def test_failure_lines_collected():
+    text = SOCKET_LOG + "node1: Test NCCL failure common.cu:958 'unhandled system error'\n"
+    assert parse_nccl_tests(text)["failures"] == ["node1: Test NCCL failure common.cu:958 'unhandled system error'"]
+
+
+def _by_name(checks):
+    return {check["name"]: check for check in checks}
+
+
+def test_judge_seed001_ib_gdr_passes(fixture_text):
+    checks = _by_name(judge_nccl(parse_nccl_tests(fixture_text(SEED_16X1)), {"transport": "ib_gdr", "min_busbw": 5.0}))
+    assert checks["large_message_busbw"]["status"] == "ok"
+    assert checks["large_message_busbw"]["observed"] == 5.72
+    assert checks["small_message_latency"]["status"] == "ok"
+    assert checks["small_message_latency"]["observed"] == 91.61  # max time up to 1 KiB
+    assert checks["small_message_latency"]["expected"] == "< 100.0 us"
+    assert checks["transport"]["status"] == "ok"
+    # The seed omits the summary lines: nothing says the values were checked.
+    assert checks["wrong_values"]["status"] == "warn"
+
+
+def test_judge_2x8_thresholds(fixture_text):
+    result = parse_nccl_tests(fixture_text(SEED_2X8))
+    checks = _by_name(judge_nccl(result, {"transport": "ib_gdr", "min_busbw": 60.0}))
+    assert checks["large_message_busbw"]["status"] == "warn"  # 55.22 >= 0.9 * 60
+    assert checks["transport"]["status"] == "fail"  # GDRDMA not seen
+    assert "nvidia-peermem" in checks["transport"]["remedy"]
+    assert checks["wrong_values"]["status"] == "ok"
+    assert overall_status(list(checks.values())) == "fail"
+    low = _by_name(judge_nccl(result, {"min_busbw": 70.0}))
+    assert low["large_message_busbw"]["status"] == "fail"
+    sized = _by_name(judge_nccl(result, {"min_busbw": 40.0, "large_message_bytes": 33554432}))
+    assert sized["large_message_busbw"]["observed"] == 55.22
+
+
+def test_judge_tcp_latency_and_wrong():
+    checks = _by_name(judge_nccl(parse_nccl_tests(SOCKET_LOG), {"transport": "ib"}))
+    assert checks["small_message_latency"]["status"] == "fail"
+    assert checks["small_message_latency"]["observed"] == 2402.0
+    assert checks["transport"]["observed"] == "tcp"
+    assert checks["transport"]["status"] == "fail"
+    assert checks["wrong_values"] == {
+        "name": "wrong_values",
+        "status": "fail",
+        "observed": 3,
+        "expected": "<= 0",
+        "remedy": "wrong results point at broken GPU memory, PCIe/NVLink errors or a bad NIC: "
+        "check Xid/ECC errors and rerun with -c 1",
+    }
+    assert _by_name(judge_nccl(parse_nccl_tests(SOCKET_LOG), {"transport": "tcp"}))["transport"]["status"] == "ok"
+
+
+def test_judge_no_rows_and_no_info(real_output):
+    checks = _by_name(judge_nccl({"rows": [], "wrong_total": None}, {"transport": "ib"}))
+    assert checks["result_rows"]["status"] == "fail"
+    assert checks["transport"]["status"] == "warn"
+    assert checks["small_message_latency"]["status"] == "fail"
+    oci = _by_name(judge_nccl(parse_nccl_tests(real_output(OCI_H100)), {"min_busbw": 400}))
+    assert oci["large_message_busbw"]["observed"] == 464.79
+    assert oci["large_message_busbw"]["status"] == "ok"
+    assert "transport" not in oci
