@@ -15,8 +15,11 @@ description:
     SecurityContextConstraints, CSIScaleOperator csi.ibm.com/v1) get structural checks for the fields
     gpuforge sets; the pod templates inside an MPIJob are also validated as core PodTemplate objects.
   - An object that is neither a core kind of that version nor a checked custom resource is an error.
-  - With an empty I(paths) list the module only checks that the Kubernetes version is supported.
-  - Read-only; runs the same in check mode.
+  - With I(manifests), the module first writes each rendered content to its path (creating directories,
+    rewriting only files whose content differs), then validates those files. gpuforge keeps rendered
+    manifests as controller artifacts; writing them all in one module call keeps rendering fast.
+  - With neither I(paths) nor I(manifests) the module only checks that the Kubernetes version is supported.
+  - Validation reads I(manifests) from their content, so check mode (which writes nothing) validates the same.
 version_added: "0.1.0"
 author: gpuforge
 options:
@@ -25,6 +28,20 @@ options:
     type: list
     elements: path
     default: []
+  manifests:
+    description: Rendered manifests to write and then validate.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path:
+        description: Destination file on the controller.
+        type: path
+        required: true
+      content:
+        description: YAML text (one or more documents).
+        type: str
+        required: true
   kubernetes_version:
     description:
       - Kubernetes version to validate against, C(major.minor) (a leading C(v) and a patch level are accepted).
@@ -54,6 +71,13 @@ EXAMPLES = r"""
       - artifacts/k8s/lab/rdma_shared_device_plugin/daemonset.yaml
     kubernetes_version: "1.33"
 
+- name: Write rendered manifests and validate them
+  k8s_manifest_validate:
+    manifests:
+      - path: artifacts/k8s/lab/mpi_operator/namespace.yaml
+        content: "{{ lookup('ansible.builtin.template', 'namespace.yaml.j2') }}"
+    kubernetes_version: "1.30"
+
 - name: Only check that the configured Kubernetes version is supported
   k8s_manifest_validate:
     kubernetes_version: "{{ gpuforge_k8s_version }}"
@@ -71,6 +95,11 @@ supported_versions:
   type: list
   elements: str
   sample: ["1.30", "1.31", "1.32", "1.33"]
+written:
+  description: Paths of I(manifests) whose content was (or in check mode would be) written.
+  returned: always
+  type: list
+  elements: str
 objects:
   description: One entry per validated object.
   returned: always
@@ -89,6 +118,7 @@ errors:
   elements: str
 """
 
+import os
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -153,10 +183,12 @@ class ManifestValidator:
         self.result["kubernetes_version"] = version
         return version
 
-    def load(self, path):
+    def load(self, path, content=None):
         try:
-            with open(path, encoding="utf-8") as handle:
-                return [doc for doc in yaml.safe_load_all(handle) if doc is not None]
+            if content is None:
+                with open(path, encoding="utf-8") as handle:
+                    content = handle.read()
+            return [doc for doc in yaml.safe_load_all(content) if doc is not None]
         except (OSError, yaml.YAMLError) as exc:
             self.result["errors"].append(f"{path}: cannot read YAML: {exc}")
             return []
@@ -201,10 +233,33 @@ class ManifestValidator:
             }
         )
 
+    def write(self, path, content):
+        try:
+            with open(path, encoding="utf-8") as handle:
+                if handle.read() == content:
+                    return
+        except OSError:
+            pass
+        self.result["changed"] = True
+        self.result["written"].append(path)
+        if self.module.check_mode:
+            return
+        try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(content)
+        except OSError as exc:
+            self.module.fail_json(msg=f"cannot write {path}: {exc}", **self.result)
+
     def run(self):
         version = self.check_version()
-        for path in self.module.params["paths"]:
-            for obj in self.load(path):
+        self.result["written"] = []
+        for manifest in self.module.params["manifests"]:
+            self.write(manifest["path"], manifest["content"])
+        sources = [(m["path"], m["content"]) for m in self.module.params["manifests"]]
+        sources += [(path, None) for path in self.module.params["paths"]]
+        for path, content in sources:
+            for obj in self.load(path, content):
                 self.validate_object(path, obj, version)
         if self.result["errors"]:
             count = len(self.result["errors"])
@@ -219,6 +274,12 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "paths": {"type": "list", "elements": "path", "default": []},
+            "manifests": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {"path": {"type": "path", "required": True}, "content": {"type": "str", "required": True}},
+            },
             "kubernetes_version": {"type": "str", "required": True},
             "minimum_version": {"type": "str", "default": "1.30"},
             "strict": {"type": "bool", "default": True},

@@ -20,6 +20,9 @@ def _lab(args: argparse.Namespace) -> int:
         _print_nodes(nodes)
         print(f"lab: inventory written to {cluster.inventory.HOSTS_FILE}")
         return 0
+    if args.lab_command == "prepare":
+        print(cluster.prepare())
+        return 0
     if args.lab_command == "down":
         cluster.down()
         return 0
@@ -48,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--nodes", type=int, default=2, help="number of nodes (default 2)")
     up.add_argument("--profile", action="append", default=[], help="hardware profile (repeat to alternate)")
     up.add_argument("--spec", help="YAML lab description (nodes with profiles, faults, groups)")
+    lab_commands.add_parser("prepare", help="image, network, mirror and hardware documents; prints the image tag")
     lab_commands.add_parser("down", help="remove the lab's containers and network")
     lab_commands.add_parser("status", help="list lab nodes and their state")
     lab.set_defaults(handler=_lab)

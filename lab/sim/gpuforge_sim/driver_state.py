@@ -1,7 +1,8 @@
 """Simulated NVIDIA kernel-driver state shared by nvidia-smi, nvidia-modprobe and nvidia-persistenced.
 
-Loaded modules are the lines of <run dir>/modules (GPUFORGE_LAB_RUN, default /run/gpuforge-lab); a
-module can be "loaded" only when the lab package installed <lib dir>/modules/<name>.ko
+Loaded modules are the table <run dir>/modules (GPUFORGE_LAB_RUN, default /run/gpuforge-lab), one JSON
+object a line as the lab's simulated kernel (simkernel.py: modprobe, lsmod) keeps it; a module can be
+"loaded" only when the lab package installed <lib dir>/modules/<name>.ko
 (GPUFORGE_LAB_LIB, default /usr/lib/gpuforge-lab). Driver and CUDA versions come from
 <lib dir>/nvidia-driver.json, written by the lab driver package build.
 """
@@ -34,12 +35,36 @@ def modules_file() -> str:
     return os.path.join(run_dir(), "modules")
 
 
-def loaded_modules() -> list[str]:
+def _table() -> list[dict]:
+    """The simulated module table, one JSON object a line (the format of the lab's simkernel.py)."""
+    entries = []
     try:
         with open(modules_file(), encoding="utf-8") as handle:
-            return [line.strip() for line in handle if line.strip()]
+            for line in handle:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    entry = {"name": line}  # a bare name (older lab state): still a loaded module
+                if isinstance(entry, dict) and entry.get("name"):
+                    entries.append(entry)
     except FileNotFoundError:
-        return []
+        pass
+    return entries
+
+
+def _write_table(entries: list[dict]) -> None:
+    os.makedirs(run_dir(), exist_ok=True)
+    tmp = modules_file() + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(entry, sort_keys=True) + "\n" for entry in entries)
+    os.replace(tmp, modules_file())
+
+
+def loaded_modules() -> list[str]:
+    return [entry["name"] for entry in _table()]
 
 
 def module_available(name: str) -> bool:
@@ -48,23 +73,31 @@ def module_available(name: str) -> bool:
 
 
 def load_module(name: str) -> bool:
-    """Record a module as loaded if it is installed; returns whether it is loaded afterwards."""
-    modules = loaded_modules()
-    if name in modules:
+    """Record a module (and the modules it depends on) as loaded if installed; returns whether it is loaded."""
+    entries = _table()
+    if any(entry["name"] == name for entry in entries):
         return True
     if not module_available(name):
         return False
-    os.makedirs(run_dir(), exist_ok=True)
-    with open(modules_file(), "a", encoding="utf-8") as handle:
-        handle.write(name + "\n")
+    with open(os.path.join(lib_dir(), "modules", f"{name}.ko"), encoding="utf-8") as handle:
+        try:
+            meta = json.load(handle)
+        except ValueError:
+            meta = {}
+    depends = list(meta.get("depends") or [])
+    for dependency in depends:
+        if not load_module(dependency):
+            return False
+    entries = _table()
+    entries.append({"name": name, "size": int(meta.get("size", 16384)), "depends": depends})
+    _write_table(entries)
     return True
 
 
 def unload_module(name: str) -> None:
-    modules = [m for m in loaded_modules() if m != name]
-    if os.path.isfile(modules_file()):
-        with open(modules_file(), "w", encoding="utf-8") as handle:
-            handle.writelines(m + "\n" for m in modules)
+    entries = _table()
+    if any(entry["name"] == name for entry in entries):
+        _write_table([entry for entry in entries if entry["name"] != name])
 
 
 def persistenced_pid_file() -> str:

@@ -153,6 +153,11 @@ def sysfs_rate(port: dict) -> str:
     return f"{format_rate(port['rate_gbps'])} Gb/sec ({port['width']} {port['speed']})"
 
 
+def sysfs_phys(port: dict) -> str:
+    """/sys/.../phys_state name ('Phy Test' has a space there, unlike ibstat's PhyTest)."""
+    return SYSFS_PHYS.get(port["phys_state"], port["phys_state"])
+
+
 def gid0(port: dict) -> str:
     """Default GID (index 0) as sysfs prints it; all zeros when a RoCE port has no link."""
     if port["port_guid"] == 0:

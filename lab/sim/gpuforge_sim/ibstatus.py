@@ -34,7 +34,7 @@ def _port_block(ca: str, number: str, port: dict | None) -> list[str]:
             "lid": f"0x{port['lid']:x}",
             "sm_lid": f"0x{port['sm_lid']:x}",
             "state": f"{port['state_code']}: {ib_ports.SYSFS_STATE[port['state']]}",
-            "phys": f"{port['phys_state_code']}: {ib_ports.SYSFS_PHYS.get(port['phys_state'], port['phys_state'])}",
+            "phys": f"{port['phys_state_code']}: {ib_ports.sysfs_phys(port)}",
             "rate": ib_ports.sysfs_rate(port),
             "link_layer": port["link_layer"],
         }[key]

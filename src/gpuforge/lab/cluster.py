@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from gpuforge.lab import image, inventory, mirror
@@ -22,6 +25,18 @@ FIRST_NODE_HOST = 11
 LABEL = "io.gpuforge.lab"
 NODES_DIR = LAB_STATE_DIR / "nodes"
 SHARED_DIR = LAB_STATE_DIR / "shared"
+
+
+@contextlib.contextmanager
+def lab_lock() -> Iterator[None]:
+    """One lab change at a time on this machine (image, mirror and nodes are shared state)."""
+    LAB_STATE_DIR.mkdir(parents=True, exist_ok=True)
+    with open(LAB_STATE_DIR / "lock", "w", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def container_name(node: str) -> str:
@@ -126,7 +141,30 @@ def ensure_node(spec: LabSpec, node: NodeSpec, index: int, tag: str, hosts: list
     return True
 
 
+def prepare(log=print) -> str:
+    """Image, network, mirror, generated vars and one hardware document per profile (for Molecule)."""
+    from gpuforge.lab.profiles import hardware_document, load_profile
+    from gpuforge.paths import PROFILES_DIR
+
+    with lab_lock():
+        tag = image.build(log=log)
+        ensure_network()
+        mirror_url = ensure_mirror(tag, log=log)
+        inventory.write_generated_vars(mirror_url)
+    out = LAB_STATE_DIR / "hardware"
+    out.mkdir(parents=True, exist_ok=True)
+    for path in sorted(PROFILES_DIR.glob("*.yml")):
+        document = hardware_document(load_profile(path.stem), [])
+        (out / f"{path.stem}.json").write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    return tag
+
+
 def up(spec: LabSpec, log=print) -> list[NodeStatus]:
+    with lab_lock():
+        return _up(spec, log)
+
+
+def _up(spec: LabSpec, log) -> list[NodeStatus]:
     tag = image.build(log=log)
     changed = ensure_network()
     mirror_url = ensure_mirror(tag, log=log)
@@ -171,6 +209,11 @@ def status() -> list[NodeStatus]:
 
 
 def down(log=print) -> None:
+    with lab_lock():
+        _down(log)
+
+
+def _down(log) -> None:
     names = podman("ps", "-a", "--filter", f"label={LABEL}", "--format", "{{.Names}}").split()
     if names:
         podman("rm", "-f", "-t", "5", *names)

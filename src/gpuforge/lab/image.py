@@ -87,6 +87,15 @@ def _customize(rootfs: Path) -> None:
     (rootfs / "var/lib/apt/lists/partial").mkdir(parents=True, exist_ok=True)
 
 
+def _release(rootfs: Path) -> None:
+    """Remove a previous build, first unmounting what a failed debootstrap may have left mounted in it."""
+    with open("/proc/mounts", encoding="utf-8") as handle:
+        mounts = [line.split()[1] for line in handle if line.split()[1].startswith(str(rootfs) + "/")]
+    for mountpoint in sorted(mounts, reverse=True):
+        subprocess.run(["umount", "-l", mountpoint], check=False)
+    shutil.rmtree(rootfs, ignore_errors=True)
+
+
 def build(force: bool = False, log=print) -> str:
     """Return the tag of the lab node image, building it only if missing."""
     tag = image_tag()
@@ -96,7 +105,7 @@ def build(force: bool = False, log=print) -> str:
         raise PodmanError("debootstrap is not installed: run 'make setup' (as root)")
     build_dir = LAB_STATE_DIR / "build"
     rootfs = build_dir / "rootfs"
-    shutil.rmtree(rootfs, ignore_errors=True)
+    _release(rootfs)
     rootfs.mkdir(parents=True)
     log(f"lab: building image {tag} with debootstrap (a few minutes, once)")
     command = [
@@ -125,6 +134,6 @@ def build(force: bool = False, log=print) -> str:
         str(archive),
         tag,
     )
-    shutil.rmtree(rootfs, ignore_errors=True)
+    _release(rootfs)
     archive.unlink(missing_ok=True)
     return tag

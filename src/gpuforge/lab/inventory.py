@@ -52,19 +52,22 @@ def render(spec: LabSpec, ips: list[str]) -> dict:
     return {"all": {"children": {"lab": {"hosts": hosts}, **dict(sorted(groups.items()))}}}
 
 
-def write(spec: LabSpec, ips: list[str], mirror_url: str) -> bool:
+def write_generated_vars(mirror_url: str) -> bool:
     from gpuforge.lab import mirror
 
-    hosts_text = HEADER + "---\n" + yaml.safe_dump(render(spec, ips), sort_keys=False, default_flow_style=False)
     key = mirror.signing_key()
     generated = {
         "gpuforge_lab_mirror_url": mirror_url,
         "gpuforge_lab_mirror_key_fingerprint": key.fingerprint,
         "gpuforge_lab_mirror_key_sha256": key.sha256,
     }
-    vars_text = HEADER + "---\n" + yaml.safe_dump(generated, sort_keys=True)
+    return _write_if_changed(GENERATED_VARS, HEADER + "---\n" + yaml.safe_dump(generated, sort_keys=True))
+
+
+def write(spec: LabSpec, ips: list[str], mirror_url: str) -> bool:
+    hosts_text = HEADER + "---\n" + yaml.safe_dump(render(spec, ips), sort_keys=False, default_flow_style=False)
     changed = _write_if_changed(HOSTS_FILE, hosts_text)
-    return _write_if_changed(GENERATED_VARS, vars_text) or changed
+    return write_generated_vars(mirror_url) or changed
 
 
 def remove() -> None:

@@ -131,9 +131,11 @@ def _control(package: dict) -> str:
     return "".join(f"{key}: {value}\n" for key, value in fields.items())
 
 
-def _wrapper(module: str) -> str:
+def _wrapper(path: str, module: str) -> str:
+    # GPUFORGE_SIM_PROG names the command for simulators that serve several (the mm* commands).
     return (
         "#!/bin/sh\n# gpuforge lab simulated tool (docs/lab.md)\n"
+        f"GPUFORGE_SIM_PROG={Path(path).name}\nexport GPUFORGE_SIM_PROG\n"
         f"exec /usr/bin/python3 -c 'import sys; from {module} import main; sys.exit(main(sys.argv[1:]))' \"$@\"\n"
     )
 
@@ -155,7 +157,7 @@ def build_deb(package: dict, staging: Path, output: Path) -> Path:
             target = staging / "usr/lib/python3/dist-packages/gpuforge_sim" / source.relative_to(SIM_DIR)
             _write(target, source.read_bytes())
     for path, module in (package.get("commands") or {}).items():
-        _write(staging / path.lstrip("/"), _wrapper(module), 0o755)
+        _write(staging / path.lstrip("/"), _wrapper(path, module), 0o755)
     for path, source in (package.get("scripts") or {}).items():
         _write(staging / path.lstrip("/"), (PROJECT_ROOT / source).read_bytes(), 0o755)
     for path, text in (package.get("files") or {}).items():

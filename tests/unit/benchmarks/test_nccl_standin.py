@@ -158,8 +158,7 @@ def _fake_nvidia_smi(directory: Path, gpus: int) -> dict:
     lines_l = "\\n".join(f"GPU {i}: Tesla V100-SXM2-16GB (UUID: GPU-{i})" for i in range(gpus))
     lines_bus = "\\n".join(f"00000000:0{6 + i}:00.0" for i in range(gpus))
     script.write_text(
-        "#!/bin/sh\n"
-        f'if [ "$1" = "-L" ]; then printf "{lines_l}\\n"; else printf "{lines_bus}\\n"; fi\n',
+        f'#!/bin/sh\nif [ "$1" = "-L" ]; then printf "{lines_l}\\n"; else printf "{lines_bus}\\n"; fi\n',
         encoding="ascii",
     )
     script.chmod(0o755)

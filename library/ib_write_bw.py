@@ -1,0 +1,355 @@
+#!/usr/bin/python
+"""Ansible module: run one side of a perftest ib_write_bw pair and judge the bandwidth."""
+
+from __future__ import annotations
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuforge_perftest import ParseError, mbps_to_gbps, parse_perftest_bw
+
+DOCUMENTATION = r"""
+---
+module: ib_write_bw
+short_description: Measure RDMA write bandwidth between two nodes with perftest ib_write_bw
+description:
+  - Runs one side of a perftest bandwidth test. Without O(server) it is the server (it waits for one
+    client, then exits, as perftest does); with O(server) it is the client that connects to it.
+  - Parses the result table and returns it with a verdict - C(ok) when the average bandwidth reaches
+    O(min_fraction) of the link's line rate (or O(min_mbps)), else C(fail) with a remedy.
+  - The threshold source is IBM Redpaper REDP-5610 (seed 001) - at least 11,000 MB/sec for one
+    point-to-point EDR (100 Gb/s) link on a DGX-1, where it measured 11,264 MB/sec. 11,000 MB/sec is
+    0.923 of EDR's 11,921 MB/sec (perftest MB = 2^20 bytes), so O(min_mbps=11000) reproduces that
+    check exactly; the default O(min_fraction=0.9) accepts 10,729 MB/sec on EDR, leaving room for
+    servers without the DGX-1's PCIe layout.
+  - C(-F) is always passed so that a CPU frequency mismatch only warns (older perftest aborts on it).
+  - The process runs under coreutils C(timeout), which kills its whole process group, so a server
+    whose client never comes or a hung client never stays behind.
+  - In check mode nothing is run; the command line is returned.
+options:
+  device:
+    description: RDMA device (perftest C(-d)), for example C(mlx5_0).
+    type: str
+    required: true
+  port:
+    description: Port of the device (perftest C(-i)).
+    type: int
+    default: 1
+  tcp_port:
+    description: TCP port the server listens on for the handshake (perftest C(-p)).
+    type: int
+    default: 18515
+  server:
+    description: Server to connect to; omit to run as the server.
+    type: str
+  duration:
+    description: Seconds to run (perftest C(-D)); 0 runs perftest's fixed iteration count instead.
+    type: int
+    default: 5
+  size:
+    description: Message size in bytes (perftest C(-s)).
+    type: int
+    default: 65536
+  qps:
+    description: Number of queue pairs (perftest C(-q)).
+    type: int
+    default: 1
+  report_gbits:
+    description: Report in Gb/sec (C(--report_gbits)) instead of MB/sec. The verdict works in both.
+    type: bool
+    default: false
+  use_cuda:
+    description: GPU index for GPUDirect RDMA (C(--use_cuda=N)); needs nvidia-peermem loaded.
+    type: int
+  line_rate_gbps:
+    description:
+      - Link rate the result is judged against (100 for 4X EDR, 200 HDR, 400 NDR; 100 for 100 GbE RoCE).
+      - When omitted, the rate C(ibstat DEVICE PORT) reports is used, which judges the link against
+        itself; pass the designed rate to also catch a link that trained at a lower speed.
+    type: float
+  min_fraction:
+    description: Share of the line rate the average bandwidth must reach.
+    type: float
+    default: 0.9
+  min_mbps:
+    description:
+      - Absolute threshold in MB/sec (2^20 bytes); overrides O(min_fraction).
+      - 11000 is seed 001's figure for one EDR link.
+    type: float
+  timeout:
+    description:
+      - Seconds before the run is killed. Default - O(duration) + 120 for a server (it waits for the
+        client), O(duration) + 60 for a client.
+    type: int
+  executable:
+    description: perftest binary; ib_read_bw and ib_send_bw print the same table.
+    type: str
+    default: ib_write_bw
+  fail_on_verdict:
+    description: Fail the task when the verdict is C(fail). When false the verdict is only reported.
+    type: bool
+    default: true
+author:
+  - gpuforge
+notes:
+  - Supports check mode (nothing is run).
+  - In the gpuforge lab the tool is a simulator that moves real data over TCP and reports
+    min(measured TCP throughput, simulated line rate); see lab/sim/gpuforge_sim/ib_write_bw.py.
+"""
+
+EXAMPLES = r"""
+# A pair: start the server in the background on one node, run the client on its peer, then collect
+# the server. The server exits by itself after one client (or is killed by its timeout).
+- name: Start ib_write_bw server on node A
+  ib_write_bw:
+    device: mlx5_0
+    duration: 5
+    fail_on_verdict: false
+  async: 180
+  poll: 0
+  register: ib_server
+  delegate_to: node-a
+
+- name: Run ib_write_bw client on node B against node A
+  ib_write_bw:
+    device: mlx5_0
+    server: node-a
+    duration: 5
+    line_rate_gbps: 100
+  register: ib_client
+  delegate_to: node-b
+
+- name: Collect the server side
+  ansible.builtin.async_status:
+    jid: "{{ ib_server.ansible_job_id }}"
+  register: ib_server_result
+  until: ib_server_result.finished
+  retries: 60
+  delay: 2
+  delegate_to: node-a
+
+- name: Seed 001's exact EDR check (at least 11,000 MB/sec)
+  ib_write_bw:
+    device: mlx5_1
+    server: dgx02
+    min_mbps: 11000
+"""
+
+RETURN = r"""
+cmd:
+  description: The command run (without the timeout wrapper).
+  returned: always
+  type: list
+  elements: str
+  sample: [ib_write_bw, -d, mlx5_0, -i, "1", -p, "18515", -D, "5", -s, "65536", -q, "1", -F, node-a]
+role:
+  description: C(server) or C(client).
+  returned: always
+  type: str
+rc:
+  description: Exit status of the tool (124 or 137 when the timeout killed it).
+  returned: when run
+  type: int
+stdout:
+  description: Output of the tool.
+  returned: when run
+  type: str
+stderr:
+  description: Error output of the tool.
+  returned: when run
+  type: str
+result:
+  description:
+    - Parsed output (docs/parsers-infiniband.md, perftest-bw) - test, header (device, link_type,
+      transport_type, mtu, num_qps, ...), local_addresses, remote_addresses, bw_unit, results (rows),
+      bytes, iterations, bw_peak, bw_average, msg_rate_mpps, bw_average_mbps, bw_average_gbps,
+      warnings, errors.
+  returned: when run
+  type: dict
+verdict:
+  description: Judgement of the run; null in check mode.
+  returned: always
+  type: dict
+  contains:
+    status:
+      description: C(ok) or C(fail).
+      type: str
+    observed:
+      description: Average bandwidth in MB/sec (null when the run produced no result).
+      type: float
+    expected:
+      description: Threshold in MB/sec.
+      type: float
+    observed_gbps:
+      description: Average bandwidth in Gb/s.
+      type: float
+    line_rate_gbps:
+      description: Line rate the threshold was derived from.
+      type: float
+    remedy:
+      description: What to check when the status is C(fail); empty when C(ok).
+      type: str
+  sample:
+    status: ok
+    observed: 11264.11
+    expected: 10728.84
+    observed_gbps: 94.49
+    line_rate_gbps: 100
+    remedy: ""
+"""
+
+KILL_AFTER_S = 5
+MB_PER_GBPS = 1e9 / 8 / 0x100000  # perftest MB/sec in one Gb/s
+
+
+def expected_mbps(line_rate_gbps: float | None, min_fraction: float, min_mbps: float | None) -> float | None:
+    if min_mbps is not None:
+        return float(min_mbps)
+    if line_rate_gbps is None:
+        return None
+    return round(line_rate_gbps * min_fraction * MB_PER_GBPS, 2)
+
+
+class IbWriteBw:
+    def __init__(self, module: AnsibleModule):
+        self.module = module
+        self.params = module.params
+        self.result: dict = {"changed": False, "verdict": None}
+
+    def fail(self, msg: str) -> None:
+        self.module.fail_json(msg=msg, **self.result)
+
+    def command(self, binary: str) -> list[str]:
+        params = self.params
+        cmd = [binary, "-d", params["device"], "-i", str(params["port"]), "-p", str(params["tcp_port"])]
+        if params["duration"]:
+            cmd += ["-D", str(params["duration"])]
+        cmd += ["-s", str(params["size"]), "-q", str(params["qps"]), "-F"]
+        if params["report_gbits"]:
+            cmd.append("--report_gbits")
+        if params["use_cuda"] is not None:
+            cmd.append(f"--use_cuda={params['use_cuda']}")
+        if params["server"]:
+            cmd.append(params["server"])
+        return cmd
+
+    def timeout(self) -> int:
+        if self.params["timeout"] is not None:
+            return self.params["timeout"]
+        return (self.params["duration"] or 30) + (60 if self.params["server"] else 120)
+
+    def port_rate(self) -> float | None:
+        """The port's rate as ibstat reports it (used when line_rate_gbps is not given)."""
+        ibstat = self.module.get_bin_path("ibstat")
+        if not ibstat:
+            return None
+        rc, out, _err = self.module.run_command(
+            [ibstat, self.params["device"], str(self.params["port"])], environ_update={"LC_ALL": "C"}
+        )
+        for line in out.splitlines() if rc == 0 else []:
+            key, _sep, value = line.strip().partition(":")
+            if key == "Rate":
+                try:
+                    return float(value.split()[0])
+                except (ValueError, IndexError):
+                    return None
+        return None
+
+    def judge(self, parsed: dict | None, rc: int, timed_out: bool, line_rate: float | None) -> dict:
+        params = self.params
+        expected = expected_mbps(line_rate, params["min_fraction"], params["min_mbps"])
+        observed = parsed.get("bw_average_mbps") if parsed else None
+        verdict = {
+            "status": "fail",
+            "observed": observed,
+            "expected": expected,
+            "observed_gbps": round(mbps_to_gbps(observed), 2) if observed is not None else None,
+            "line_rate_gbps": line_rate,
+            "remedy": "",
+        }
+        errors = parsed["errors"] if parsed else []
+        where = f"{params['device']} port {params['port']}"
+        if timed_out:
+            peer = f"the server on {params['server']}" if params["server"] else "a client"
+            verdict["remedy"] = (
+                f"{params['executable']} did not finish within {self.timeout()} s: is {peer} running and "
+                f"reachable on TCP port {params['tcp_port']} (firewall)?"
+            )
+        elif any("state is" in error for error in errors):
+            verdict["remedy"] = (
+                f"{where} is not Active ({errors[0].strip()}): check the cable and switch port, and that a "
+                "subnet manager runs on the fabric (ibstat shows Initializing without one)"
+            )
+        elif observed is None:
+            detail = "; ".join(errors) or f"no result table (rc={rc})"
+            verdict["remedy"] = f"the run produced no bandwidth: {detail}"
+        elif expected is None:
+            verdict["remedy"] = "no threshold: pass line_rate_gbps or min_mbps (ibstat was not available)"
+        elif observed >= expected:
+            verdict["status"] = "ok"
+        else:
+            verdict["remedy"] = (
+                f"{observed:.2f} MB/sec is below {expected:.2f} MB/sec on {where}: check the port rate and "
+                "width (ibstat Rate, ibstatus), the HCA's PCIe slot width, firmware, and the CPU frequency "
+                "governor; test the same pair through one switch to rule out the fabric"
+            )
+        return verdict
+
+    def run(self) -> None:
+        params = self.params
+        for name in ("duration", "size", "qps", "port", "tcp_port"):
+            if params[name] < (0 if name == "duration" else 1):
+                self.fail(f"{name} must be positive, got {params[name]}")
+        if not 0 < params["min_fraction"] <= 1:
+            self.fail(f"min_fraction must be in (0, 1], got {params['min_fraction']}")
+        binary = self.module.get_bin_path(params["executable"])
+        self.result["role"] = "client" if params["server"] else "server"
+        self.result["cmd"] = self.command(binary or params["executable"])
+        if not binary:
+            self.fail(f"{params['executable']} not found: install the perftest package")
+        if self.module.check_mode:
+            self.module.exit_json(**self.result)
+        line_rate = params["line_rate_gbps"] if params["line_rate_gbps"] is not None else self.port_rate()
+        timeout = self.module.get_bin_path("timeout", required=True)
+        # timeout(1) puts the tool in its own process group and kills the group, so nothing lingers.
+        wrapped = [timeout, f"--kill-after={KILL_AFTER_S}", str(self.timeout()), *self.result["cmd"]]
+        rc, out, err = self.module.run_command(wrapped, environ_update={"LC_ALL": "C"})
+        self.result.update(rc=rc, stdout=out, stderr=err)
+        timed_out = rc in (124, 137)
+        parsed = None
+        try:
+            parsed = parse_perftest_bw(out + "\n" + err)
+        except ParseError as exc:
+            if not timed_out:
+                self.fail(f"could not read {params['executable']} output (rc={rc}): {exc}")
+        self.result["result"] = parsed
+        self.result["verdict"] = self.judge(parsed, rc, timed_out, line_rate)
+        if params["fail_on_verdict"] and self.result["verdict"]["status"] != "ok":
+            self.fail(f"{params['executable']} verdict fail: {self.result['verdict']['remedy']}")
+        self.module.exit_json(**self.result)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "device": {"type": "str", "required": True},
+            "port": {"type": "int", "default": 1},
+            "tcp_port": {"type": "int", "default": 18515},
+            "server": {"type": "str"},
+            "duration": {"type": "int", "default": 5},
+            "size": {"type": "int", "default": 65536},
+            "qps": {"type": "int", "default": 1},
+            "report_gbits": {"type": "bool", "default": False},
+            "use_cuda": {"type": "int"},
+            "line_rate_gbps": {"type": "float"},
+            "min_fraction": {"type": "float", "default": 0.9},
+            "min_mbps": {"type": "float"},
+            "timeout": {"type": "int"},
+            "executable": {"type": "str", "default": "ib_write_bw"},
+            "fail_on_verdict": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    IbWriteBw(module).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,518 @@
+#!/usr/bin/python
+"""Ansible module: run an nccl-tests *_perf benchmark on one node or across nodes and judge it."""
+
+from __future__ import annotations
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuforge_nccl_tests import (
+    NcclTestsParseError,
+    judge_nccl,
+    overall_status,
+    parse_nccl_tests,
+)
+
+DOCUMENTATION = r"""
+---
+module: nccl_tests
+short_description: Run an nccl-tests benchmark (all_reduce_perf, ...) and judge bandwidth, latency and transport
+description:
+  - Runs an nccl-tests C(*_perf) binary on this node (C(-g N) GPUs in one process), or across nodes with
+    Open MPI C(mpirun) (a hostfile is written from I(hosts)) or Slurm C(srun).
+  - I(mode) selects the NCCL transport the way seed 001 (IBM REDP-5610) does. C(tcp) sets
+    C(NCCL_IB_DISABLE=1 NCCL_NET_GDR_LEVEL=0), C(ib) sets C(NCCL_IB_DISABLE=0 NCCL_NET_GDR_LEVEL=0),
+    C(ib_gdr) sets C(NCCL_IB_DISABLE=0) and C(NCCL_NET_GDR_LEVEL) to I(gdr_level). With a mode,
+    C(NCCL_ALGO) is set to I(nccl_algo) (Ring) so the fabric, not the algorithm choice, is measured.
+  - The run is wrapped in coreutils C(timeout), which signals the whole process group, so a hung
+    benchmark leaves no orphan processes (mpirun then takes its remote daemons down).
+  - The raw output is written to I(output_path); the parsed table, the transport NCCL reported
+    (C(NCCL_DEBUG=INFO)) and the checks of I(expect) are returned.
+  - In check mode nothing runs; the command that would run is returned.
+version_added: "0.1.0"
+author: gpuforge
+options:
+  binary:
+    description:
+      - The C(*_perf) program, for example C(/opt/nccl-tests/build/all_reduce_perf). With C(mpirun) or
+        C(srun) the same path must exist on every host; it is checked on the node that runs the module.
+    type: path
+    required: true
+  interpreter:
+    description:
+      - Words put before I(binary), for a program that is a script (the lab's stand-in runs as
+        C([/usr/bin/python3])).
+    type: list
+    elements: str
+    default: []
+  launcher:
+    description:
+      - C(local) runs the binary here; C(mpirun) runs I(np) processes on I(hosts); C(srun) lets Slurm
+        place I(np) tasks (on I(hosts) when given).
+    type: str
+    choices: [local, mpirun, srun]
+    default: local
+  gpus:
+    description: GPUs per process (C(-g)).
+    type: int
+    default: 1
+  hosts:
+    description: Hosts for C(mpirun) (hostfile lines C(name slots=N)) or C(srun --nodelist).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: Host name as the launcher reaches it.
+        type: str
+        required: true
+      slots:
+        description: Processes on this host.
+        type: int
+        default: 1
+  np:
+    description: Number of processes; defaults to the sum of the I(hosts) slots (1 without hosts).
+    type: int
+  hostfile:
+    description: Where to write the mpirun hostfile; defaults to I(output_path) with C(.hosts) appended.
+    type: path
+  mpirun:
+    description: mpirun program.
+    type: str
+    default: mpirun
+  mpirun_args:
+    description: Extra mpirun arguments (for example C(--allow-run-as-root), C(--mca btl_tcp_if_include eth0)).
+    type: list
+    elements: str
+    default: []
+  srun:
+    description: srun program.
+    type: str
+    default: srun
+  srun_args:
+    description: Extra srun arguments (for example C(--mpi=pmix), C(--gpus-per-task=1)).
+    type: list
+    elements: str
+    default: []
+  gpus_per_host:
+    description:
+      - GPUs each host has. With C(mpirun), a host whose slots x I(gpus) exceed it fails the run before it
+        starts. With C(local) it replaces counting C(nvidia-smi -L).
+    type: int
+  count_gpus:
+    description: With C(local) and no I(gpus_per_host), count the GPUs with C(nvidia-smi -L) first.
+    type: bool
+    default: true
+  mode:
+    description: NCCL transport to force (see description); C(none) leaves NCCL to choose.
+    type: str
+    choices: [none, tcp, ib, ib_gdr]
+    default: none
+  gdr_level:
+    description:
+      - C(NCCL_NET_GDR_LEVEL) for C(ib_gdr). Seed 001 used C(1) (PIX) on DGX-1, where each HCA shares a PCIe
+        switch with its GPUs; C(PHB) also allows GPU-NIC paths through the host bridge.
+    type: str
+    default: PHB
+  nccl_algo:
+    description: C(NCCL_ALGO) set when I(mode) is not C(none); empty to leave it unset.
+    type: str
+    default: Ring
+  nccl_debug:
+    description: C(NCCL_DEBUG); C(INFO) is needed to see the transport NCCL used.
+    type: str
+    default: INFO
+  env:
+    description: More environment variables for the benchmark (passed with C(-x) through mpirun).
+    type: dict
+    default: {}
+  min_bytes:
+    description: C(-b), smallest message (nccl-tests size syntax, C(8), C(1M), C(2G)).
+    type: str
+    default: "8"
+  max_bytes:
+    description: C(-e), largest message.
+    type: str
+    default: 256M
+  step_factor:
+    description: C(-f), multiply the size by this each step.
+    type: int
+    default: 2
+  iters:
+    description: C(-n), timed iterations per size.
+    type: int
+    default: 20
+  warmup_iters:
+    description: C(-w), warm-up iterations per size.
+    type: int
+    default: 5
+  check:
+    description: C(-c), check the results (C(#wrong)).
+    type: bool
+    default: true
+  datatype:
+    description: C(-d), data type.
+    type: str
+    default: float
+  op:
+    description: C(-o), reduction operation.
+    type: str
+    default: sum
+  extra_args:
+    description: More benchmark arguments, appended last.
+    type: list
+    elements: str
+    default: []
+  timeout:
+    description: Seconds before the whole process group is terminated (then killed 30 s later).
+    type: int
+    default: 1800
+  output_path:
+    description: File the raw output (stdout and stderr) is written to.
+    type: path
+  expect:
+    description:
+      - Expectations judged by C(judge_nccl), keys C(min_busbw) (GB/s at the largest size, or at sizes of at
+        least C(large_message_bytes)), C(warn_ratio), C(transport) (defaults to I(mode)),
+        C(max_small_latency_us) (100, two-digit microseconds, when the transport is C(ib)/C(ib_gdr)),
+        C(small_message_bytes), C(max_wrong).
+    type: dict
+    default: {}
+  fail_on:
+    description: Fail the task when the verdict is at least this bad; C(never) only reports.
+    type: str
+    choices: [fail, warn, never]
+    default: fail
+requirements:
+  - nccl-tests built against NCCL (or the lab stand-in), coreutils C(timeout); Open MPI or Slurm for multi-node
+notes:
+  - Supports check mode (nothing runs).
+  - The stand-in used in the gpuforge lab always moves data over TCP whatever I(mode) says.
+"""
+
+EXAMPLES = r"""
+- name: NCCL all-reduce on the 8 GPUs of this node
+  nccl_tests:
+    binary: /opt/nccl-tests/build/all_reduce_perf
+    gpus: 8
+    max_bytes: 256M
+    output_path: /var/lib/gpuforge/bench/nccl-1x8.txt
+    expect:
+      min_busbw: 120
+
+- name: Two DGX-1 over InfiniBand with GPUDirect RDMA, one process per GPU (seed 001 Example 4-3)
+  nccl_tests:
+    binary: /opt/nccl-tests/build/all_reduce_perf
+    launcher: mpirun
+    hosts:
+      - {name: dgx01, slots: 8}
+      - {name: dgx02, slots: 8}
+    mode: ib_gdr
+    mpirun_args: [--mca, pml, ob1, --mca, btl, ^openib]
+    output_path: /var/lib/gpuforge/bench/nccl-16x1-ib_gdr.txt
+    expect:
+      min_busbw: 5.0
+
+- name: Lab stand-in over TCP between two lab nodes
+  nccl_tests:
+    binary: /usr/lib/gpuforge/bench/all_reduce_perf.py
+    interpreter: [/usr/bin/python3]
+    launcher: mpirun
+    mpirun_args: [--allow-run-as-root]
+    hosts: [{name: node1}, {name: node2}]
+    mode: tcp
+    max_bytes: 16M
+    output_path: /tmp/nccl-lab.txt
+    fail_on: never
+"""
+
+RETURN = r"""
+cmd:
+  description: The command run (without the timeout wrapper).
+  returned: always
+  type: list
+  elements: str
+  sample: [mpirun, -np, "16", --hostfile, /tmp/nccl.txt.hosts, all_reduce_perf, -b, "8", -e, 256M]
+nccl_env:
+  description: The NCCL variables set for the run.
+  returned: always
+  type: dict
+  sample: {NCCL_DEBUG: INFO, NCCL_IB_DISABLE: "0", NCCL_NET_GDR_LEVEL: PHB, NCCL_ALGO: Ring}
+hostfile:
+  description: The mpirun hostfile written (null for other launchers).
+  returned: always
+  type: str
+rc:
+  description: Exit status of the benchmark (124/137 on timeout).
+  returned: when it ran
+  type: int
+output_path:
+  description: Where the raw output was written.
+  returned: when it ran and output_path is set
+  type: str
+nccl:
+  description:
+    - Parsed output (kind C(nccl-tests), see docs/parsers-benchmarks.md) with keys collective, tests_version,
+      era, header, devices, columns, rows, avg_busbw, peak_busbw, out_of_bounds, out_of_bounds_ok,
+      wrong_total, max_error, complete, transport, nccl_warnings, failures, errors.
+  returned: when it ran and the output could be read
+  type: dict
+checks:
+  description: Verdict checks, each C({name, status, observed, expected, remedy}).
+  returned: when it ran and the output could be read
+  type: list
+  elements: dict
+verdict:
+  description: Worst check status, C(ok), C(warn) or C(fail).
+  returned: when it ran and the output could be read
+  type: str
+  sample: ok
+output_tail:
+  description: Last 30 lines of the raw output.
+  returned: when it ran
+  type: list
+  elements: str
+"""
+
+# Seed 001 (REDP-5610, section 4.1): the three NCCL modes of its MPI jobs.
+MODE_ENV = {
+    "tcp": {"NCCL_IB_DISABLE": "1", "NCCL_NET_GDR_LEVEL": "0"},
+    "ib": {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "0"},
+    "ib_gdr": {"NCCL_IB_DISABLE": "0"},
+}
+STATUS_RANK = {"ok": 0, "warn": 1, "fail": 2}
+KILL_AFTER_S = 30
+
+
+class NcclTests:
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+        self.result = {"changed": False, "cmd": [], "nccl_env": {}, "hostfile": None}
+
+    def fail(self, msg):
+        self.module.fail_json(msg=msg, **self.result)
+
+    def nccl_env(self):
+        params = self.params
+        env = {"NCCL_DEBUG": params["nccl_debug"]} if params["nccl_debug"] else {}
+        if params["mode"] != "none":
+            env.update(MODE_ENV[params["mode"]])
+            if params["mode"] == "ib_gdr":
+                env["NCCL_NET_GDR_LEVEL"] = params["gdr_level"]
+            if params["nccl_algo"]:
+                env["NCCL_ALGO"] = params["nccl_algo"]
+        env.update({str(k): str(v) for k, v in params["env"].items()})
+        return env
+
+    def bench_args(self):
+        params = self.params
+        return [
+            *params["interpreter"],
+            params["binary"],
+            "-b",
+            params["min_bytes"],
+            "-e",
+            params["max_bytes"],
+            "-f",
+            str(params["step_factor"]),
+            "-g",
+            str(params["gpus"]),
+            "-n",
+            str(params["iters"]),
+            "-w",
+            str(params["warmup_iters"]),
+            "-c",
+            "1" if params["check"] else "0",
+            "-d",
+            params["datatype"],
+            "-o",
+            params["op"],
+            *params["extra_args"],
+        ]
+
+    def process_count(self):
+        params = self.params
+        if params["np"] is not None:
+            return params["np"]
+        return sum(host["slots"] for host in params["hosts"]) or 1
+
+    def hostfile_path(self):
+        if self.params["hostfile"]:
+            return self.params["hostfile"]
+        if self.params["output_path"]:
+            return self.params["output_path"] + ".hosts"
+        self.fail("launcher mpirun with hosts needs hostfile or output_path (where to write the hostfile)")
+        return None
+
+    def command(self, env):
+        params = self.params
+        launcher = params["launcher"]
+        if launcher == "local":
+            return self.bench_args()
+        if launcher == "mpirun":
+            cmd = [params["mpirun"], "-np", str(self.process_count())]
+            if params["hosts"]:
+                self.result["hostfile"] = self.hostfile_path()
+                cmd += ["--hostfile", self.result["hostfile"]]
+            # As seed 001's MPIJobs: no binding (NCCL picks CPUs), fill each host's slots in turn.
+            cmd += ["--bind-to", "none", "--map-by", "slot"]
+            for name, value in sorted(env.items()):
+                cmd += ["-x", f"{name}={value}"]
+            return cmd + params["mpirun_args"] + self.bench_args()
+        cmd = [params["srun"], "--ntasks", str(self.process_count())]
+        if params["hosts"]:
+            cmd += ["--nodes", str(len(params["hosts"]))]
+            cmd += ["--nodelist", ",".join(host["name"] for host in params["hosts"])]
+        # srun exports the caller's environment by default; the NCCL variables travel that way.
+        return cmd + params["srun_args"] + self.bench_args()
+
+    def validate(self):
+        params = self.params
+        if params["gpus"] < 1:
+            self.fail(f"gpus must be at least 1, got {params['gpus']}")
+        if params["timeout"] < 1:
+            self.fail(f"timeout must be at least 1 second, got {params['timeout']}")
+        binary = params["binary"]
+        if not (os.path.isfile(binary) and os.access(binary, os.R_OK)):
+            self.fail(f"benchmark binary {binary} not found on {os.uname().nodename}")
+        if not params["interpreter"] and not os.access(binary, os.X_OK):
+            self.fail(f"benchmark binary {binary} is not executable")
+        if params["launcher"] != "local" and not params["hosts"] and params["np"] is None:
+            self.fail(f"launcher {params['launcher']} needs hosts or np")
+        self.check_gpu_count()
+
+    def check_gpu_count(self):
+        params = self.params
+        wanted = params["gpus"]
+        if params["launcher"] == "mpirun":
+            if params["gpus_per_host"] is None:
+                return
+            short = [
+                f"{host['name']} ({host['slots']} x {wanted} > {params['gpus_per_host']})"
+                for host in params["hosts"]
+                if host["slots"] * wanted > params["gpus_per_host"]
+            ]
+            if short:
+                self.fail(f"fewer GPUs than requested on: {', '.join(short)}")
+            return
+        if params["launcher"] != "local":
+            return
+        have = params["gpus_per_host"]
+        if have is None:
+            if not params["count_gpus"]:
+                return
+            nvidia_smi = self.module.get_bin_path("nvidia-smi")
+            if not nvidia_smi:
+                self.fail("nvidia-smi not found: cannot count GPUs (set gpus_per_host or count_gpus=false)")
+            rc, out, err = self.module.run_command([nvidia_smi, "-L"], environ_update={"LC_ALL": "C"})
+            if rc != 0:
+                self.fail(f"nvidia-smi -L failed (rc {rc}): {(err or out).strip()}")
+            have = sum(1 for line in out.splitlines() if line.startswith("GPU "))
+        self.result["gpus_available"] = have
+        if have < wanted:
+            self.fail(f"fewer GPUs than requested: {have} available, gpus={wanted}")
+
+    def write(self, path, text):
+        try:
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        except OSError as exc:
+            self.fail(f"cannot write {path}: {exc}")
+        self.result["changed"] = True
+
+    def run(self):
+        params = self.params
+        self.validate()
+        env = self.nccl_env()
+        cmd = self.command(env)
+        self.result["cmd"] = cmd
+        self.result["nccl_env"] = env
+        if self.module.check_mode:
+            self.module.exit_json(**self.result)
+        if self.result["hostfile"]:
+            self.write(
+                self.result["hostfile"], "".join(f"{host['name']} slots={host['slots']}\n" for host in params["hosts"])
+            )
+        timeout = self.module.get_bin_path("timeout", required=True)
+        # timeout(1) runs the benchmark in its own process group and signals the whole group.
+        wrapped = [timeout, f"--kill-after={KILL_AFTER_S}", str(params["timeout"]), *cmd]
+        rc, out, err = self.module.run_command(wrapped, environ_update={"LC_ALL": "C", **env})
+        raw = out + (err or "")
+        self.result["rc"] = rc
+        self.result["output_tail"] = raw.splitlines()[-30:]
+        if params["output_path"]:
+            self.write(params["output_path"], raw)
+            self.result["output_path"] = params["output_path"]
+        if rc in (124, 137):
+            self.fail(f"benchmark timed out after {params['timeout']} s; its process group was terminated")
+        try:
+            parsed = parse_nccl_tests(raw)
+        except NcclTestsParseError as exc:
+            self.fail(f"could not read nccl-tests output (rc {rc}): {exc}")
+        self.result["nccl"] = parsed
+        expect = dict(params["expect"])
+        if params["mode"] != "none":
+            expect.setdefault("transport", params["mode"])
+        checks = judge_nccl(parsed, expect)
+        self.result["checks"] = checks
+        self.result["verdict"] = overall_status(checks)
+        if rc != 0:
+            reason = "; ".join(parsed["failures"][:3]) or "see output_tail"
+            self.fail(f"benchmark exited with rc {rc}: {reason}")
+        if parsed["errors"] and not parsed["rows"]:
+            self.fail(f"no result rows in the output: {'; '.join(parsed['errors'])}")
+        fail_on = params["fail_on"]
+        if fail_on != "never" and STATUS_RANK[self.result["verdict"]] >= STATUS_RANK[fail_on]:
+            failed = [f"{c['name']}={c['observed']} (expected {c['expected']})" for c in checks if c["status"] != "ok"]
+            self.fail(f"NCCL verdict {self.result['verdict']}: {', '.join(failed)}")
+        self.module.exit_json(**self.result)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "binary": {"type": "path", "required": True},
+            "interpreter": {"type": "list", "elements": "str", "default": []},
+            "launcher": {"type": "str", "choices": ["local", "mpirun", "srun"], "default": "local"},
+            "gpus": {"type": "int", "default": 1},
+            "hosts": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {"name": {"type": "str", "required": True}, "slots": {"type": "int", "default": 1}},
+            },
+            "np": {"type": "int"},
+            "hostfile": {"type": "path"},
+            "mpirun": {"type": "str", "default": "mpirun"},
+            "mpirun_args": {"type": "list", "elements": "str", "default": []},
+            "srun": {"type": "str", "default": "srun"},
+            "srun_args": {"type": "list", "elements": "str", "default": []},
+            "gpus_per_host": {"type": "int"},
+            "count_gpus": {"type": "bool", "default": True},
+            "mode": {"type": "str", "choices": ["none", "tcp", "ib", "ib_gdr"], "default": "none"},
+            "gdr_level": {"type": "str", "default": "PHB"},
+            "nccl_algo": {"type": "str", "default": "Ring"},
+            "nccl_debug": {"type": "str", "default": "INFO"},
+            "env": {"type": "dict", "default": {}},
+            "min_bytes": {"type": "str", "default": "8"},
+            "max_bytes": {"type": "str", "default": "256M"},
+            "step_factor": {"type": "int", "default": 2},
+            "iters": {"type": "int", "default": 20},
+            "warmup_iters": {"type": "int", "default": 5},
+            "check": {"type": "bool", "default": True},
+            "datatype": {"type": "str", "default": "float"},
+            "op": {"type": "str", "default": "sum"},
+            "extra_args": {"type": "list", "elements": "str", "default": []},
+            "timeout": {"type": "int", "default": 1800},
+            "output_path": {"type": "path"},
+            "expect": {"type": "dict", "default": {}},
+            "fail_on": {"type": "str", "choices": ["fail", "warn", "never"], "default": "fail"},
+        },
+        supports_check_mode=True,
+    )
+    NcclTests(module).run()
+
+
+if __name__ == "__main__":
+    main()

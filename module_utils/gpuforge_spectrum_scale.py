@@ -1,0 +1,96 @@
+"""Parsers for IBM Storage Scale (GPFS) configuration output, and the diff the config module applies.
+
+Pure functions, stdlib only (shipped alone inside Ansible modules). The configuration is returned as
+{scope: {attribute: value}}: scope "common" for cluster-wide values, else the node list or node class
+of an mmlsconfig stanza (`[dgx]` -> "dgx").
+"""
+
+from __future__ import annotations
+
+from urllib.parse import unquote
+
+COMMON = "common"
+_Y_HEADER = ["mmlsconfig", "", "HEADER", "version", "reserved", "reserved", "configParameter", "value", "nodeList"]
+
+
+class ParseError(ValueError):
+    """mmlsconfig output that could not be read; the message names the line."""
+
+
+def parse_mmlsconfig_y(text: str) -> dict[str, dict[str, str]]:
+    """Parse `mmlsconfig -Y` (colon-separated, %-encoded fields) into {scope: {attribute: value}}."""
+    config: dict[str, dict[str, str]] = {COMMON: {}}
+    header_seen = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split(":")
+        if fields[0] != "mmlsconfig" or len(fields) < 9:
+            raise ParseError(f"mmlsconfig -Y line {number} is not an mmlsconfig record: {line!r}")
+        if fields[2] == "HEADER":
+            if fields[: len(_Y_HEADER)] != _Y_HEADER:
+                raise ParseError(f"mmlsconfig -Y line {number}: unexpected header {line!r}")
+            header_seen = True
+            continue
+        if not header_seen:
+            raise ParseError(f"mmlsconfig -Y line {number}: data before the HEADER record")
+        attribute, value, nodes = fields[6], unquote(fields[7]), unquote(fields[8])
+        if not attribute:
+            raise ParseError(f"mmlsconfig -Y line {number}: empty configParameter")
+        config.setdefault(nodes or COMMON, {})[attribute] = value
+    if not header_seen:
+        raise ParseError("mmlsconfig -Y output has no HEADER record (empty or truncated output)")
+    return config
+
+
+def parse_mmlsconfig(text: str) -> dict[str, dict[str, str]]:
+    """Parse plain `mmlsconfig` output: the value lines, `[stanza]` switches, up to the file system list."""
+    config: dict[str, dict[str, str]] = {COMMON: {}}
+    scope = COMMON
+    started = False
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if line.startswith("Configuration data for cluster"):
+            started = True
+            continue
+        if not started:
+            continue
+        if line.startswith("File systems in cluster"):
+            return config
+        if not line or set(line) == {"-"}:
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            scope = line[1:-1] or COMMON
+            config.setdefault(scope, {})
+            continue
+        attribute, _, value = line.partition(" ")
+        if not value.strip():
+            raise ParseError(f"mmlsconfig line {number} has no value: {raw!r}")
+        config[scope][attribute] = value.strip()
+    if not started:
+        raise ParseError("mmlsconfig output has no 'Configuration data for cluster' header")
+    return config
+
+
+def effective_value(config: dict[str, dict[str, str]], scope: str, attribute: str) -> str | None:
+    """The value that applies to `scope`: its own stanza's, else the cluster-wide one."""
+    if attribute in config.get(scope, {}):
+        return config[scope][attribute]
+    return config.get(COMMON, {}).get(attribute)
+
+
+def _same(current: str | None, wanted: str) -> bool:
+    if current is None:
+        return False
+    # Spaces inside list values (verbsPorts) are not significant; yes/no are case-insensitive.
+    return " ".join(current.split()).lower() == " ".join(wanted.split()).lower()
+
+
+def config_changes(config: dict[str, dict[str, str]], scope: str, wanted: dict[str, str]) -> dict[str, dict]:
+    """Attributes whose effective value for `scope` differs from `wanted`: {attr: {before, after}}."""
+    changes = {}
+    for attribute, value in wanted.items():
+        current = effective_value(config, scope, attribute)
+        if not _same(current, value):
+            changes[attribute] = {"before": current, "after": value}
+    return changes

@@ -1,0 +1,214 @@
+"""Run one playbook through ansible-runner and record it under artifacts/<run-id>/.
+
+The runner works in its own thread (run_async); its event_handler only puts events on a queue and the
+calling thread consumes them, so the progress view never slows Ansible down. Each run leaves:
+
+  <run_dir>/runner/            ansible-runner's private_data_dir (artifacts/<ident>/stdout, job_events/, ...)
+  <run_dir>/summary.json       the versioned summary (docs/cli.md)
+  <run_dir>/validation/*.json  copies of artifacts/validation/<host>.json written during the run
+  <run_dir>/bench/<run>/*.json copies of artifacts/bench/<run>/*.json written during the run
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shlex
+import shutil
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gpuforge import paths
+from gpuforge.progress import NullView, ProgressModel
+
+SCHEMA_VERSION = 1
+# mtime slack when deciding which artifacts a run wrote (coarse filesystem timestamps).
+_MTIME_SLACK_S = 2.0
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """UTC timestamp + short uuid: sorts by time, unique across concurrent runs."""
+    now = now or datetime.now(UTC)
+    return f"{now:%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+def _iso(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+@dataclass
+class RunRequest:
+    command: str
+    playbook: str  # relative to playbooks_dir, e.g. "site.yml" or "runbooks/diagnostics.yml"
+    inventory: Path = paths.LAB_INVENTORY_DIR / "hosts.yml"
+    limit: str | None = None
+    tags: str | None = None
+    extra_vars: list[str] = field(default_factory=list)  # key=value or @file, as given on the command line
+    check: bool = False
+    diff: bool = False
+    project_dir: Path = paths.PROJECT_ROOT
+    playbooks_dir: Path = paths.PLAYBOOKS_DIR
+    artifacts_root: Path = paths.ARTIFACTS_DIR
+    ansible_config: Path = paths.PROJECT_ROOT / "ansible.cfg"
+
+
+def split_extra_vars(values: list[str]) -> tuple[dict, list[str]]:
+    """key=value pairs become a dict (strings, as ansible-playbook -e gives them); @file stays a path."""
+    pairs: dict = {}
+    files: list[str] = []
+    for value in values:
+        if value.startswith("@"):
+            path = Path(value[1:]).expanduser().resolve()
+            if not path.is_file():
+                raise FileNotFoundError(f"extra-vars file not found: {path}")
+            files.append(str(path))
+        elif "=" in value:
+            key, _, item = value.partition("=")
+            pairs[key.strip()] = item
+        else:
+            raise ValueError(f"-e/--extra-vars takes key=value or @file, got {value!r}")
+    return pairs, files
+
+
+def _cmdline(request: RunRequest, var_files: list[str]) -> str | None:
+    parts: list[str] = []
+    for path in var_files:
+        parts += ["-e", f"@{path}"]
+    if request.check:
+        parts.append("--check")
+    if request.diff:
+        parts.append("--diff")
+    return shlex.join(parts) if parts else None
+
+
+def _envvars(request: RunRequest, run_dir: Path) -> dict:
+    venv_bin = str(Path(sys.executable).parent)
+    return {
+        "ANSIBLE_CONFIG": str(request.ansible_config),
+        "CONTAINERS_CONF": str(paths.CONTAINERS_CONF),
+        # ansible-playbook and the controller's Python modules live next to this interpreter.
+        "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        "GPUFORGE_RUN_DIR": str(run_dir),
+        "ANSIBLE_NOCOLOR": "1",
+    }
+
+
+def _collect(source: Path, target: Path, since: float) -> list[str]:
+    """Copy the *.json under source written since `since` to target; return the copies' names."""
+    copied = []
+    if not source.is_dir():
+        return copied
+    for path in sorted(source.rglob("*.json")):
+        if path.stat().st_mtime + _MTIME_SLACK_S < since:
+            continue
+        destination = target / path.relative_to(source)
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, destination)
+        copied.append(str(destination))
+    return copied
+
+
+def load_validation(directory: Path) -> dict:
+    """{host: {status, counts, checks}} from <directory>/<host>.json (a list of checks or {checks: [...]})."""
+    hosts: dict = {}
+    if not directory.is_dir():
+        return hosts
+    for path in sorted(directory.glob("*.json")):
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            hosts[path.stem] = {"status": "unreadable", "counts": {}, "checks": []}
+            continue
+        checks = document.get("checks", []) if isinstance(document, dict) else document
+        checks = [check for check in checks or [] if isinstance(check, dict)]
+        counts = {status: sum(1 for c in checks if c.get("status") == status) for status in ("ok", "warn", "fail")}
+        status = "fail" if counts["fail"] else "warn" if counts["warn"] else "ok"
+        hosts[path.stem] = {"status": status, "counts": counts, "checks": checks}
+    return hosts
+
+
+def run_playbook(request: RunRequest, run_dir: Path, view=None) -> dict:
+    """Run request.playbook; write run_dir/summary.json and return it (its "rc" is the runner's)."""
+    import ansible_runner
+
+    view = view or NullView()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    playbook = request.playbooks_dir / request.playbook
+    summary: dict = {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_dir.name,
+        "command": request.command,
+        "playbook": str(playbook.relative_to(request.project_dir)),
+        "inventory": str(request.inventory),
+        "limit": request.limit,
+        "tags": request.tags,
+        "check": request.check,
+    }
+    started = time.time()
+    model = ProgressModel()
+    if not playbook.is_file():
+        return _finish(summary, run_dir, started, rc=1, status="missing-playbook", model=model, request=request)
+    pairs, var_files = split_extra_vars(request.extra_vars)
+    events: queue.Queue = queue.Queue()
+    (run_dir / "runner").mkdir(exist_ok=True)
+    thread, runner = ansible_runner.run_async(
+        private_data_dir=str(run_dir / "runner"),
+        project_dir=str(request.project_dir),
+        playbook=str(playbook.relative_to(request.project_dir)),
+        inventory=str(request.inventory),
+        limit=request.limit,
+        tags=request.tags,
+        extravars=pairs or None,
+        cmdline=_cmdline(request, var_files),
+        envvars=_envvars(request, run_dir),
+        ident="playbook",
+        quiet=True,
+        event_handler=lambda event: events.put(event) or True,
+    )
+    with view:
+        while thread.is_alive() or not events.empty():
+            try:
+                event = events.get(timeout=0.25)
+            except queue.Empty:
+                view.update(model, None)
+                continue
+            view.update(model, model.handle(event))
+        thread.join()
+    return _finish(summary, run_dir, started, rc=runner.rc, status=runner.status, model=model, request=request)
+
+
+def _finish(summary, run_dir, started, rc, status, model, request) -> dict:
+    finished = time.time()
+    validation = _collect(request.artifacts_root / "validation", run_dir / "validation", started)
+    bench = _collect(request.artifacts_root / "bench", run_dir / "bench", started)
+    summary.update(
+        rc=rc if rc is not None else 1,
+        status=status,
+        started=_iso(started),
+        finished=_iso(finished),
+        duration_s=round(finished - started, 3),
+        hosts=model.hosts,
+        failed_tasks=model.failed_tasks,
+        artifacts={
+            "run_dir": str(run_dir),
+            "runner": str(run_dir / "runner"),
+            "stdout": str(run_dir / "runner" / "artifacts" / "playbook" / "stdout"),
+            "validation": validation,
+            "bench": bench,
+        },
+    )
+    if validation:
+        summary["validation"] = load_validation(run_dir / "validation")
+    write_summary(run_dir, summary)
+    return summary
+
+
+def write_summary(run_dir: Path, summary: dict) -> Path:
+    path = run_dir / "summary.json"
+    path.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n", encoding="utf-8")
+    return path

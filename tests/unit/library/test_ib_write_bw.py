@@ -1,0 +1,159 @@
+"""ib_write_bw module: command lines, timeout wrapper, thresholds and verdicts (run_command mocked)."""
+
+from __future__ import annotations
+
+import ib_write_bw
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+SEED = "ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt"
+DEEPOPS = "ib_write_bw__NVIDIA-deepops__roce-perf-k8s.md__cx5_roce100_rdmacm.txt"
+IBSTAT_PORT = "CA: 'mlx5_0'\nPort 1:\nState: Active\nPhysical state: LinkUp\nRate: 100\nLink layer: IB\n"
+
+
+class Exit(Exception):
+    pass
+
+
+class Fail(Exception):
+    pass
+
+
+def _raise(exception):
+    def method(self, **kwargs):
+        raise exception(kwargs)
+
+    return method
+
+
+class FakeRunner:
+    """run_command stand-in: ibstat answers IBSTAT_PORT, the benchmark (under timeout) answers `output`."""
+
+    def __init__(self, output="", rc=0, err=""):
+        self.output, self.rc, self.err = output, rc, err
+        self.calls = []
+
+    def __call__(self, args, **kwargs):
+        self.calls.append((args, kwargs))
+        if args[0].endswith("ibstat"):
+            return 0, IBSTAT_PORT, ""
+        return self.rc, self.output, self.err
+
+    @property
+    def bench(self):
+        return [call for call in self.calls if call[0][0].endswith("timeout")]
+
+
+@pytest.fixture
+def run_module(monkeypatch):
+    def run(args, runner, expect_failure=False, check_mode=False, have_ibstat=True):
+        def bin_path(self, name, required=False, opt_dirs=None):
+            known = {"timeout": "/usr/bin/timeout", "ib_write_bw": "/usr/bin/ib_write_bw"}
+            if have_ibstat:
+                known["ibstat"] = "/usr/sbin/ibstat"
+            return known.get(name)
+
+        monkeypatch.setattr(basic.AnsibleModule, "exit_json", _raise(Exit))
+        monkeypatch.setattr(basic.AnsibleModule, "fail_json", _raise(Fail))
+        monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", bin_path)
+        monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, cmd, **kw: runner(cmd, **kw))
+        if check_mode:
+            args = {**args, "_ansible_check_mode": True}
+        with patch_module_args(args), pytest.raises(Fail if expect_failure else Exit) as info:
+            ib_write_bw.main()
+        return info.value.args[0]
+
+    return run
+
+
+def test_client_seed_run_passes_default_fraction(run_module, fixture_text):
+    runner = FakeRunner(fixture_text(SEED))
+    result = run_module({"device": "mlx5_1", "server": "dgx02", "line_rate_gbps": 100}, runner)
+    assert result["verdict"] == {
+        "status": "ok",
+        "observed": 11264.11,
+        "expected": 10728.84,  # 0.9 x 100 Gb/s in perftest MB/sec (2^20 bytes)
+        "observed_gbps": 94.49,
+        "line_rate_gbps": 100.0,
+        "remedy": "",
+    }
+    assert result["role"] == "client"
+    assert result["cmd"] == [
+        *("/usr/bin/ib_write_bw", "-d", "mlx5_1", "-i", "1", "-p", "18515", "-D", "5"),
+        *("-s", "65536", "-q", "1", "-F", "dgx02"),
+    ]
+    [(argv, kwargs)] = runner.bench
+    assert argv[:3] == ["/usr/bin/timeout", "--kill-after=5", "65"]  # duration 5 + 60 for a client
+    assert kwargs == {"environ_update": {"LC_ALL": "C"}}
+    assert result["result"]["header"]["device"] == "mlx5_1"
+
+
+def test_seed_threshold_11000_and_a_stricter_one(run_module, fixture_text):
+    args = {"device": "mlx5_1", "server": "dgx02", "min_mbps": 11000}
+    assert run_module(args, FakeRunner(fixture_text(SEED)))["verdict"]["status"] == "ok"
+    result = run_module({**args, "min_mbps": 11300}, FakeRunner(fixture_text(SEED)), expect_failure=True)
+    assert result["verdict"]["status"] == "fail"
+    assert result["verdict"]["remedy"].startswith("11264.11 MB/sec is below 11300.00 MB/sec on mlx5_1 port 1")
+    assert "verdict fail" in result["msg"]
+    report_only = {**args, "min_mbps": 11300, "fail_on_verdict": False}
+    reported = run_module(report_only, FakeRunner(fixture_text(SEED)))
+    assert reported["verdict"]["status"] == "fail"
+
+
+def test_server_gbits_line_rate_from_ibstat(run_module, real_output):
+    runner = FakeRunner(real_output(DEEPOPS))
+    result = run_module({"device": "mlx5_0", "report_gbits": True, "duration": 10, "use_cuda": 2}, runner)
+    assert result["role"] == "server"
+    assert result["cmd"][-2:] == ["--report_gbits", "--use_cuda=2"]
+    assert runner.calls[0][0] == ["/usr/sbin/ibstat", "mlx5_0", "1"]
+    assert runner.bench[0][0][2] == "130"  # duration 10 + 120 for a server waiting for its client
+    verdict = result["verdict"]
+    assert (verdict["status"], verdict["observed"], verdict["observed_gbps"], verdict["line_rate_gbps"]) == (
+        "ok",
+        11014.94,
+        92.4,
+        100.0,
+    )
+
+
+def test_port_down_verdict(run_module):
+    runner = FakeRunner("", rc=1, err=" Port number 1 state is Down\n Couldn't get context for the device\n")
+    args = {"device": "mlx5_0", "server": "n1", "line_rate_gbps": 100}
+    result = run_module(args, runner, expect_failure=True)
+    assert result["verdict"]["status"] == "fail"
+    assert result["verdict"]["observed"] is None
+    assert "mlx5_0 port 1 is not Active (Port number 1 state is Down)" in result["verdict"]["remedy"]
+
+
+def test_timeout_verdict_names_the_peer(run_module):
+    waiting = "\n************************************\n* Waiting for client to connect... *\n"
+    runner = FakeRunner(waiting, rc=124)
+    args = {"device": "mlx5_0", "line_rate_gbps": 100, "timeout": 30, "fail_on_verdict": False}
+    result = run_module(args, runner)
+    assert result["rc"] == 124
+    remedy = result["verdict"]["remedy"]
+    assert remedy.startswith("ib_write_bw did not finish within 30 s: is a client running and reachable")
+    assert remedy.endswith(" on TCP port 18515 (firewall)?")
+
+
+def test_no_threshold_without_ibstat(run_module, fixture_text):
+    args = {"device": "mlx5_1", "server": "dgx02"}
+    result = run_module(args, FakeRunner(fixture_text(SEED)), expect_failure=True, have_ibstat=False)
+    assert result["verdict"]["expected"] is None
+    assert result["verdict"]["remedy"].startswith("no threshold")
+
+
+def test_unreadable_output_and_bad_arguments(run_module):
+    result = run_module({"device": "mlx5_0", "server": "n1"}, FakeRunner("hello\n"), expect_failure=True)
+    assert result["msg"].startswith("could not read ib_write_bw output (rc=0)")
+    result = run_module({"device": "mlx5_0", "min_fraction": 1.5}, FakeRunner(), expect_failure=True)
+    assert result["msg"] == "min_fraction must be in (0, 1], got 1.5"
+
+
+def test_check_mode_runs_nothing(run_module):
+    runner = FakeRunner()
+    result = run_module({"device": "mlx5_0", "server": "n1", "duration": 0}, runner, check_mode=True)
+    assert runner.calls == []
+    assert result["verdict"] is None
+    assert "-D" not in result["cmd"]

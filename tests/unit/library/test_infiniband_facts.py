@@ -1,0 +1,178 @@
+"""infiniband_facts module: ibstat / ibv_devinfo / ibdev2netdev merging, partial output, missing tools."""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import infiniband_facts
+import pytest
+import yaml
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+from gpuforge_sim import ibdev2netdev, ibstat, ibv_devinfo
+
+IBSTAT_H100 = "ibstat__leptonai-gpud__h100_cx7_roce400_some_down_polling.txt"
+IBSTAT_PANIC = "ibstat__leptonai-gpud__a100_azure_cx6vf_partial_exit255.txt"
+DEVINFO_CX7 = "ibv_devinfo__deepseek-ai-DeepEP__issue38__h100_cx7_roce_EXCERPT_one_hca.txt"
+PROFILES = Path(__file__).resolve().parents[3] / "lab" / "profiles"
+
+
+class Exit(Exception):
+    pass
+
+
+class Fail(Exception):
+    pass
+
+
+def _raise(exception):
+    def method(self, **kwargs):
+        raise exception(kwargs)
+
+    return method
+
+
+class FakeTools:
+    """Stands in for run_command and get_bin_path: `tools` maps a tool name to (rc, stdout, stderr)."""
+
+    def __init__(self, tools: dict):
+        self.tools = tools
+        self.calls = []
+
+    def path(self, name):
+        return f"/usr/sbin/{name}" if name in self.tools else None
+
+    def __call__(self, args, **kwargs):
+        self.calls.append((args, kwargs))
+        return self.tools[args[0].rsplit("/", 1)[-1]]
+
+
+@pytest.fixture
+def run_module(monkeypatch):
+    def run(args, tools: FakeTools, expect_failure=False, check_mode=False):
+        monkeypatch.setattr(basic.AnsibleModule, "exit_json", _raise(Exit))
+        monkeypatch.setattr(basic.AnsibleModule, "fail_json", _raise(Fail))
+        monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: tools.path(name))
+        monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, cmd, **kw: tools(cmd, **kw))
+        if check_mode:
+            args = {**args, "_ansible_check_mode": True}
+        with patch_module_args(args), pytest.raises(Fail if expect_failure else Exit) as info:
+            infiniband_facts.main()
+        return info.value.args[0]
+
+    return run
+
+
+def _simulated(tool, argv, tmp_path, monkeypatch, faults=None) -> str:
+    """Output of a lab simulator for the DGX-1 profile (with faults)."""
+    hw = yaml.safe_load((PROFILES / "dgx1-v100-edr.yml").read_text(encoding="utf-8"))
+    hw["faults"] = faults or []
+    path = tmp_path / "hardware.json"
+    path.write_text(json.dumps(hw), encoding="utf-8")
+    monkeypatch.setenv("GPUFORGE_LAB_HARDWARE", str(path))
+    buffer = io.StringIO()
+    with redirect_stdout(buffer):
+        tool.main(argv)
+    return buffer.getvalue()
+
+
+def test_ibstat_only_roce_with_down_ports(run_module, real_output):
+    tools = FakeTools({"ibstat": (0, real_output(IBSTAT_H100), "")})
+    result = run_module({}, tools)
+    facts = result["ansible_facts"]["infiniband"]
+    assert result["changed"] is False
+    assert (facts["available"], facts["source"], len(facts["hcas"])) == (True, "ibstat", 12)
+    assert facts["inactive_ports"] == ["mlx5_11/1", "mlx5_5/1"]
+    assert len(facts["active_ports"]) == 10 and facts["active_ports"][:3] == [
+        "mlx5_0/1",
+        "mlx5_1/1",
+        "mlx5_10/1",
+    ]
+    port = facts["hcas"][0]["ports"][0]
+    assert (port["rate_gbps"], port["link_layer"], port["width"], port["netdev"]) == (
+        400,
+        "Ethernet",
+        None,
+        None,
+    )
+    assert facts["errors"] == []
+    assert tools.calls == [(["/usr/sbin/ibstat"], {"environ_update": {"LC_ALL": "C"}})]
+
+
+def test_partial_ibstat_exit_255_keeps_adapters(run_module, real_output):
+    tools = FakeTools({"ibstat": (255, real_output(IBSTAT_PANIC), "")})
+    facts = run_module({}, tools)["ansible_facts"]["infiniband"]
+    assert len(facts["hcas"]) == 8
+    assert facts["active_ports"] == [f"mlx5_{i}/1" for i in range(8)]
+    assert facts["errors"] == [
+        "ibstat: ibpanic: [1400444] main: stat of IB device 'mlx5_8' failed: No such file or directory"
+    ]
+    assert facts["hcas"][7]["ports"][0]["lid"] == 13305
+
+
+def test_all_tools_merge_width_mtu_and_netdev(run_module, tmp_path, monkeypatch):
+    faults = [{"type": "ib_port_state", "hca": "mlx5_3", "port": 1, "state": "Down"}]
+    tools = FakeTools(
+        {
+            "ibstat": (0, _simulated(ibstat, [], tmp_path, monkeypatch, faults), ""),
+            "ibv_devinfo": (0, _simulated(ibv_devinfo, ["-v"], tmp_path, monkeypatch, faults), ""),
+            "ibdev2netdev": (0, _simulated(ibdev2netdev, [], tmp_path, monkeypatch, faults), ""),
+        }
+    )
+    facts = run_module({}, tools)["ansible_facts"]["infiniband"]
+    assert facts["active_ports"] == ["mlx5_0/1", "mlx5_1/1", "mlx5_2/1"]
+    assert facts["inactive_ports"] == ["mlx5_3/1"]
+    hca = facts["hcas"][0]
+    assert (hca["ca_type"], hca["fw_ver"], hca["board_id"], hca["vendor_part_id"]) == (
+        "MT4115",
+        "12.23.1020",
+        "MT_2180110032",
+        4115,
+    )
+    port = hca["ports"][0]
+    assert (port["rate_gbps"], port["width"], port["speed"], port["active_mtu"]) == (100, "4X", "EDR", 4096)
+    assert (port["lid"], port["sm_lid"], port["netdev"], port["netdev_state"]) == (5, 1, "ib0", "Up")
+    down = facts["hcas"][3]["ports"][0]
+    assert (down["state"], down["phys_state"], down["netdev_state"]) == ("Down", "Polling", "Down")
+    assert [call[0][1:] for call in tools.calls] == [[], ["-v"], []]
+
+
+def test_ibv_devinfo_fallback(run_module, real_output):
+    tools = FakeTools({"ibv_devinfo": (0, real_output(DEVINFO_CX7), "")})
+    facts = run_module({}, tools)["ansible_facts"]["infiniband"]
+    assert facts["source"] == "ibv_devinfo"
+    hca = facts["hcas"][0]
+    assert (hca["name"], hca["ca_type"], hca["fw_ver"], hca["node_guid"]) == (
+        "mlx5_2",
+        "MT4129",
+        "28.42.1000",
+        "0xa088c203007e1dba",
+    )
+    assert (hca["ports"][0]["active_mtu"], hca["ports"][0]["rate_gbps"]) == (4096, None)
+    assert facts["active_ports"] == ["mlx5_2/1"]
+
+
+def test_missing_tools_name_the_package(run_module):
+    result = run_module({}, FakeTools({}), expect_failure=True)
+    assert "infiniband-diags" in result["msg"]
+    facts = run_module({"fail_on_missing": False}, FakeTools({}))["ansible_facts"]["infiniband"]
+    assert (facts["available"], facts["hcas"], facts["active_ports"]) == (False, [], [])
+
+
+def test_unreadable_ibstat_fails_and_broken_optional_tool_is_noted(run_module, real_output):
+    result = run_module({}, FakeTools({"ibstat": (0, "Segmentation fault\n", "")}), expect_failure=True)
+    assert result["msg"].startswith("could not read ibstat output")
+    broken = (1, "", "no such file\n")
+    tools = FakeTools({"ibstat": (0, real_output(IBSTAT_H100), ""), "ibdev2netdev": broken})
+    facts = run_module({}, tools)["ansible_facts"]["infiniband"]
+    assert facts["errors"] == ["ibdev2netdev failed (rc=1): no such file"]
+    assert len(facts["hcas"]) == 12
+
+
+def test_check_mode_gathers_the_same(run_module, real_output):
+    tools = FakeTools({"ibstat": (0, real_output(IBSTAT_PANIC), "")})
+    facts = run_module({}, FakeTools(tools.tools), check_mode=True)["ansible_facts"]["infiniband"]
+    assert len(facts["hcas"]) == 8

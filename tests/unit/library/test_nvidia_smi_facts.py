@@ -1,0 +1,174 @@
+"""nvidia_smi_facts module, with run_command answered by the lab's simulated nvidia-smi."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import nvidia_smi_facts
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+from gpuforge_sim import nvidia_smi
+
+from gpuforge.lab.profiles import hardware_document, load_profile
+
+
+class Exit(Exception):
+    pass
+
+
+class Fail(Exception):
+    pass
+
+
+class SimRunner:
+    """run_command stand-in: runs the simulated nvidia-smi in-process; `override` maps argv tuples to answers."""
+
+    def __init__(self, override=None):
+        self.override = override or {}
+        self.calls = []
+
+    def __call__(self, module, args, **kwargs):
+        self.calls.append((args, kwargs))
+        key = tuple(args[1:])
+        if key in self.override:
+            return self.override[key]
+        out, err = io.StringIO(), io.StringIO()
+        rc = nvidia_smi.main(list(args[1:]), out=out, err=err)
+        return rc, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def node(tmp_path, monkeypatch):
+    (tmp_path / "lib" / "modules").mkdir(parents=True)
+    (tmp_path / "lib" / "modules" / "nvidia.ko").write_text("", encoding="ascii")
+    monkeypatch.setenv("GPUFORGE_LAB_RUN", str(tmp_path / "run"))
+    monkeypatch.setenv("GPUFORGE_LAB_LIB", str(tmp_path / "lib"))
+    monkeypatch.setenv("GPUFORGE_LAB_PERSISTENCED_DIR", str(tmp_path / "p"))
+    monkeypatch.setenv("GPUFORGE_LAB_HARDWARE", str(tmp_path / "hardware.json"))
+
+    def make(profile, faults=None):
+        document = hardware_document(load_profile(profile), faults or [])
+        (tmp_path / "hardware.json").write_text(json.dumps(document), encoding="utf-8")
+
+    return make
+
+
+@pytest.fixture
+def run_module(monkeypatch):
+    def exit_json(self, **kwargs):
+        raise Exit(kwargs)
+
+    def fail_json(self, **kwargs):
+        raise Fail(kwargs)
+
+    paths = {"nvidia-smi": "/usr/bin/nvidia-smi"}
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: paths.get(name))
+
+    def run(args, runner, expect_failure=False, check_mode=False):
+        monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, cmd, **kw: runner(self, cmd, **kw))
+        if check_mode:
+            args = {**args, "_ansible_check_mode": True}
+        with patch_module_args(args), pytest.raises(Fail if expect_failure else Exit) as info:
+            nvidia_smi_facts.main()
+        return info.value.args[0]
+
+    run.paths = paths
+    return run
+
+
+def test_dgx1_facts(node, run_module):
+    node("dgx1-v100-edr")
+    runner = SimRunner()
+    result = run_module({}, runner, check_mode=True)
+    facts = result["ansible_facts"]["nvidia_smi"]
+    assert result["changed"] is False
+    assert [call[0] for call in runner.calls] == [
+        ["/usr/bin/nvidia-smi", "-q", "-x"],
+        ["/usr/bin/nvidia-smi", "topo", "-m"],
+        ["/usr/bin/nvidia-smi", "nvlink", "--status"],
+    ]
+    assert all(call[1]["environ_update"] == {"LC_ALL": "C"} for call in runner.calls)
+    assert (facts["driver_version"], facts["cuda_version"], facts["gpu_count"]) == ("535.183.01", "12.2", 8)
+    assert facts["gpu_product_label"] == "Tesla-V100-SXM2-16GB"
+    gpu0 = facts["gpus"][0]
+    assert gpu0["bus_id"] == "00000000:06:00.0"
+    assert gpu0["product_label"] == "Tesla-V100-SXM2-16GB"
+    assert gpu0["nics"] == {"mlx5_0": "PIX", "mlx5_1": "PHB", "mlx5_2": "SYS", "mlx5_3": "SYS"}
+    assert gpu0["peers"]["GPU3"] == "NV2"
+    assert (gpu0["cpu_affinity"], gpu0["numa_affinity"]) == ("0-19,40-59", "0")
+    assert (gpu0["nvlink"]["active_links"], gpu0["nvlink"]["total_speed_gbps"]) == (6, 154.686)
+    assert gpu0["ecc"]["volatile"] == {"corrected": 0, "uncorrected": 0}
+    assert facts["errors"] == [] and facts["notes"] == []
+
+
+def test_faults_show_in_facts(node, run_module):
+    node(
+        "dgx-h100-ndr",
+        [
+            {"type": "ecc_dbe", "gpu": 1, "count": 2},
+            {"type": "row_remap_pending", "gpu": 2},
+            {"type": "pcie_width_degraded", "gpu": 3, "width": 8},
+            {"type": "thermal_slowdown", "gpu": 4},
+        ],
+    )
+    gpus = run_module({}, SimRunner())["ansible_facts"]["nvidia_smi"]["gpus"]
+    assert gpus[1]["ecc"]["volatile"]["uncorrected"] == 2
+    assert gpus[2]["remapped_rows"]["pending"] is True and gpus[2]["memory_repair_pending"] is True
+    assert (gpus[3]["pcie"]["width_current"], gpus[3]["pcie"]["width_max"]) == (8, 16)
+    assert "hw_thermal_slowdown" in gpus[4]["active_throttle_reasons"]
+    assert gpus[0]["nvlink"]["active_links"] == 18
+
+
+def test_nvlink_not_supported_is_a_note(node, run_module):
+    node("vsphere-t4-vgpu-roce")
+    runner = SimRunner({("nvlink", "--status"): (3, "", "NVLink is not supported on this device\n")})
+    facts = run_module({}, runner)["ansible_facts"]["nvidia_smi"]
+    assert facts["nvlink"] is None and facts["gpus"][0]["nvlink"] is None
+    assert facts["notes"] == [
+        "nvidia-smi nvlink --status not available (exit 3): NVLink is not supported on this device"
+    ]
+    assert facts["gpu_product_label"] == "GRID-T4-16C"
+
+
+def test_driver_not_loaded_fails_with_exit_code_and_fix(node, run_module, tmp_path):
+    node("dgx1-v100-edr")
+    (tmp_path / "lib" / "modules" / "nvidia.ko").unlink()
+    result = run_module({}, SimRunner(), expect_failure=True)
+    assert result["msg"].startswith("nvidia-smi -q -x exited with code 9: the nvidia kernel module is not loaded")
+    assert "modprobe nvidia" in result["msg"]
+
+
+def test_fallen_off_bus_fails_or_reports(node, run_module):
+    node("dgx1-v100-edr", [{"type": "gpu_fallen_off_bus", "gpu": 0}])
+    result = run_module({}, SimRunner(), expect_failure=True)
+    assert "exited with code 15: a GPU has fallen off the bus" in result["msg"]
+    assert "GPU0000:06:00.0: Unknown Error" in result["msg"]
+    facts = run_module({"fail_on_error": False}, SimRunner())["ansible_facts"]["nvidia_smi"]
+    assert facts["gpu_count"] == 0 and len(facts["errors"]) == 1
+
+
+def test_missing_binary(run_module):
+    run_module.paths.clear()
+    result = run_module({"fail_on_error": False}, SimRunner())
+    assert result["ansible_facts"]["nvidia_smi"]["errors"][0].startswith("nvidia-smi not found")
+    assert "not found" in run_module({}, SimRunner(), expect_failure=True)["msg"]
+
+
+def test_truncated_xml_fails_naming_the_view(node, run_module):
+    node("dgx1-v100-edr")
+    runner = SimRunner({("-q", "-x"): (0, '<?xml version="1.0" ?>\n<nvidia_smi_log>\n\t<gpu id="x">', "")})
+    result = run_module({}, runner, expect_failure=True)
+    assert result["msg"].startswith("could not read nvidia-smi -q -x: nvidia-smi -q -x: not well-formed XML")
+
+
+def test_topology_and_nvlink_can_be_skipped(node, run_module):
+    node("poweredge-c4140-v100")
+    runner = SimRunner()
+    facts = run_module({"topology": False, "nvlink": False}, runner)["ansible_facts"]["nvidia_smi"]
+    assert len(runner.calls) == 1
+    assert facts["topology"] is None and facts["gpus"][0]["nics"] == {}
+    assert facts["gpu_count"] == 4
