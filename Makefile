@@ -9,7 +9,7 @@ export CONTAINERS_CONF := $(CURDIR)/.gpuforge/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONUNBUFFERED := 1
 
-SCENARIOS ?= $(sort $(notdir $(patsubst %/molecule.yml,%,$(wildcard molecule/*/molecule.yml))))
+SCENARIOS ?= $(shell grep -v "^\#" molecule/ci-scenarios.txt)
 PY_PATHS := src module_utils library filter_plugins lab/sim lab/image/overlay/usr/local/lib benchmarks tests molecule
 
 .PHONY: setup demo test lint unit molecule smoke lab-prepare clean help

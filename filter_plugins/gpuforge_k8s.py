@@ -106,7 +106,9 @@ def gpu_product_label(hostvars, host):
     label = nvidia.get("gpu_product_label") if isinstance(nvidia, dict) else None
     label = label or facts.get("gpu_product_label")
     if not label:
-        raise AnsibleFilterError(f"node {host} has no GPU product label in ansible_facts.nvidia_smi: collect facts first")
+        raise AnsibleFilterError(
+            f"node {host} has no GPU product label in ansible_facts.nvidia_smi: collect facts first"
+        )
     if len(label) > 63 or not LABEL_VALUE.match(label):
         raise AnsibleFilterError(f"node {host}: GPU product label {label!r} is not a valid label value")
     return label
@@ -123,6 +125,32 @@ def scale_volume_handle(cluster_id, filesystem_uid, path):
     return f"{cluster_id};{filesystem_uid};path={path}"
 
 
+def _version_key(version):
+    major, minor = str(version).lstrip("v").split(".")[:2]
+    return int(major), int(minor)
+
+
+def supported_k8s_versions(minimum):
+    """Kubernetes major.minor versions kubernetes-validate has schemas for, from `minimum` on."""
+    from kubernetes_validate.utils import all_versions
+
+    versions = {".".join(v.split(".")[:2]) for v in all_versions()}
+    return sorted((v for v in versions if _version_key(v) >= _version_key(minimum)), key=_version_key)
+
+
+def k8s_version_check(version, minimum):
+    """Return the major.minor of `version`, or raise naming the supported versions."""
+    supported = supported_k8s_versions(minimum)
+    parts = str(version).lstrip("v").split(".")
+    major_minor = ".".join(parts[:2]) if len(parts) >= 2 and all(p.isdigit() for p in parts[:2]) else None
+    if major_minor not in supported:
+        raise AnsibleFilterError(
+            f"Unknown Kubernetes version {version!r}: gpuforge renders and validates for {', '.join(supported)} "
+            f"(the schemas kubernetes-validate ships, from {minimum} on)"
+        )
+    return major_minor
+
+
 class FilterModule:
     """gpuforge Kubernetes add-on filters."""
 
@@ -131,4 +159,5 @@ class FilterModule:
             "gpuforge_rdma_config_list": rdma_config_list,
             "gpuforge_gpu_product_label": gpu_product_label,
             "gpuforge_scale_volume_handle": scale_volume_handle,
+            "gpuforge_k8s_version_check": k8s_version_check,
         }

@@ -3,6 +3,27 @@
 
 from __future__ import annotations
 
+import os
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.gpuforge_k8s_structural import check_object, embedded_pod_templates, has_check
+
+try:
+    import yaml
+
+    YAML_IMPORT_ERROR = None
+except ImportError:
+    YAML_IMPORT_ERROR = traceback.format_exc()
+
+try:
+    import kubernetes_validate
+    from kubernetes_validate import utils as kv_utils
+
+    KV_IMPORT_ERROR = None
+except ImportError:
+    KV_IMPORT_ERROR = traceback.format_exc()
+
 DOCUMENTATION = r"""
 ---
 module: k8s_manifest_validate
@@ -112,32 +133,11 @@ objects:
       namespace: null
       validated_by: schema
 errors:
-  description: Validation errors, C(<path>: <kind>/<name>: <message>).
+  description: "Validation errors, each C(<path>: <kind>/<name>: <message>)."
   returned: on failure
   type: list
   elements: str
 """
-
-import os
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible.module_utils.gpuforge_k8s_structural import check_object, embedded_pod_templates, has_check
-
-try:
-    import yaml
-
-    YAML_IMPORT_ERROR = None
-except ImportError:
-    YAML_IMPORT_ERROR = traceback.format_exc()
-
-try:
-    import kubernetes_validate
-    from kubernetes_validate import utils as kv_utils
-
-    KV_IMPORT_ERROR = None
-except ImportError:
-    KV_IMPORT_ERROR = traceback.format_exc()
 
 
 def _major_minor(version):

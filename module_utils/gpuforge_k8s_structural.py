@@ -30,8 +30,16 @@ SCC_STRATEGY_TYPES = {
     "supplementalGroups": ("MustRunAs", "RunAsAny"),
 }
 # Volume types an SCC derived from "restricted" may allow; hostPath is deliberately absent.
-SCC_VOLUMES = ("configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
-               "projected", "secret")
+SCC_VOLUMES = (
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+)
 
 
 def known_kinds():
@@ -52,7 +60,7 @@ def check_object(obj):
     errors = _check_metadata(obj, namespaced=key != SCC)
     checker = {MPIJOB: _check_mpijob, SCC: _check_scc, CSI_SCALE: _check_csi_scale}.get(key)
     if checker is None:
-        return errors + [f"no structural check for apiVersion {key[0]!r} kind {key[1]!r}"]
+        return [*errors, f"no structural check for apiVersion {key[0]!r} kind {key[1]!r}"]
     return errors + checker(obj)
 
 
@@ -127,7 +135,7 @@ def _check_mpijob(obj):
         errors.append(f"spec.runPolicy.cleanPodPolicy: {policy!r} not in {CLEAN_POD_POLICIES}")
     replicas = spec.get("mpiReplicaSpecs")
     if not isinstance(replicas, dict):
-        return errors + ["spec.mpiReplicaSpecs: missing or not a mapping"]
+        return [*errors, "spec.mpiReplicaSpecs: missing or not a mapping"]
     unknown = sorted(set(replicas) - {"Launcher", "Worker"})
     if unknown:
         errors.append(f"spec.mpiReplicaSpecs: unknown replica types {unknown}")
@@ -152,7 +160,7 @@ def _check_pod_spec(pod_spec, where):
             errors.append(f"{where}.template.spec.{field}: host namespaces are not allowed")
     containers = pod_spec.get("containers")
     if not isinstance(containers, list) or not containers:
-        return errors + [f"{where}.template.spec.containers: missing or empty"]
+        return [*errors, f"{where}.template.spec.containers: missing or empty"]
     for index, container in enumerate(containers):
         path = f"{where}.template.spec.containers[{index}]"
         if not isinstance(container, dict) or not container.get("name") or not container.get("image"):
@@ -184,8 +192,7 @@ def _check_scc(obj):
     errors = []
     if obj.get("allowPrivilegedContainer") is not False:
         errors.append("allowPrivilegedContainer: must be false")
-    for field in ("allowHostDirVolumePlugin", "allowHostIPC", "allowHostNetwork", "allowHostPID",
-                  "allowHostPorts"):
+    for field in ("allowHostDirVolumePlugin", "allowHostIPC", "allowHostNetwork", "allowHostPID", "allowHostPorts"):
         if obj.get(field) is not False:
             errors.append(f"{field}: must be false")
     if not isinstance(obj.get("allowPrivilegeEscalation", False), bool):
@@ -219,8 +226,11 @@ def _check_node_selector(value, path):
         return [f"{path}: must be a non-empty list of {{key, value}}"]
     errors = []
     for index, item in enumerate(value):
-        if not (isinstance(item, dict) and set(item) == {"key", "value"}
-                and all(isinstance(v, str) and v for v in item.values())):
+        if not (
+            isinstance(item, dict)
+            and set(item) == {"key", "value"}
+            and all(isinstance(v, str) and v for v in item.values())
+        ):
             errors.append(f"{path}[{index}]: must be {{key: <string>, value: <string>}}")
     return errors
 

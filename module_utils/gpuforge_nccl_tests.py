@@ -147,6 +147,8 @@ def _transport(info_lines: list[str]) -> dict:
         if via:
             # NET/IB/0/GDRDMA or NET/IB/0(1)/GDRDMA -> NET/IB/GDRDMA; P2P/IPC/read -> P2P/IPC/read
             parts = [part for part in via.group(1).split("/") if not re.match(r"^\d+(\(\d+\))?$", part)]
+            if not parts:
+                continue
             paths.add("/".join(parts))
             if parts[0] == "NET" and len(parts) > 1:
                 via_nets[parts[1]] += 1
@@ -293,6 +295,7 @@ def parse_nccl_tests(text: str) -> dict:
     max_errors = [value for value in max_errors if value is not None]
 
     return {
+        "kind": "nccl-tests",
         "collective": collective,
         "tests_version": tests_version,
         "era": _era(tests_version, collective_marker, columns, header),

@@ -15,12 +15,62 @@ import re
 # Node fields of `scontrol show node` in Slurm 20.11-23.11 (man scontrol, "NODES - SPECIFICATIONS FOR
 # SHOW NODE"). Only these start a new field; anything else continues the previous value.
 NODE_FIELDS = frozenset(
-    """NodeName Arch CoresPerSocket CPUAlloc CPUEfctv CPUErr CPUTot CPULoad AvailableFeatures ActiveFeatures
-    Gres GresDrain GresUsed NodeAddr NodeHostName Port Version OS RealMemory AllocMem FreeMem Sockets Boards
-    State ThreadsPerCore TmpDisk Weight Owner MCS_label Partitions BootTime SlurmdStartTime LastBusyTime
-    ResumeAfterTime CfgTRES AllocTRES CapWatts CurrentWatts AveWatts LowestJoules ConsumedJoules
-    ExtSensorsJoules ExtSensorsWatts ExtSensorsTemp Reason Comment Extra InstanceId InstanceType
-    CoreSpecCount CPUSpecList MemSpecLimit NextState Topology""".split()
+    [
+        "NodeName",
+        "Arch",
+        "CoresPerSocket",
+        "CPUAlloc",
+        "CPUEfctv",
+        "CPUErr",
+        "CPUTot",
+        "CPULoad",
+        "AvailableFeatures",
+        "ActiveFeatures",
+        "Gres",
+        "GresDrain",
+        "GresUsed",
+        "NodeAddr",
+        "NodeHostName",
+        "Port",
+        "Version",
+        "OS",
+        "RealMemory",
+        "AllocMem",
+        "FreeMem",
+        "Sockets",
+        "Boards",
+        "State",
+        "ThreadsPerCore",
+        "TmpDisk",
+        "Weight",
+        "Owner",
+        "MCS_label",
+        "Partitions",
+        "BootTime",
+        "SlurmdStartTime",
+        "LastBusyTime",
+        "ResumeAfterTime",
+        "CfgTRES",
+        "AllocTRES",
+        "CapWatts",
+        "CurrentWatts",
+        "AveWatts",
+        "LowestJoules",
+        "ConsumedJoules",
+        "ExtSensorsJoules",
+        "ExtSensorsWatts",
+        "ExtSensorsTemp",
+        "Reason",
+        "Comment",
+        "Extra",
+        "InstanceId",
+        "InstanceType",
+        "CoreSpecCount",
+        "CPUSpecList",
+        "MemSpecLimit",
+        "NextState",
+        "Topology",
+    ]
 )
 _TOKEN = re.compile(r"(?:^|(?<=\s))([A-Za-z][A-Za-z_]*)=")
 _REASON_STAMP = re.compile(r"\s*\[[^\]\s]+@[^\]\s]+\]\s*$")

@@ -13,8 +13,8 @@ PYTHON=${GPUFORGE_PYTHON:-python3}
 # Control-machine packages: podman + runc run the lab, debootstrap builds its image,
 # apt-utils (apt-ftparchive), dpkg-dev and gnupg build and sign the lab's vendor mirror.
 SYSTEM_PACKAGES=(podman runc netavark debootstrap apt-utils dpkg-dev gnupg iproute2 ca-certificates make git)
-# Headless browser for the report test (issue: HTML report).
-SYSTEM_PACKAGES+=(chromium)
+# Headless browser for the report test; Open MPI + mpi4py + NumPy for the nccl-tests stand-in's tests.
+SYSTEM_PACKAGES+=(chromium openmpi-bin python3-mpi4py python3-numpy)
 
 die() { echo "gpuforge setup: $*" >&2; exit 1; }
 
@@ -79,7 +79,7 @@ install_python() {
     || die "$PYTHON is not Python 3.11 (ansible 12 / ansible-core 2.19 are pinned for 3.11); set GPUFORGE_PYTHON"
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
   echo "gpuforge setup: installing Python dependencies into .venv"
-  "$VENV/bin/pip" install -q --disable-pip-version-check -c "$ROOT/requirements/constraints.txt" -e "$ROOT[dev]" 2>&1 \
+  "$VENV/bin/pip" install -q --disable-pip-version-check -c "$ROOT/requirements/constraints.txt" -e "$ROOT[dev,bench]" 2>&1 \
     | grep -v '^WARNING: Location' || true
   "$VENV/bin/python" -c 'import ansible, ansible_runner, molecule, testinfra, kubernetes_validate' \
     || die "Python dependencies did not install; see the pip output above"

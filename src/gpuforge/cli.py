@@ -1,14 +1,24 @@
-"""The `gpuforge` command line."""
+"""The `gpuforge` command line: the lab, the playbooks (through ansible-runner), parsers and reports.
+
+Playbook commands share -i/--limit/--tags/-e/--check/--diff/--json, write artifacts/<run-id>/ and exit
+with ansible-runner's return code. docs/cli.md documents the commands and the JSON they write.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
-from gpuforge import __version__
+from gpuforge import __version__, paths
 from gpuforge.lab.mirror import MirrorError
 from gpuforge.lab.podman import PodmanError
+
+# command -> playbook under playbooks/
+PLAYBOOKS = {"provision": "site.yml", "validate": "validate.yml", "bench": "benchmark.yml"}
+RUNBOOKS = ("rolling_upgrade", "health_sweep", "diagnostics")
+DEFAULT_INVENTORY = paths.LAB_INVENTORY_DIR / "hosts.yml"
 
 
 def _lab(args: argparse.Namespace) -> int:
@@ -40,6 +50,123 @@ def _print_nodes(nodes) -> None:
         print(f"{node.name:<12} {node.profile:<24} {node.ip:<14} {node.state}")
 
 
+def _view_factory(args: argparse.Namespace):
+    from gpuforge.progress import make_view
+
+    return lambda title: make_view(title, json_output=args.json)
+
+
+def _request(args: argparse.Namespace, command: str, playbook: str):
+    from gpuforge.runner import RunRequest
+
+    return RunRequest(
+        command=command,
+        playbook=playbook,
+        inventory=Path(args.inventory).resolve(),
+        limit=args.limit,
+        tags=args.tags,
+        extra_vars=args.extra_vars,
+        check=args.check,
+        diff=args.diff,
+    )
+
+
+def _emit(args: argparse.Namespace, summary: dict) -> int:
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return summary["rc"]
+    print(f"{summary['command']}: {summary['status']} (rc {summary['rc']}) in {summary['duration_s']:.0f}s")
+    for task in summary["failed_tasks"]:
+        print(f"  {task['status']}: {task['host']} / {task['task']}: {task['msg']}")
+    for host, result in sorted((summary.get("validation") or {}).items()):
+        counts = result.get("counts", {})
+        print(
+            f"  {host:<12} {result['status']:<5} ok={counts.get('ok', 0)} warn={counts.get('warn', 0)} "
+            f"fail={counts.get('fail', 0)}"
+        )
+        for check in result["checks"]:
+            if check.get("status") == "fail":
+                print(
+                    f"    fail {check.get('name')}: observed {check.get('observed')!r}, "
+                    f"expected {check.get('expected')!r}"
+                )
+    print(f"  artifacts: {summary['artifacts']['run_dir']}")
+    return summary["rc"]
+
+
+def _playbook(args: argparse.Namespace) -> int:
+    from gpuforge.runner import new_run_id, run_playbook
+
+    if args.command == "runbook":
+        command, playbook = f"runbook {args.name}", f"runbooks/{args.name}.yml"
+    else:
+        command, playbook = args.command, PLAYBOOKS[args.command]
+    run_dir = paths.ARTIFACTS_DIR / new_run_id()
+    summary = run_playbook(_request(args, command, playbook), run_dir, _view_factory(args)(command))
+    return _emit(args, summary)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from gpuforge import demo
+
+    log = (lambda line: print(line, file=sys.stderr)) if args.json else print
+    return demo.run(args, _view_factory(args), log=log)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from gpuforge import report
+
+    run_dir = Path(args.run_dir) if args.run_dir else report.latest_run_dir()
+    files = report.build(run_dir, Path(args.out) if args.out else None)
+    if args.json:
+        print(json.dumps({"html": str(files.html), "markdown": str(files.markdown)}))
+    else:
+        print(files.markdown.read_text(encoding="utf-8"))
+        print(f"report: {files.html}")
+    return 0
+
+
+def _parse(args: argparse.Namespace) -> int:
+    from gpuforge import parsers
+
+    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+    try:
+        result = parsers.parse(args.kind, text)
+    except parsers.UnknownKind:
+        raise
+    except ValueError as exc:  # each parser module's ParseError
+        print(f"gpuforge parse: {args.kind}: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result, indent=2, sort_keys=True))
+    return 0
+
+
+def _k8s(args: argparse.Namespace) -> int:
+    from gpuforge import k8s
+
+    out_dir = Path(args.out) if args.out else paths.ARTIFACTS_DIR / "k8s"
+    written = k8s.render(Path(args.inventory).resolve(), out_dir, args.platform, args.k8s_version)
+    if args.json:
+        print(json.dumps({"out_dir": str(out_dir), "files": [str(path) for path in written]}))
+    else:
+        for path in written:
+            print(path)
+        print(f"k8s render: {len(written)} manifests in {out_dir}")
+    return 0
+
+
+def _playbook_options() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-i", "--inventory", default=str(DEFAULT_INVENTORY), help="inventory (default: the lab's)")
+    common.add_argument("--limit", help="host pattern, as ansible-playbook --limit")
+    common.add_argument("--tags", help="comma-separated tags to run")
+    common.add_argument("-e", "--extra-vars", action="append", default=[], metavar="KEY=VALUE|@FILE")
+    common.add_argument("--check", action="store_true", help="dry run (ansible --check)")
+    common.add_argument("--diff", action="store_true", help="show file/template differences")
+    common.add_argument("--json", action="store_true", help="print only the run's summary JSON on stdout")
+    return common
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpuforge", description=__doc__)
     parser.add_argument("--version", action="version", version=f"gpuforge {__version__}")
@@ -55,6 +182,47 @@ def build_parser() -> argparse.ArgumentParser:
     lab_commands.add_parser("down", help="remove the lab's containers and network")
     lab_commands.add_parser("status", help="list lab nodes and their state")
     lab.set_defaults(handler=_lab)
+
+    common = _playbook_options()
+    helps = {
+        "provision": "provision the cluster (playbooks/site.yml)",
+        "validate": "validate every node (playbooks/validate.yml); JSON per host in artifacts/",
+        "bench": "run the benchmarks (playbooks/benchmark.yml)",
+    }
+    for name, text in helps.items():
+        commands.add_parser(name, parents=[common], help=text).set_defaults(handler=_playbook)
+    runbook = commands.add_parser("runbook", parents=[common], help="operator runbooks (playbooks/runbooks/)")
+    runbook.add_argument("name", choices=RUNBOOKS)
+    runbook.set_defaults(handler=_playbook)
+
+    demo = commands.add_parser("demo", parents=[common], help="lab up, provision, validate, bench, k8s, report")
+    demo.add_argument("--spec", default=str(paths.LAB_DIR / "specs" / "demo.yml"), help="lab spec file")
+    demo.set_defaults(handler=_demo)
+
+    report = commands.add_parser("report", help="HTML + Markdown report from a run's JSON artifacts")
+    report.add_argument("run_dir", nargs="?", help="artifacts/<run-id> (default: the latest run)")
+    report.add_argument("--out", help="directory for report.html/report.md (default: the run directory)")
+    report.add_argument("--json", action="store_true", help="print the written paths as JSON")
+    report.set_defaults(handler=_report)
+
+    from gpuforge.k8s import DEFAULT_K8S_VERSION
+    from gpuforge.k8s import PLATFORMS as k8s_platforms
+    from gpuforge.parsers import PARSERS
+
+    parse = commands.add_parser("parse", help="print a parser's JSON for a captured tool output")
+    parse.add_argument("kind", choices=sorted(PARSERS))
+    parse.add_argument("file", help="captured output ('-' for stdin)")
+    parse.set_defaults(handler=_parse)
+
+    k8s = commands.add_parser("k8s", help="Kubernetes add-on manifests")
+    k8s_commands = k8s.add_subparsers(dest="k8s_command", required=True)
+    render = k8s_commands.add_parser("render", help="render the add-on manifests from the inventory")
+    render.add_argument("-i", "--inventory", default=str(DEFAULT_INVENTORY))
+    render.add_argument("--out", help="output directory (default artifacts/k8s)")
+    render.add_argument("--platform", choices=k8s_platforms, default="kubernetes")
+    render.add_argument("--k8s-version", default=DEFAULT_K8S_VERSION, help="Kubernetes minor version")
+    render.add_argument("--json", action="store_true")
+    k8s.set_defaults(handler=_k8s)
     return parser
 
 

@@ -158,7 +158,8 @@ def _addresses(side: str, end: dict, ip: str, options: argparse.Namespace) -> li
             text += f" RKey {_c_hex(qp['rkey'], 8)} VAddr {_c_hex(end['vaddr'], 16)}"
         lines.append(text)
         if end["link_layer"] == "Ethernet":  # RoCE prints the (IPv4-mapped) GID in decimal bytes
-            octets = [0] * 10 + [255, 255] + [int(x) for x in ip.split(".")]
+            ipv4 = [int(x) for x in ip.split(".")] if ip.count(".") == 3 else [0, 0, 0, 0]
+            octets = [0] * 10 + [255, 255] + ipv4
             lines.append(" GID: " + ":".join(f"{b:02d}" for b in octets))
     return lines
 

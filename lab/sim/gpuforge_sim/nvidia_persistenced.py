@@ -1,4 +1,4 @@
-"""Simulated nvidia-persistenced: write the pid file and sleep until stopped (systemd unit target).
+"""Simulated nvidia-persistenced: fork (unless --no-fork), write the pid file and sleep until stopped.
 
 While it runs, the simulated nvidia-smi reports Persistence Mode Enabled.
 """
@@ -23,6 +23,19 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     pid_file = driver_state.persistenced_pid_file()
     os.makedirs(os.path.dirname(pid_file), exist_ok=True)
+    if "--no-fork" not in argv and "-f" not in argv:
+        # Like the real daemon: fork, and let the parent exit once the child wrote its pid file
+        # (the packaged unit is Type=forking with PIDFile=).
+        if os.path.isfile(pid_file):
+            os.unlink(pid_file)  # stale: the new child writes its own
+        child = os.fork()
+        if child:
+            for _ in range(100):
+                if os.path.isfile(pid_file):
+                    break
+                time.sleep(0.05)
+            return 0
+        os.setsid()
     with open(pid_file, "w", encoding="utf-8") as handle:
         handle.write(f"{os.getpid()}\n")
 
@@ -34,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    while True:  # the real daemon forks unless --no-fork; the lab unit runs it as Type=simple
+    while True:
         time.sleep(3600)
 
 

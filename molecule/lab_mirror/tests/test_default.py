@@ -15,7 +15,9 @@ def test_mirror_signature_is_enforced(host):
     source = host.file("/etc/apt/sources.list.d/gpuforge-lab-tools.sources")
     assert source.contains("Signed-By: /etc/apt/keyrings/gpuforge-lab.asc")
     # A repository whose Release signature does not verify must be refused by apt.
-    result = host.run("apt-get update -o Dir::Etc::sourcelist=/dev/null -o Dir::Etc::sourceparts=/etc/apt/sources.list.d")
+    result = host.run(
+        "apt-get update -o Dir::Etc::sourcelist=/dev/null -o Dir::Etc::sourceparts=/etc/apt/sources.list.d"
+    )
     assert result.rc == 0
     assert "NO_PUBKEY" not in result.stderr and "not signed" not in result.stderr
 

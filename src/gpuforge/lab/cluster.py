@@ -219,6 +219,11 @@ def _down(log) -> None:
         podman("rm", "-f", "-t", "5", *names)
         log(f"lab: removed {', '.join(sorted(names))}")
     if exists("network", NETWORK):
-        podman("network", "rm", NETWORK)
-        log(f"lab: removed network {NETWORK}")
+        others = podman("ps", "-a", "--filter", f"network={NETWORK}", "--format", "{{.Names}}").split()
+        if others:
+            # Molecule instances may share the lab network; leave it to them rather than kill their runs.
+            log(f"lab: network {NETWORK} kept, still used by {', '.join(sorted(others))}")
+        else:
+            podman("network", "rm", NETWORK)
+            log(f"lab: removed network {NETWORK}")
     inventory.remove()

@@ -8,14 +8,13 @@ from gpuforge.report.model import NCCL_MODES, ReportData
 NCCL_CHART_ID = "chart-nccl-busbw"
 RESNET_CHART_ID = "chart-resnet50-scaling"
 IB_CHART_ID = "chart-ib-write-bw"
-_MODE_ORDER = list(NCCL_MODES) + ["unknown"]
+_MODE_ORDER = [*NCCL_MODES, "unknown"]
 
 
 def nccl_chart(data: ReportData) -> str:
     ordered = sorted(data.nccl or [], key=lambda s: _MODE_ORDER.index(s.mode) if s.mode in _MODE_ORDER else 99)
     series = [
-        svg.Series(f"{item.label} ({item.collective})", item.points, css_class=f"series mode-{item.mode}")
-        for item in ordered
+        svg.Series(item.label, item.points, css_class=f"series mode-{item.mode} {item.collective}") for item in ordered
     ]
     return svg.line_chart(
         NCCL_CHART_ID,

@@ -103,8 +103,9 @@ def line_chart(chart_id: str, title: str, series: list[Series], x_axis: Axis, y_
         coords = [(x(px), y(py), px, py) for px, py in sorted(item.points) if not x_axis.log or px > 0]
         path = " ".join(f"{cx:.1f},{cy:.1f}" for cx, cy, _, _ in coords)
         dash = ' stroke-dasharray="6 4"' if item.dashed else ""
+        values = " ".join(f"{px:g}:{py:g}" for _, _, px, py in coords)
         parts.append(
-            f'<g class="{escape(item.css_class)}" data-label="{escape(item.label)}">'
+            f'<g class="{escape(item.css_class)}" data-label="{escape(item.label)}" data-points="{values}">'
             f'<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{path}"/>'
         )
         if item.markers:

@@ -23,9 +23,10 @@ def test_branches_expand_to_upstream_package_names(packages):
     names = {package["name"]: package for package in packages}
     assert names["cuda-drivers-535"]["version"] == "535.183.01-1"
     assert names["nvidia-driver-550"]["depends"][1] == "nvidia-smi-550 (= 550.127.08-1)"
-    assert '"driver_version": "535.183.01"' in names["nvidia-driver-535"]["files"][
-        "/usr/lib/gpuforge-lab/nvidia-driver.json"
-    ]
+    assert (
+        '"driver_version": "535.183.01"'
+        in names["nvidia-driver-535"]["files"]["/usr/lib/gpuforge-lab/nvidia-driver.json"]
+    )
     assert {"gpfs.base", "gpfs.gpl", "gpfs.gskit", "gpfs.docs", "doca-ofed", "nvidia-container-toolkit"} <= set(names)
 
 

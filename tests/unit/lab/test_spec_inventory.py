@@ -31,9 +31,7 @@ def test_spec_file_rejects_duplicates_and_missing_fields(tmp_path):
 def test_inventory_uses_podman_connection_and_carries_faults(tmp_path):
     path = tmp_path / "lab.yml"
     path.write_text(
-        "nodes:\n"
-        "  - name: gpu03\n    profile: dgx1-v100-edr\n"
-        "    faults: [{type: ecc_dbe, gpu: 3, count: 2}]\n"
+        "nodes:\n  - name: gpu03\n    profile: dgx1-v100-edr\n    faults: [{type: ecc_dbe, gpu: 3, count: 2}]\n"
     )
     lab = spec.from_file(path)
     rendered = inventory.render(lab, ["10.242.0.11"])

@@ -29,6 +29,7 @@ REAL_CASES = [
 @pytest.mark.parametrize(("name", "era", "devices", "rows", "peak", "avg", "wrong", "max_error"), REAL_CASES)
 def test_real_outputs(real_output, name, era, devices, rows, peak, avg, wrong, max_error):
     result = parse_nccl_tests(real_output(name))
+    assert result["kind"] == "nccl-tests"
     assert result["era"] == era
     assert len(result["devices"]) == devices
     assert len(result["rows"]) == rows
@@ -270,3 +271,14 @@ def test_judge_no_rows_and_no_info(real_output):
     assert oci["large_message_busbw"]["observed"] == 464.79
     assert oci["large_message_busbw"]["status"] == "ok"
     assert "transport" not in oci
+
+
+@pytest.mark.parametrize("name", [SEED_2X8, SEED_16X1])
+def test_every_truncation_parses_or_raises_parse_error(fixture_text, name):
+    text = fixture_text(name) + "host:1:1 [0] NCCL INFO Channel 00 : via 0\n"
+    for cut in range(0, len(text), 97):
+        try:
+            result = parse_nccl_tests(text[:cut])
+        except NcclTestsParseError:
+            continue
+        assert len(result["rows"]) <= 26

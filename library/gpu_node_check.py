@@ -1,0 +1,185 @@
+#!/usr/bin/python
+"""Ansible module: judge one GPU node against its expected hardware spec (thin wrapper)."""
+
+from __future__ import annotations
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuforge_kernel import ParseError, parse_lsmod, parse_xid_events
+from ansible.module_utils.gpuforge_node_health import judge_node
+
+DOCUMENTATION = r"""
+---
+module: gpu_node_check
+short_description: Judge a GPU node against its expected hardware spec
+description:
+  - Compares the facts of C(nvidia_smi_facts) and C(infiniband_facts), the loaded kernel modules and
+    the kernel log with an expected spec and returns one check per property - GPU count and model,
+    driver branch, persistence mode, ECC, volatile double-bit errors, row remapping, retired pages,
+    PCIe link, throttling, Xid events, NVLinks, HCAs present, port state and rate, nvidia-peermem
+    loaded, GPU to HCA NUMA affinity.
+  - Facts that are missing or cannot be read give a failed C(*_readable) check naming what could not
+    be read; the module itself does not fail, so a broken node yields a report, not an aborted play.
+  - Runs C(lsmod) and C(dmesg) when I(lsmod) / I(kernel_log) are not given. Reads only; check mode
+    runs the same commands.
+options:
+  nvidia_smi:
+    description: The C(ansible_facts.nvidia_smi) dict of the nvidia_smi_facts module.
+    type: dict
+  infiniband:
+    description: The C(ansible_facts.infiniband) dict of the infiniband_facts module.
+    type: dict
+  lsmod:
+    description: Output of C(lsmod); when omitted the module runs C(lsmod).
+    type: str
+  kernel_log:
+    description: Kernel log text (C(dmesg) or C(journalctl -k)); when omitted the module runs C(dmesg).
+    type: str
+  expected:
+    description:
+      - The expected spec - a GPU SKU entry of C(gpuforge_expected_gpu_skus) combined with the system
+        entry of C(gpuforge_expected_systems) (roles/gpuforge/defaults/main/expected_hardware.yml).
+      - Keys - gpu_count, gpu_model, driver_branch, persistence_mode (bool), ecc (bool),
+        retired_pages_max, pcie_gen_max, pcie_width_max, nvlink_links, xid_fatal (list of codes),
+        hcas (list of name and ports with port and link, or rate_gbps and link_layer), link_speeds
+        (link name to rate_gbps and link_layer), peermem (bool), numa_affinity (list of gpus, hcas, numa).
+      - Keys that are absent are not checked.
+    type: dict
+    required: true
+author:
+  - gpuforge
+notes:
+  - Supports check mode.
+"""
+
+EXAMPLES = r"""
+- name: Gather what can be read, even on a broken node
+  nvidia_smi_facts:
+    fail_on_error: false
+
+- name: Gather InfiniBand facts
+  infiniband_facts:
+    fail_on_missing: false
+
+- name: Judge the node
+  gpu_node_check:
+    nvidia_smi: "{{ ansible_facts.nvidia_smi }}"
+    infiniband: "{{ ansible_facts.infiniband }}"
+    expected: "{{ gpuforge_expected_gpu_skus[system.gpu_sku] | combine(system) }}"
+  vars:
+    system: "{{ gpuforge_expected_systems['dgx1-v100-edr'] }}"
+  register: node_check
+
+- name: Stop on an unhealthy node
+  ansible.builtin.assert:
+    that: node_check.healthy
+    fail_msg: "failed checks: {{ node_check.failed | join(', ') }}"
+"""
+
+RETURN = r"""
+healthy:
+  description: True when no check failed (warnings allowed).
+  returned: always
+  type: bool
+  sample: false
+failed:
+  description: Names of the failed checks.
+  returned: always
+  type: list
+  elements: str
+  sample: [ecc_volatile_dbe, xid]
+checks:
+  description:
+    - One entry per check. Names are stable - nvidia_smi_readable, infiniband_readable, lsmod_readable,
+      kernel_log_readable, gpu_count, gpu_model, gpu_fallen_off_bus, driver_branch, persistence_mode,
+      ecc_enabled, ecc_volatile_dbe, row_remap, retired_pages, pcie_link, throttle, xid, nvlink_active,
+      hcas_present, ib_port_state, ib_port_rate, peermem_loaded, gpu_hca_affinity.
+    - Checks whose spec key is absent (or whose input could not be read) are left out.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Check name.
+      type: str
+    status:
+      description: C(ok), C(warn) or C(fail).
+      type: str
+    observed:
+      description: What the node shows (per GPU index or C(hca/port) where it concerns some of them).
+      type: raw
+    expected:
+      description: What the spec asks for.
+      type: raw
+    fault:
+      description: What is wrong (empty when ok).
+      type: str
+    remedy:
+      description: What to do about it (empty when ok).
+      type: str
+  sample:
+    - name: ecc_volatile_dbe
+      status: fail
+      observed: {"1": 2}
+      expected: 0
+      fault: volatile uncorrectable (double-bit) ECC errors on GPU(s) [1]
+      remedy: Drain the node and reset the GPU (nvidia-smi -r) or reboot; RMA if they come back
+"""
+
+
+class GpuNodeCheck:
+    def __init__(self, module: AnsibleModule):
+        self.module = module
+        self.params = module.params
+        self.unreadable: dict[str, str] = {}
+
+    def text(self, source: str, command: str) -> str | None:
+        """The given text, else the output of running `command`; None (and a note) when it fails."""
+        if self.params[source] is not None:
+            return self.params[source]
+        path = self.module.get_bin_path(command)
+        if not path:
+            self.unreadable[source] = f"{command} not found"
+            return None
+        rc, out, err = self.module.run_command([path], environ_update={"LC_ALL": "C"})
+        if rc != 0:
+            self.unreadable[source] = f"{command} exited with code {rc}: {(err or out).strip()[:200]}"
+            return None
+        return out
+
+    def main(self):
+        lsmod = None
+        lsmod_text = self.text("lsmod", "lsmod")
+        if lsmod_text is not None:
+            try:
+                lsmod = parse_lsmod(lsmod_text)
+            except ParseError as exc:
+                self.unreadable["lsmod"] = str(exc)
+        log = self.text("kernel_log", "dmesg")
+        events = parse_xid_events(log) if log is not None else []
+        result = judge_node(
+            self.params["nvidia_smi"],
+            self.params["infiniband"],
+            lsmod,
+            events,
+            self.params["expected"],
+            unreadable=self.unreadable,
+        )
+        self.module.exit_json(changed=False, **result)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "nvidia_smi": {"type": "dict"},
+            "infiniband": {"type": "dict"},
+            "lsmod": {"type": "str"},
+            "kernel_log": {"type": "str"},
+            "expected": {"type": "dict", "required": True},
+        },
+        supports_check_mode=True,
+    )
+    GpuNodeCheck(module).main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,404 @@
+#!/usr/bin/python
+"""Ansible module: ResNet-50 throughput sweep over GPU counts, with scaling efficiency and a per-SKU verdict."""
+
+from __future__ import annotations
+
+import math
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuforge_resnet50 import (
+    Resnet50ParseError,
+    judge_resnet50,
+    judge_scaling,
+    overall_status,
+    parse_resnet50,
+    scaling_efficiency,
+)
+
+DOCUMENTATION = r"""
+---
+module: resnet50_benchmark
+short_description: Run the gpuforge ResNet-50 benchmark over a list of GPU counts and judge throughput and scaling
+description:
+  - Runs C(benchmarks/resnet50/resnet50_bench.py) once per entry of I(gpu_counts). A count that fits on
+    one node (at most I(gpus_per_node)) runs with C(torchrun --standalone); a larger one runs across
+    I(hosts) with Open MPI C(mpirun) (C(--host h1:N,h2:N), C(MASTER_ADDR) passed with C(-x)) or Slurm
+    C(srun), as I(multi_node_launcher) says. I(launcher) forces one launcher for every count.
+  - Each run's output is parsed (C(RESNET50 RESULT) line), judged against the per-GPU reference of
+    I(expect.sku) (seed 001 V100, seed 004 T4 vGPU) or I(expect.min_per_gpu), and the sweep's scaling
+    efficiency against linear scaling from the smallest count is computed and judged against
+    I(expect.min_scaling_efficiency).
+  - Every run is wrapped in coreutils C(timeout) (whole process group) so a hung rank leaves no orphans.
+  - Runs that fail are reported and the sweep goes on; the task fails at the end.
+  - In check mode nothing runs; the commands are returned.
+version_added: "0.1.0"
+author: gpuforge
+options:
+  script:
+    description: Path of resnet50_bench.py (the same path on every host for multi-node runs).
+    type: path
+    required: true
+  python:
+    description: Interpreter for mpirun/srun launches (torchrun brings its own).
+    type: str
+    default: python3
+  torchrun:
+    description: torchrun program.
+    type: str
+    default: torchrun
+  gpu_counts:
+    description: GPU (rank) counts to run, for example C([1, 2, 4, 8, 16]).
+    type: list
+    elements: int
+    required: true
+  gpus_per_node:
+    description: GPUs per node; counts above it are multi-node.
+    type: int
+    default: 8
+  hosts:
+    description: Hosts for multi-node runs, filled in order with I(gpus_per_node) ranks each.
+    type: list
+    elements: str
+    default: []
+  launcher:
+    description: C(auto) picks torchrun for one node and I(multi_node_launcher) beyond; others force one.
+    type: str
+    choices: [auto, torchrun, mpirun, srun]
+    default: auto
+  multi_node_launcher:
+    description: Launcher of multi-node counts when I(launcher=auto).
+    type: str
+    choices: [mpirun, srun]
+    default: mpirun
+  master_addr:
+    description: Rendezvous host of mpirun/srun runs; defaults to the first of I(hosts), else C(127.0.0.1).
+    type: str
+  master_port:
+    description: Rendezvous port.
+    type: int
+    default: 29500
+  mpirun:
+    description: mpirun program.
+    type: str
+    default: mpirun
+  mpirun_args:
+    description: Extra mpirun arguments.
+    type: list
+    elements: str
+    default: []
+  srun:
+    description: srun program.
+    type: str
+    default: srun
+  srun_args:
+    description: Extra srun arguments.
+    type: list
+    elements: str
+    default: []
+  batch_size:
+    description: Images per rank per step.
+    type: int
+    default: 64
+  image_size:
+    description: Image side in pixels.
+    type: int
+    default: 224
+  warmup_steps:
+    description: Untimed steps first.
+    type: int
+    default: 10
+  steps:
+    description: Timed steps.
+    type: int
+    default: 50
+  precision:
+    description: C(auto) is bf16 (fp16 without bf16 support) on GPU and fp32 on CPU.
+    type: str
+    choices: [auto, fp32, fp16, bf16]
+    default: auto
+  device:
+    description: C(cpu) for the lab (no GPU); C(auto) uses CUDA when torch sees it.
+    type: str
+    choices: [auto, cuda, cpu]
+    default: auto
+  extra_args:
+    description: More benchmark arguments.
+    type: list
+    elements: str
+    default: []
+  env:
+    description: Environment for the runs (NCCL variables, for example); passed with C(-x) through mpirun.
+    type: dict
+    default: {}
+  timeout:
+    description: Seconds per run before its process group is terminated.
+    type: int
+    default: 1800
+  output_dir:
+    description: Directory for the raw output of each run (C(resnet50-<N>gpu.txt)).
+    type: path
+  expect:
+    description:
+      - C(sku) (a key of C(REFERENCES) in gpuforge_resnet50, for example C(Tesla V100-SXM2-16GB)),
+        C(min_per_gpu), C(ratio) (0.9), C(fail_ratio) (0.75) for the per-GPU check of each run;
+        C(min_scaling_efficiency) (default 0.9) and C(scaling_warn_margin) (0.1) for the sweep.
+    type: dict
+    default: {}
+  fail_on:
+    description: Fail the task when the verdict is at least this bad; C(never) only reports.
+    type: str
+    choices: [fail, warn, never]
+    default: fail
+requirements:
+  - torch on every node; torchrun, Open MPI or Slurm as launchers; coreutils C(timeout)
+notes:
+  - Supports check mode (nothing runs).
+  - The references are tf_cnn_benchmarks numbers from the seeds; this benchmark is PyTorch, so they are a
+    floor with a margin, not an exact target.
+"""
+
+EXAMPLES = r"""
+- name: ResNet-50 scaling on two DGX-1 (seed 001)
+  resnet50_benchmark:
+    script: /opt/gpuforge/benchmarks/resnet50/resnet50_bench.py
+    gpu_counts: [1, 2, 4, 8, 16]
+    hosts: [dgx01, dgx02]
+    env: {NCCL_IB_DISABLE: "0", NCCL_NET_GDR_LEVEL: "PHB"}
+    output_dir: /var/lib/gpuforge/bench
+    expect:
+      sku: Tesla V100-SXM2-16GB
+      min_scaling_efficiency: 0.9
+
+- name: Lab run on CPU processes, report only
+  resnet50_benchmark:
+    script: /usr/lib/gpuforge/bench/resnet50_bench.py
+    gpu_counts: [1, 2]
+    device: cpu
+    image_size: 64
+    batch_size: 2
+    steps: 2
+    warmup_steps: 1
+    fail_on: never
+"""
+
+RETURN = r"""
+runs:
+  description: One entry per GPU count, C({gpus, cmd, rc, output_path, resnet50, checks, verdict, error}).
+  returned: always
+  type: list
+  elements: dict
+scaling:
+  description:
+    - Scaling against linear from the smallest successful count, C({world_size, total_imgs_per_sec, per_gpu,
+      speedup, ideal_imgs_per_sec, efficiency}).
+  returned: when it ran
+  type: list
+  elements: dict
+checks:
+  description: All checks (per run ones carry C(gpus)), each C({name, status, observed, expected, remedy}).
+  returned: when it ran
+  type: list
+  elements: dict
+verdict:
+  description: Worst check status, C(ok), C(warn) or C(fail) (C(fail) when a run failed).
+  returned: when it ran
+  type: str
+"""
+
+STATUS_RANK = {"ok": 0, "warn": 1, "fail": 2}
+KILL_AFTER_S = 30
+
+
+class Resnet50Sweep:
+    def __init__(self, module):
+        self.module = module
+        self.params = module.params
+        self.result = {"changed": False, "runs": []}
+
+    def fail(self, msg):
+        self.module.fail_json(msg=msg, **self.result)
+
+    def bench_args(self):
+        params = self.params
+        args = [
+            "--batch-size",
+            str(params["batch_size"]),
+            "--image-size",
+            str(params["image_size"]),
+            "--warmup-steps",
+            str(params["warmup_steps"]),
+            "--steps",
+            str(params["steps"]),
+            "--precision",
+            params["precision"],
+            "--device",
+            params["device"],
+        ]
+        return [self.params["script"], *args, *params["extra_args"]]
+
+    def launcher_for(self, gpus):
+        params = self.params
+        if params["launcher"] != "auto":
+            return params["launcher"]
+        return "torchrun" if gpus <= params["gpus_per_node"] else params["multi_node_launcher"]
+
+    def master_addr(self):
+        # Without hosts every rank is on this node: loopback is the rendezvous.
+        return self.params["master_addr"] or (self.params["hosts"][0] if self.params["hosts"] else "127.0.0.1")
+
+    def command(self, gpus):
+        params = self.params
+        per_node = params["gpus_per_node"]
+        nodes = math.ceil(gpus / per_node)
+        launcher = self.launcher_for(gpus)
+        if launcher == "torchrun":
+            if nodes > 1:
+                self.fail(f"{gpus} GPUs do not fit on one node of {per_node}: torchrun runs one node here")
+            return [params["torchrun"], "--standalone", f"--nproc_per_node={gpus}", *self.bench_args()]
+        if nodes > 1 and len(params["hosts"]) < nodes:
+            self.fail(f"{gpus} GPUs need {nodes} hosts of {per_node} GPUs; hosts lists {len(params['hosts'])}")
+        if launcher == "mpirun":
+            cmd = [params["mpirun"], "-np", str(gpus)]
+            if params["hosts"]:
+                used = params["hosts"][:nodes]
+                cmd += ["--host", ",".join(f"{host}:{per_node}" for host in used)]
+            cmd += ["--bind-to", "none", "--map-by", "slot"]
+            env = dict(self.run_env())
+            for name, value in sorted(env.items()):
+                cmd += ["-x", f"{name}={value}"]
+            return cmd + params["mpirun_args"] + [params["python"], *self.bench_args()]
+        cmd = [
+            params["srun"],
+            "--ntasks",
+            str(gpus),
+            "--nodes",
+            str(nodes),
+            "--ntasks-per-node",
+            str(min(gpus, per_node)),
+        ]
+        if params["hosts"]:
+            cmd += ["--nodelist", ",".join(params["hosts"][:nodes])]
+        return cmd + params["srun_args"] + [params["python"], *self.bench_args()]
+
+    def run_env(self):
+        env = {str(k): str(v) for k, v in self.params["env"].items()}
+        env.setdefault("MASTER_ADDR", self.master_addr())
+        env.setdefault("MASTER_PORT", str(self.params["master_port"]))
+        return env
+
+    def validate(self):
+        params = self.params
+        if not params["gpu_counts"] or min(params["gpu_counts"]) < 1:
+            self.fail("gpu_counts must list positive GPU counts")
+        if params["gpus_per_node"] < 1:
+            self.fail("gpus_per_node must be at least 1")
+        if not os.path.isfile(params["script"]):
+            self.fail(f"benchmark script {params['script']} not found on {os.uname().nodename}")
+
+    def run_one(self, gpus, cmd, timeout):
+        params = self.params
+        run = {"gpus": gpus, "cmd": cmd, "rc": None, "output_path": None, "resnet50": None, "checks": []}
+        run["verdict"], run["error"] = "fail", None
+        wrapped = [timeout, f"--kill-after={KILL_AFTER_S}", str(params["timeout"]), *cmd]
+        rc, out, err = self.module.run_command(wrapped, environ_update={"LC_ALL": "C", **self.run_env()})
+        raw = out + (err or "")
+        run["rc"] = rc
+        if params["output_dir"]:
+            path = os.path.join(params["output_dir"], f"resnet50-{gpus}gpu.txt")
+            try:
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write(raw)
+            except OSError as exc:
+                self.fail(f"cannot write {path}: {exc}")
+            run["output_path"] = path
+            self.result["changed"] = True
+        if rc in (124, 137):
+            run["error"] = f"timed out after {params['timeout']} s; its process group was terminated"
+            return run
+        if rc != 0:
+            tail = " | ".join(raw.strip().splitlines()[-3:])
+            run["error"] = f"rc {rc}: {tail}"
+            return run
+        try:
+            parsed = parse_resnet50(raw)
+        except Resnet50ParseError as exc:
+            run["error"] = f"could not read the benchmark output: {exc}"
+            return run
+        run["resnet50"] = parsed
+        run["checks"] = [
+            {**check, "gpus": gpus} for check in judge_resnet50(parsed, {**self.params["expect"], "world_size": gpus})
+        ]
+        run["verdict"] = overall_status(run["checks"])
+        return run
+
+    def run(self):
+        params = self.params
+        self.validate()
+        counts = sorted(set(params["gpu_counts"]))
+        commands = [(gpus, self.command(gpus)) for gpus in counts]
+        if self.module.check_mode:
+            self.result["runs"] = [{"gpus": gpus, "cmd": cmd} for gpus, cmd in commands]
+            self.module.exit_json(**self.result)
+        timeout = self.module.get_bin_path("timeout", required=True)
+        for gpus, cmd in commands:
+            self.result["runs"].append(self.run_one(gpus, cmd, timeout))
+        parsed = [run["resnet50"] for run in self.result["runs"] if run["resnet50"]]
+        rows = scaling_efficiency(parsed)
+        self.result["scaling"] = rows
+        expect = params["expect"]
+        checks = [check for run in self.result["runs"] for check in run["checks"]]
+        checks += judge_scaling(rows, expect.get("min_scaling_efficiency", 0.9), expect.get("scaling_warn_margin", 0.1))
+        self.result["checks"] = checks
+        failed = [run for run in self.result["runs"] if run["error"]]
+        self.result["verdict"] = "fail" if failed else overall_status(checks)
+        if failed:
+            self.fail("; ".join(f"{run['gpus']} GPUs: {run['error']}" for run in failed))
+        fail_on = params["fail_on"]
+        if fail_on != "never" and STATUS_RANK[self.result["verdict"]] >= STATUS_RANK[fail_on]:
+            bad = [
+                f"{c['name']}{'@' + str(c['gpus']) if 'gpus' in c else ''}={c['observed']} (expected {c['expected']})"
+                for c in checks
+                if c["status"] != "ok"
+            ]
+            self.fail(f"ResNet-50 verdict {self.result['verdict']}: {', '.join(bad)}")
+        self.module.exit_json(**self.result)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "script": {"type": "path", "required": True},
+            "python": {"type": "str", "default": "python3"},
+            "torchrun": {"type": "str", "default": "torchrun"},
+            "gpu_counts": {"type": "list", "elements": "int", "required": True},
+            "gpus_per_node": {"type": "int", "default": 8},
+            "hosts": {"type": "list", "elements": "str", "default": []},
+            "launcher": {"type": "str", "choices": ["auto", "torchrun", "mpirun", "srun"], "default": "auto"},
+            "multi_node_launcher": {"type": "str", "choices": ["mpirun", "srun"], "default": "mpirun"},
+            "master_addr": {"type": "str"},
+            "master_port": {"type": "int", "default": 29500},
+            "mpirun": {"type": "str", "default": "mpirun"},
+            "mpirun_args": {"type": "list", "elements": "str", "default": []},
+            "srun": {"type": "str", "default": "srun"},
+            "srun_args": {"type": "list", "elements": "str", "default": []},
+            "batch_size": {"type": "int", "default": 64},
+            "image_size": {"type": "int", "default": 224},
+            "warmup_steps": {"type": "int", "default": 10},
+            "steps": {"type": "int", "default": 50},
+            "precision": {"type": "str", "choices": ["auto", "fp32", "fp16", "bf16"], "default": "auto"},
+            "device": {"type": "str", "choices": ["auto", "cuda", "cpu"], "default": "auto"},
+            "extra_args": {"type": "list", "elements": "str", "default": []},
+            "env": {"type": "dict", "default": {}},
+            "timeout": {"type": "int", "default": 1800},
+            "output_dir": {"type": "path"},
+            "expect": {"type": "dict", "default": {}},
+            "fail_on": {"type": "str", "choices": ["fail", "warn", "never"], "default": "fail"},
+        },
+        supports_check_mode=True,
+    )
+    Resnet50Sweep(module).run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,350 @@
+"""Parse ResNet-50 throughput output (gpuforge's resnet50_bench.py and tf_cnn_benchmarks), compute scaling
+efficiency against linear scaling, and judge per-GPU throughput against per-SKU references from the seeds.
+
+Stdlib only: Ansible ships this file alone inside the modules that import it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+
+__all__ = [
+    "REFERENCES",
+    "Resnet50ParseError",
+    "judge_resnet50",
+    "judge_scaling",
+    "overall_status",
+    "parse_resnet50",
+    "reference_per_gpu",
+    "scaling_efficiency",
+]
+
+
+class Resnet50ParseError(ValueError):
+    """Raised when the text holds no ResNet-50 result (no RESULT line, no ``total images/sec``)."""
+
+
+# Per-SKU reference throughput, total images/sec by GPU count, with the run that produced it. These are
+# tf_cnn_benchmarks numbers (TensorFlow, Horovod, synthetic data); gpuforge's PyTorch benchmark is a
+# different program, so they are a floor to compare against with a margin, not an exact target.
+REFERENCES = {
+    # Seed 001, IBM REDP-5610 (2020) section 4.5, Figure 4-1: DGX-1, multi-GPU pods, tf_cnn_benchmarks
+    # resnet50 --batch_size=64 --use_fp16 --variable_update=horovod, NGC TensorFlow 20.03, 4x EDR IB with
+    # GDRDMA between the two nodes. 8 GPUs: 7,096 img/s; 16 GPUs on two DGX-1: 13,745 img/s.
+    "Tesla V100-SXM2-16GB": {
+        "totals": {8: 7096.0, 16: 13745.0},
+        "precision": "fp16",
+        "batch_size": 64,
+        "source": "seed 001 (IBM REDP-5610) Figure 4-1, tf_cnn_benchmarks fp16 batch 64, DGX-1 over EDR IB",
+    },
+    # Seed 004, VMware (2019) Table 2: GRID T4-16C vGPU, one per VM, tf_cnn_benchmarks resnet50 fp16
+    # batch 32 with Horovod over PVRDMA (RoCE, ConnectX-5). 1 vGPU: 340; 2: 533; 3: 781; 4: 1,021 img/s.
+    # Over TCP the same runs gave 340/364/437/550.
+    "GRID T4-16C": {
+        "totals": {1: 340.0, 2: 533.0, 3: 781.0, 4: 1021.0},
+        "tcp_totals": {1: 340.0, 2: 364.0, 3: 437.0, 4: 550.0},
+        "precision": "fp16",
+        "batch_size": 32,
+        "source": "seed 004 (VMware vSphere vGPU + PVRDMA) Table 2, tf_cnn_benchmarks fp16 batch 32, RDMA",
+    },
+}
+
+_GPUFORGE_LINE = re.compile(r"^RESNET50 (.*)$")
+_TF_TOTAL = re.compile(r"^\s*total images/sec:\s*([0-9.]+)\s*$", re.IGNORECASE)
+_TF_STEP = re.compile(r"^\s*(\d+)\s+images/sec:\s*([0-9.]+)\s*\+/-\s*([0-9.]+)")
+_TF_FIELDS = {
+    "model": re.compile(r"^Model:\s*(\S+)"),
+    "mode": re.compile(r"^Mode:\s*(\S+)"),
+    "batch_size_global": re.compile(r"^Batch size:\s*(\d+)\s+global"),
+    "batch_size": re.compile(r"^\s*(\d+)\s+per device"),
+    "num_batches": re.compile(r"^Num batches:\s*(\d+)"),
+    "num_gpus": re.compile(r"^Num GPUs:\s*(\d+)"),
+    "data_format": re.compile(r"^Data format:\s*(\S+)"),
+    "variables": re.compile(r"^Variables:\s*(\S+)"),
+}
+_INT_KEYS = {"world_size", "batch_size", "global_batch_size", "image_size", "steps", "warmup_steps", "rank"}
+_INT_KEYS |= {"local_rank", "channels_last"}
+_FLOAT_KEYS = {"total_imgs_per_sec", "per_gpu", "imgs_per_sec", "elapsed_s", "loss"}
+
+
+def _fields(rest: str) -> dict:
+    """key=value pairs of one RESNET50 line; values may be shell-quoted (device names have spaces)."""
+    fields = {}
+    for word in shlex.split(rest):
+        if "=" not in word:
+            continue
+        key, value = word.split("=", 1)
+        if key in _INT_KEYS:
+            try:
+                fields[key] = int(value)
+            except ValueError:
+                fields[key] = None
+        elif key in _FLOAT_KEYS:
+            try:
+                fields[key] = float(value)
+            except ValueError:
+                fields[key] = None
+        else:
+            fields[key] = value
+    return fields
+
+
+def _parse_gpuforge(lines: list[str]) -> dict | None:
+    config, ranks, results, errors = {}, [], [], []
+    for number, line in lines:
+        match = _GPUFORGE_LINE.match(line.strip())
+        if not match:
+            continue
+        rest = match.group(1)
+        try:
+            if rest.startswith("RESULT"):
+                results.append(_fields(rest[len("RESULT") :]))
+            elif rest.startswith("CONFIG"):
+                config = _fields(rest[len("CONFIG") :])
+            elif rest.startswith("rank="):
+                ranks.append(_fields(rest))
+        except ValueError as exc:  # unbalanced quotes in a truncated line
+            errors.append(f"line {number}: unreadable RESNET50 line ({exc})")
+    if not results:
+        return None
+    if len(results) > 1:
+        errors.append(f"{len(results)} RESULT lines; the last one is used")
+    result = results[-1]
+    world = result.get("world_size")
+    if world is not None and ranks and len(ranks) != world:
+        errors.append(f"{len(ranks)} per-rank lines for world_size {world}")
+    return {
+        "source": "gpuforge",
+        "model": "resnet50",
+        "world_size": world,
+        "batch_size": result.get("batch_size"),
+        "global_batch_size": result.get("global_batch_size"),
+        "image_size": result.get("image_size"),
+        "steps": result.get("steps"),
+        "total_imgs_per_sec": result.get("total_imgs_per_sec"),
+        "per_gpu": result.get("per_gpu"),
+        "device": result.get("device"),
+        "device_name": result.get("device_name"),
+        "precision": result.get("precision"),
+        "backend": result.get("backend"),
+        "launcher": result.get("launcher"),
+        "elapsed_s": result.get("elapsed_s"),
+        "loss": result.get("loss"),
+        "config": config,
+        "ranks": ranks,
+        "tf_total_reports": [],
+        "errors": errors,
+    }
+
+
+def _parse_tf(lines: list[str]) -> dict | None:
+    totals, steps, fields = [], [], {}
+    for _number, line in lines:
+        match = _TF_TOTAL.match(line)
+        if match:
+            totals.append(float(match.group(1)))
+            continue
+        match = _TF_STEP.match(line)
+        if match:
+            steps.append({"step": int(match.group(1)), "imgs_per_sec": float(match.group(2))})
+            continue
+        for key, pattern in _TF_FIELDS.items():
+            found = pattern.match(line)
+            if found and key not in fields:
+                value = found.group(1)
+                fields[key] = int(value) if value.isdigit() else value
+    if not totals:
+        return None
+    # With Horovod every rank prints its own "total images/sec" line, and each already counts all workers
+    # (tf_cnn_benchmarks multiplies by the number of workers): the reports agree, their mean is the total.
+    total = sum(totals) / len(totals)
+    world = fields.get("num_gpus")
+    if fields.get("batch_size_global") and fields.get("batch_size"):
+        world = fields["batch_size_global"] // fields["batch_size"]
+    return {
+        "source": "tf_cnn_benchmarks",
+        "model": fields.get("model", "resnet50"),
+        "world_size": world,
+        "batch_size": fields.get("batch_size"),
+        "global_batch_size": fields.get("batch_size_global"),
+        "image_size": None,
+        "steps": fields.get("num_batches"),
+        "total_imgs_per_sec": round(total, 2),
+        "per_gpu": round(total / world, 2) if world else None,
+        "device": "cuda",
+        "device_name": None,
+        "precision": None,
+        "backend": fields.get("variables"),
+        "launcher": None,
+        "elapsed_s": None,
+        "loss": None,
+        "config": fields,
+        "ranks": steps,
+        "tf_total_reports": totals,
+        "errors": [],
+    }
+
+
+def parse_resnet50(text: str) -> dict:
+    """Parse one run's output; raise Resnet50ParseError when it holds no result line of either format."""
+    lines = list(enumerate(text.splitlines(), start=1))
+    result = _parse_gpuforge(lines) or _parse_tf(lines)
+    if result is None:
+        raise Resnet50ParseError("no 'RESNET50 RESULT' line and no 'total images/sec:' line found")
+    result["kind"] = "resnet50"
+    if result["total_imgs_per_sec"] is None:
+        result["errors"].append("RESULT line without a readable total_imgs_per_sec")
+    return result
+
+
+def scaling_efficiency(results: list[dict]) -> list[dict]:
+    """Speedup and efficiency of each run against linear scaling from the smallest run's per-GPU rate.
+
+    ``results`` are parsed runs (``world_size`` and ``total_imgs_per_sec``); runs missing either are left
+    out. Efficiency = total / (world_size x per-GPU throughput of the smallest world size).
+    """
+    usable = sorted(
+        (r for r in results if r.get("world_size") and r.get("total_imgs_per_sec")), key=lambda r: r["world_size"]
+    )
+    if not usable:
+        return []
+    base = usable[0]
+    base_per_gpu = base["total_imgs_per_sec"] / base["world_size"]
+    rows = []
+    for run in usable:
+        ideal = base_per_gpu * run["world_size"]
+        rows.append(
+            {
+                "world_size": run["world_size"],
+                "total_imgs_per_sec": run["total_imgs_per_sec"],
+                "per_gpu": round(run["total_imgs_per_sec"] / run["world_size"], 2),
+                "speedup": round(run["total_imgs_per_sec"] / base["total_imgs_per_sec"], 2),
+                "ideal_imgs_per_sec": round(ideal, 2),
+                "efficiency": round(run["total_imgs_per_sec"] / ideal, 4),
+            }
+        )
+    return rows
+
+
+def reference_per_gpu(sku: str, world_size: int) -> dict | None:
+    """Per-GPU reference for ``sku`` at ``world_size``: the largest reference count not above it, else the
+    smallest count (per-GPU throughput only falls as jobs grow, so this never asks for more than measured)."""
+    reference = REFERENCES.get(sku)
+    if not reference or not world_size:
+        return None
+    counts = sorted(reference["totals"])
+    below = [count for count in counts if count <= world_size]
+    count = below[-1] if below else counts[0]
+    return {
+        "sku": sku,
+        "reference_gpus": count,
+        "per_gpu": round(reference["totals"][count] / count, 2),
+        "source": reference["source"],
+    }
+
+
+_RANK = {"ok": 0, "warn": 1, "fail": 2}
+
+
+def overall_status(checks: list[dict]) -> str:
+    """Worst status of a list of checks (``ok`` when the list is empty)."""
+    return max((check["status"] for check in checks), key=_RANK.__getitem__, default="ok")
+
+
+def _check(name, status, observed, expected, remedy=""):
+    return {"name": name, "status": status, "observed": observed, "expected": expected, "remedy": remedy}
+
+
+def judge_resnet50(result: dict, expect: dict | None = None) -> list[dict]:
+    """Checks of one parsed run.
+
+    ``expect`` keys (all optional):
+      sku                 GPU product name, looks up REFERENCES (``Tesla V100-SXM2-16GB``, ``GRID T4-16C``);
+      min_per_gpu         per-GPU images/sec floor; overrides the SKU reference;
+      ratio (0.9)         fraction of the reference that is ok; below it is a warning ...
+      fail_ratio (0.75)   ... and below this a failure;
+      world_size          expected number of ranks (a smaller job is a failure).
+    A NaN loss is a failure whatever the throughput.
+    """
+    expect = expect or {}
+    checks = []
+    world = result.get("world_size")
+    if expect.get("world_size") is not None:
+        status = "ok" if world == expect["world_size"] else "fail"
+        checks.append(
+            _check(
+                "world_size",
+                status,
+                world,
+                expect["world_size"],
+                "" if status == "ok" else "not every rank joined: check the launcher hostfile/slots and GPU count",
+            )
+        )
+    loss = result.get("loss")
+    if loss is not None and math.isnan(loss):
+        checks.append(
+            _check("loss", "fail", "nan", "finite", "training diverged: check precision (fp16 needs loss scaling)")
+        )
+    floor, source = expect.get("min_per_gpu"), "min_per_gpu"
+    if floor is None and expect.get("sku"):
+        reference = reference_per_gpu(expect["sku"], world or 1)
+        if reference:
+            floor, source = reference["per_gpu"], reference["source"]
+        else:
+            checks.append(
+                _check("per_gpu_throughput", "warn", result.get("per_gpu"), f"reference for {expect['sku']}", "")
+            )
+    if floor is not None:
+        observed = result.get("per_gpu")
+        ratio, fail_ratio = expect.get("ratio", 0.9), expect.get("fail_ratio", 0.75)
+        if observed is None or observed < floor * fail_ratio:
+            status = "fail"
+        elif observed < floor * ratio:
+            status = "warn"
+        else:
+            status = "ok"
+        checks.append(
+            _check(
+                "per_gpu_throughput",
+                status,
+                observed,
+                f">= {round(floor * ratio, 2)} img/s per GPU ({ratio:g} x {floor} from {source})",
+                ""
+                if status == "ok"
+                else "check GPU clocks and throttling (nvidia-smi -q -d PERFORMANCE), precision (fp16/bf16 with "
+                "channels_last), and for multi-node runs the NCCL transport (nccl_tests with mode ib_gdr)",
+            )
+        )
+    return checks
+
+
+def judge_scaling(rows: list[dict], min_efficiency: float = 0.9, warn_margin: float = 0.1) -> list[dict]:
+    """One check per run of a sweep (rows from scaling_efficiency) except the baseline.
+
+    ok at ``min_efficiency`` or better, warn within ``warn_margin`` below it, fail lower. Seed 001 scales
+    8 -> 16 V100 at 0.97 over EDR IB; seed 004 over TCP reaches 0.40 at 4 vGPUs (0.75 over RDMA).
+    """
+    checks = []
+    for row in rows[1:]:
+        efficiency = row["efficiency"]
+        if efficiency >= min_efficiency:
+            status = "ok"
+        elif efficiency >= min_efficiency - warn_margin:
+            status = "warn"
+        else:
+            status = "fail"
+        checks.append(
+            _check(
+                f"scaling_efficiency_{row['world_size']}",
+                status,
+                efficiency,
+                f">= {min_efficiency:g}",
+                ""
+                if status == "ok"
+                else "scaling falls short of linear: run nccl_tests across the same hosts; TCP instead of RDMA "
+                "(NCCL_IB_DISABLE, missing HCAs in the pods) is the usual cause (seed 004)",
+            )
+        )
+    return checks

@@ -1,0 +1,145 @@
+"""`gpuforge demo`: lab up -> provision -> validate (report only) -> benchmark -> k8s render -> report.
+
+Every stage runs even when an earlier optional one failed, and is reported; only a failed lab or
+provisioning makes the demo exit non-zero. Re-running reuses the lab (cluster.up is idempotent).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuforge import paths, report
+from gpuforge.runner import RunRequest, new_run_id, run_playbook, write_summary
+
+DEMO_SPEC = paths.LAB_DIR / "specs" / "demo.yml"
+# Validation must not stop the demo on the faulty node: record failures, do not fail the play.
+REPORT_ONLY_VARS = ["gpuforge_validate_report_only=true"]
+
+
+@dataclass
+class Stage:
+    name: str
+    status: str  # ok | failed | skipped
+    rc: int
+    detail: str = ""
+    summary: dict = field(default_factory=dict)
+
+
+def _lab_stage(spec_path: Path) -> Stage:
+    from gpuforge.lab import cluster, spec
+
+    started = time.monotonic()
+    nodes = cluster.up(spec.from_file(spec_path))
+    return Stage("lab", "ok", 0, f"{len(nodes)} nodes up in {time.monotonic() - started:.0f}s")
+
+
+def _playbook_stage(name: str, request: RunRequest, run_dir: Path, view_factory: Callable) -> Stage:
+    summary = run_playbook(request, run_dir / name, view_factory(f"{name}: {request.playbook}"))
+    status = "ok" if summary["rc"] == 0 else "failed"
+    detail = summary["status"]
+    if summary["failed_tasks"]:
+        first = summary["failed_tasks"][0]
+        detail += f"; first failure: {first['host']} / {first['task']}: {first['msg'][:120]}"
+    return Stage(name, status, summary["rc"], detail, summary)
+
+
+def _k8s_stage(run_dir: Path, inventory: Path) -> Stage:
+    from gpuforge import k8s
+
+    try:
+        written = k8s.render(inventory, run_dir / "k8s")
+    except Exception as exc:  # a renderer failure is reported, it does not stop the demo
+        return Stage("k8s", "failed", 1, str(exc))
+    return Stage("k8s", "ok", 0, f"{len(written)} manifests in {run_dir / 'k8s'}")
+
+
+def run(options, view_factory: Callable, log: Callable[[str], None] = print) -> int:
+    run_dir = paths.ARTIFACTS_DIR / new_run_id()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    stages: list[Stage] = []
+    started = time.time()
+
+    def base(command: str, playbook: str, extra: list[str] | None = None) -> RunRequest:
+        return RunRequest(
+            command=command,
+            playbook=playbook,
+            inventory=Path(options.inventory),
+            limit=options.limit,
+            tags=options.tags,
+            extra_vars=[*(options.extra_vars or []), *(extra or [])],
+            check=options.check,
+            diff=options.diff,
+        )
+
+    log(f"demo: artifacts in {run_dir}")
+    try:
+        stages.append(_lab_stage(Path(options.spec)))
+    except Exception as exc:  # podman/mirror errors: nothing else can run
+        stages.append(Stage("lab", "failed", 1, str(exc)))
+        return _finish(run_dir, stages, started, log)
+    stages.append(_playbook_stage("provision", base("provision", "site.yml"), run_dir, view_factory))
+    if stages[-1].status == "failed":
+        log(f"demo: provisioning failed ({stages[-1].detail}); continuing to collect what can be collected")
+    stages.append(
+        _playbook_stage("validate", base("validate", "validate.yml", REPORT_ONLY_VARS), run_dir, view_factory)
+    )
+    stages.append(_playbook_stage("benchmark", base("bench", "benchmark.yml"), run_dir, view_factory))
+    stages.append(_k8s_stage(run_dir, Path(options.inventory)))
+    return _finish(run_dir, stages, started, log)
+
+
+def _finish(run_dir: Path, stages: list[Stage], started: float, log) -> int:
+    failed_hard = any(stage.status == "failed" for stage in stages if stage.name in ("lab", "provision"))
+    finished = time.time()
+    summary = {
+        "schema_version": 1,
+        "run_id": run_dir.name,
+        "command": "demo",
+        "playbook": None,
+        "rc": 1 if failed_hard else 0,
+        "status": "failed" if failed_hard else "successful",
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finished)),
+        "duration_s": round(finished - started, 3),
+        "hosts": {},
+        "failed_tasks": [task for stage in stages for task in stage.summary.get("failed_tasks", [])],
+        "stages": [{"name": s.name, "status": s.status, "rc": s.rc, "detail": s.detail} for s in stages],
+        "artifacts": {"run_dir": str(run_dir)},
+    }
+    write_summary(run_dir, summary)
+    files = report.build(run_dir)
+    summary["artifacts"].update(report_html=str(files.html), report_md=str(files.markdown))
+    write_summary(run_dir, summary)
+    for line in summary_lines(stages, files.data, files.html):
+        log(line)
+    return summary["rc"]
+
+
+def summary_lines(stages: list[Stage], data, html_path: Path) -> list[str]:
+    lines = ["", "== gpuforge demo summary"]
+    lines += [f"stage {stage.name:<10} {stage.status:<8} {stage.detail}" for stage in stages]
+    if data.checks is None:
+        lines.append("nodes: validation not run")
+    else:
+        worst = data.hosts_by_status()
+        healthy = sorted(host for host, status in worst.items() if status != "fail")
+        lines.append(f"nodes healthy: {len(healthy)}/{len(worst)} ({', '.join(healthy) or 'none'})")
+        for check in data.checks:
+            if check.status == "fail":
+                observed = json.dumps(check.observed) if isinstance(check.observed, dict | list) else check.observed
+                lines.append(f"  fault: {check.host}: {check.name}: {observed} ({check.fault or check.remedy})")
+    for series in data.nccl or []:
+        peak = max((busbw for _, busbw in series.points), default=0)
+        lines.append(f"NCCL {series.label}: peak bus bandwidth {peak:g} GB/s over {len(series.points)} sizes")
+    if not data.nccl:
+        lines.append("NCCL: not run")
+    for point in data.resnet50 or []:
+        lines.append(f"ResNet-50 {point.gpus} GPU(s): {point.images_per_sec:g} images/sec")
+    if not data.resnet50:
+        lines.append("ResNet-50: not run")
+    lines.append(f"report: {html_path}")
+    return lines

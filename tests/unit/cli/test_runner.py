@@ -1,0 +1,116 @@
+"""run_playbook over real ansible-runner: tiny localhost playbooks, summary.json, exit code = runner rc."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from gpuforge.runner import SCHEMA_VERSION, RunRequest, new_run_id, run_playbook, split_extra_vars
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "cli"
+SUMMARY_KEYS = {
+    "schema_version", "run_id", "command", "playbook", "rc", "status", "started", "finished",
+    "duration_s", "hosts", "failed_tasks", "artifacts",
+}  # fmt: skip
+
+
+def _request(playbook: str, artifacts: Path, **options) -> RunRequest:
+    return RunRequest(
+        command="test",
+        playbook=playbook,
+        inventory=FIXTURES / "hosts.yml",
+        project_dir=FIXTURES,
+        playbooks_dir=FIXTURES / "playbooks",
+        artifacts_root=artifacts,
+        **options,
+    )
+
+
+def test_successful_run_writes_summary(tmp_path):
+    artifacts = tmp_path / "artifacts"
+    # A validation file written "during" the run must be copied into the run directory.
+    (artifacts / "validation").mkdir(parents=True)
+    (artifacts / "validation" / "localhost.json").write_text(
+        json.dumps([{"name": "gpu_count", "status": "fail", "observed": 7, "expected": 8}])
+    )
+    run_dir = artifacts / new_run_id()
+    summary = run_playbook(_request("debug_ok.yml", artifacts, extra_vars=["greeting=hi"]), run_dir)
+    assert summary["rc"] == 0
+    assert summary["status"] == "successful"
+    on_disk = json.loads((run_dir / "summary.json").read_text())
+    assert on_disk == summary
+    assert set(on_disk) >= SUMMARY_KEYS
+    assert on_disk["schema_version"] == SCHEMA_VERSION == 1
+    assert on_disk["playbook"] == "playbooks/debug_ok.yml"
+    assert on_disk["hosts"] == {"localhost": {"ok": 2, "changed": 1, "failed": 0, "unreachable": 0, "skipped": 1}}
+    assert on_disk["failed_tasks"] == []
+    assert Path(on_disk["artifacts"]["stdout"]).is_file()
+    assert (run_dir / "validation" / "localhost.json").is_file()
+    assert on_disk["validation"]["localhost"]["status"] == "fail"
+    assert on_disk["validation"]["localhost"]["counts"] == {"ok": 0, "warn": 0, "fail": 1}
+
+
+def test_failed_run_returns_rc_2_and_names_the_task(tmp_path):
+    run_dir = tmp_path / "run"
+    summary = run_playbook(_request("debug_fail.yml", tmp_path), run_dir)
+    assert summary["rc"] == 2
+    assert summary["status"] == "failed"
+    assert summary["hosts"]["localhost"]["failed"] == 1
+    assert summary["failed_tasks"] == [
+        {
+            "host": "localhost",
+            "play": "Tiny playbook that fails",
+            "task": "Fail on purpose",
+            "status": "failed",
+            "msg": "deliberate failure for the CLI test",
+        }
+    ]
+
+
+def test_missing_playbook_is_rc_1_without_running(tmp_path):
+    summary = run_playbook(_request("nope.yml", tmp_path), tmp_path / "run")
+    assert (summary["rc"], summary["status"]) == (1, "missing-playbook")
+    assert not (tmp_path / "run" / "runner").exists()
+
+
+def test_cli_exit_code_is_runner_rc(tmp_path, monkeypatch, capsys):
+    from gpuforge import cli, paths
+
+    monkeypatch.setattr(paths, "ARTIFACTS_DIR", tmp_path)
+    monkeypatch.setattr(cli, "PLAYBOOKS", {"provision": "debug_fail.yml", "validate": "x", "bench": "x"})
+    # Point the request at the fixture project.
+    original = cli._request
+
+    def fixture_request(args, command, playbook):
+        request = original(args, command, playbook)
+        request.project_dir, request.playbooks_dir, request.artifacts_root = FIXTURES, FIXTURES / "playbooks", tmp_path
+        return request
+
+    monkeypatch.setattr(cli, "_request", fixture_request)
+    rc = cli.main(["provision", "-i", str(FIXTURES / "hosts.yml"), "--json"])
+    document = json.loads(capsys.readouterr().out)
+    assert rc == 2
+    assert document["rc"] == 2 and document["command"] == "provision"
+    assert Path(document["artifacts"]["run_dir"]).parent == tmp_path
+
+
+def test_extra_vars_split(tmp_path):
+    var_file = tmp_path / "vars.yml"
+    var_file.write_text("a: 1\n")
+    pairs, files = split_extra_vars(["x=1", "y=a=b", f"@{var_file}"])
+    assert pairs == {"x": "1", "y": "a=b"}
+    assert files == [str(var_file.resolve())]
+    with pytest.raises(ValueError, match="key=value or @file"):
+        split_extra_vars(["novalue"])
+    with pytest.raises(FileNotFoundError):
+        split_extra_vars([f"@{tmp_path / 'missing.yml'}"])
+
+
+def test_run_id_shape():
+    run_id = new_run_id()
+    stamp, short = run_id.split("-")
+    assert len(stamp) == 16 and stamp.endswith("Z") and len(short) == 6
+    assert os.path.basename(run_id) == run_id

@@ -1,0 +1,56 @@
+"""Simulated nv-fabricmanager: runs on NVSwitch systems, refuses with the real error elsewhere."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from gpuforge_sim import driver_state, fabricmanager
+
+from gpuforge.lab.profiles import hardware_document, load_profile
+
+
+def _node(tmp_path, monkeypatch, profile: str, loaded: bool = True) -> None:
+    (tmp_path / "lib" / "modules").mkdir(parents=True)
+    (tmp_path / "lib" / "modules" / "nvidia.ko").write_text("{}")
+    (tmp_path / "lib" / "nvidia-driver.json").write_text(json.dumps({"driver_version": "550.127.08"}))
+    (tmp_path / "hardware.json").write_text(json.dumps(hardware_document(load_profile(profile), [])))
+    monkeypatch.setenv("GPUFORGE_LAB_RUN", str(tmp_path / "run"))
+    monkeypatch.setenv("GPUFORGE_LAB_LIB", str(tmp_path / "lib"))
+    monkeypatch.setenv("GPUFORGE_LAB_HARDWARE", str(tmp_path / "hardware.json"))
+    monkeypatch.setenv("GPUFORGE_LAB_FM_LOG_DIR", str(tmp_path))
+    if loaded:
+        driver_state.load_module("nvidia")
+
+
+def _run(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    rc = fabricmanager.main(argv, out=out, err=err, serve=False)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def test_version_is_the_driver_version(tmp_path, monkeypatch):
+    _node(tmp_path, monkeypatch, "dgx-h100-ndr")
+    assert _run(["--version"]) == (0, "Fabric Manager version is : 550.127.08\n", "")
+
+
+def test_starts_on_nvswitch_system(tmp_path, monkeypatch):
+    _node(tmp_path, monkeypatch, "dgx-h100-ndr")
+    rc, _, err = _run(["-c", "/usr/share/nvidia/nvswitch/fabricmanager.cfg"])
+    assert (rc, err) == (0, "")
+    assert (
+        "Successfully configured all the available GPUs and NVSwitches" in (tmp_path / "fabricmanager.log").read_text()
+    )
+
+
+def test_refuses_without_nvswitch(tmp_path, monkeypatch):
+    _node(tmp_path, monkeypatch, "dgx1-v100-edr")
+    rc, _, err = _run(["-c", "/usr/share/nvidia/nvswitch/fabricmanager.cfg"])
+    assert rc == 1
+    assert "NV_WARN_NOTHING_TO_DO" in err
+
+
+def test_needs_the_driver(tmp_path, monkeypatch):
+    _node(tmp_path, monkeypatch, "dgx-h100-ndr", loaded=False)
+    rc, _, err = _run([])
+    assert rc == 1 and "Driver Not Loaded" in err

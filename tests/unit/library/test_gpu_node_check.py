@@ -1,0 +1,94 @@
+"""gpu_node_check module: facts from a simulated node, lsmod/dmesg through a mocked run_command."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import gpu_node_check
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
+from node_sim_helpers import SimNode, expected_for
+
+
+class Exit(Exception):
+    pass
+
+
+@pytest.fixture
+def run_module(monkeypatch):
+    paths = {"lsmod": "/usr/sbin/lsmod", "dmesg": "/usr/bin/dmesg"}
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", lambda self, **kw: (_ for _ in ()).throw(Exit(kw)))
+    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: paths.get(name))
+
+    def run(args, answers):
+        calls = []
+
+        def run_command(self, cmd, **kwargs):
+            calls.append((cmd, kwargs))
+            return answers[cmd[0]]
+
+        monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+        with patch_module_args({**args, "_ansible_check_mode": True}), pytest.raises(Exit) as info:
+            gpu_node_check.main()
+        return info.value.args[0], calls
+
+    return run
+
+
+def test_runs_lsmod_and_dmesg_and_finds_xid_and_peermem(tmp_path, monkeypatch, run_module):
+    faults = [{"type": "peermem_load_failure"}, {"type": "xid", "gpu": 2, "code": 48, "message": "DBE"}]
+    node = SimNode(tmp_path, monkeypatch, "dgx1-v100-edr", faults)
+    args = {
+        "nvidia_smi": node.nvidia_smi_facts(),
+        "infiniband": node.infiniband_facts(),
+        "expected": expected_for("dgx1-v100-edr"),
+    }
+    answers = {"/usr/sbin/lsmod": (0, node.lsmod(), ""), "/usr/bin/dmesg": (0, node.dmesg(), "")}
+    result, calls = run_module(args, answers)
+    assert [c[0] for c in calls] == [["/usr/sbin/lsmod"], ["/usr/bin/dmesg"]]
+    assert all(c[1]["environ_update"] == {"LC_ALL": "C"} for c in calls)
+    assert result["changed"] is False
+    assert result["healthy"] is False
+    assert result["failed"] == ["xid", "peermem_loaded"]
+    xid = next(c for c in result["checks"] if c["name"] == "xid")
+    assert xid["observed"] == [48]
+
+
+def test_given_text_is_used_without_running_commands(tmp_path, monkeypatch, run_module):
+    node = SimNode(tmp_path, monkeypatch, "poweredge-c4140-v100")
+    args = {
+        "nvidia_smi": node.nvidia_smi_facts(),
+        "infiniband": node.infiniband_facts(),
+        "lsmod": node.lsmod(),
+        "kernel_log": node.dmesg(),
+        "expected": expected_for("poweredge-c4140-v100"),
+    }
+    result, calls = run_module(args, {})
+    assert calls == []
+    assert result["healthy"] is True
+    assert len(result["checks"]) == 22
+
+
+def test_unreadable_lsmod_and_failing_dmesg_are_failed_checks(run_module):
+    args = {"nvidia_smi": None, "infiniband": None, "expected": expected_for("dgx1-v100-edr")}
+    answers = {
+        "/usr/sbin/lsmod": (0, "garbage\n", ""),
+        "/usr/bin/dmesg": (1, "", "dmesg: read kernel buffer failed: Operation not permitted"),
+    }
+    result, _ = run_module(args, answers)
+    checks = {c["name"]: c for c in result["checks"]}
+    assert checks["lsmod_readable"]["fault"] == (
+        "could not read lsmod output: lsmod: missing the 'Module Size Used by' header"
+    )
+    assert checks["kernel_log_readable"]["fault"] == (
+        "could not read the kernel log: dmesg exited with code 1: dmesg: read kernel buffer failed: "
+        "Operation not permitted"
+    )
+    assert {"nvidia_smi_readable", "infiniband_readable", "lsmod_readable", "kernel_log_readable"} <= set(
+        result["failed"]
+    )
+    assert "xid" not in checks and "peermem_loaded" not in checks

@@ -1,0 +1,123 @@
+"""A simulated lab node in-process: hardware.json from a profile + faults, the lab's nvidia-smi, ibstat,
+simulated kernel (lsmod, dmesg, modprobe), and facts built with the module_utils parsers in the shape
+of the nvidia_smi_facts / infiniband_facts modules. Shared by the node-health and gpu_node_check tests."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import os
+from pathlib import Path
+
+import gpuforge_infiniband as ib
+import gpuforge_nvidia_smi as nv
+import yaml
+from gpuforge_sim import ibstat, nvidia_smi
+
+from gpuforge.lab.profiles import hardware_document, load_profile
+
+ROOT = Path(__file__).resolve().parents[3]
+SIMKERNEL = ROOT / "lab/image/overlay/usr/local/lib/gpuforge-lab/simkernel.py"
+EXPECTED = ROOT / "roles/gpuforge/defaults/main/expected_hardware.yml"
+GPU_PROFILES = [
+    "dgx1-v100-edr",
+    "supermicro-4029gp-v100",
+    "poweredge-c4140-v100",
+    "vsphere-t4-vgpu-roce",
+    "dgx-h100-ndr",
+]
+
+
+def expected_for(system: str) -> dict:
+    """The spec validate.yml hands gpu_node_check: SKU + system + link speeds + global thresholds."""
+    data = yaml.safe_load(EXPECTED.read_text(encoding="utf-8"))
+    spec = data["gpuforge_expected_systems"][system]
+    merged = {**data["gpuforge_expected_gpu_skus"][spec["gpu_sku"]], **spec}
+    merged.update(
+        link_speeds=data["gpuforge_expected_link_speeds"],
+        driver_branch=data["gpuforge_expected_driver_branch"],
+        retired_pages_max=data["gpuforge_expected_retired_pages_max"],
+        xid_fatal=data["gpuforge_expected_xid_fatal"],
+    )
+    return merged
+
+
+class SimNode:
+    """Boot a lab node in tmp_path: env for the simulators, driver + peermem modules installed."""
+
+    def __init__(self, tmp_path: Path, monkeypatch, profile: str, faults: list | None = None):
+        for name in ("run", "lib/modules", "lib/kernel-modules", "etc", "log", "state", "persistenced"):
+            (tmp_path / name).mkdir(parents=True, exist_ok=True)
+        for env, sub in (
+            ("RUN", "run"),
+            ("LIB", "lib"),
+            ("ETC", "etc"),
+            ("LOG", "log"),
+            ("STATE", "state"),
+            ("PERSISTENCED_DIR", "persistenced"),
+        ):
+            monkeypatch.setenv(f"GPUFORGE_LAB_{env}", str(tmp_path / sub))
+        monkeypatch.setenv("GPUFORGE_LAB_HARDWARE", str(tmp_path / "hardware.json"))
+        document = hardware_document(load_profile(profile), faults or [])
+        (tmp_path / "hardware.json").write_text(json.dumps(document), encoding="utf-8")
+        for name, depends, directory in (
+            ("nvidia", [], "modules"),
+            ("ib_core", [], "kernel-modules"),
+            ("nvidia_peermem", ["nvidia", "ib_core"], "modules"),
+        ):
+            meta = {"size": 16384, "depends": depends, "version": "535.183.01-1"}
+            (tmp_path / "lib" / directory / f"{name}.ko").write_text(json.dumps(meta), encoding="utf-8")
+        # nvidia-persistenced "runs" as long as this test process does.
+        (tmp_path / "persistenced" / "nvidia-persistenced.pid").write_text(str(os.getpid()), encoding="ascii")
+        spec = importlib.util.spec_from_file_location(f"simkernel_{id(tmp_path)}", SIMKERNEL)
+        self.kernel = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(self.kernel)
+        with contextlib.redirect_stdout(io.StringIO()):
+            self.kernel.boot()
+        for module in ("nvidia", "nvidia-peermem"):
+            with contextlib.redirect_stderr(io.StringIO()):
+                self.kernel.modprobe_main([module])
+
+    def _capture(self, main, argv):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            rc = main(argv)
+        return rc, out.getvalue()
+
+    def lsmod(self) -> str:
+        return self._capture(self.kernel.lsmod_main, [])[1]
+
+    def dmesg(self) -> str:
+        return self._capture(self.kernel.dmesg_main, [])[1]
+
+    @staticmethod
+    def smi(*argv: str) -> tuple[int, str, str]:
+        out, err = io.StringIO(), io.StringIO()
+        rc = nvidia_smi.main(list(argv), out=out, err=err)
+        return rc, out.getvalue(), err.getvalue()
+
+    def nvidia_smi_facts(self) -> dict:
+        """Facts in nvidia_smi_facts' shape (fail_on_error false)."""
+        facts = {"driver_version": None, "gpu_count": 0, "gpus": [], "errors": []}
+        rc, out, err = self.smi("-q", "-x")
+        if rc != 0:
+            facts["errors"].append(f"nvidia-smi -q -x exited with code {rc}. Output: {(out or err).strip()}")
+            return facts
+        query = nv.parse_query_xml(out)
+        topo = nv.parse_topo_matrix(self.smi("topo", "-m")[1])
+        links = nv.parse_nvlink_status(self.smi("nvlink", "--status")[1]) if query["gpus"][0] else None
+        facts.update(driver_version=query["driver_version"], gpu_count=query["gpu_count"], gpus=query["gpus"])
+        by_topo = {g["index"]: g for g in topo["gpus"]}
+        by_link = {g["index"]: g for g in (links or {}).get("gpus", [])}
+        for gpu in facts["gpus"]:
+            gpu["numa_affinity"] = by_topo.get(gpu["index"], {}).get("numa_affinity")
+            gpu["nics"] = by_topo.get(gpu["index"], {}).get("nics", {})
+            gpu["nvlink"] = by_link.get(gpu["index"])
+        return facts
+
+    def infiniband_facts(self) -> dict:
+        _rc, out = self._capture(ibstat.main, [])
+        parsed = ib.parse_ibstat(out)
+        return {"available": True, "hcas": parsed["cas"], "errors": parsed["errors"]}

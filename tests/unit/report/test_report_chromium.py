@@ -1,0 +1,69 @@
+"""The HTML report in headless Chromium: the charts exist in the live DOM and the page logs no errors."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpuforge import report
+from gpuforge.report import charts
+
+RUN = Path(__file__).resolve().parents[2] / "fixtures" / "report" / "run"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+pytestmark = [
+    pytest.mark.chromium,
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (apt-get install chromium)"),
+]
+
+
+def _chromium(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess:
+    profile = tmp_path / "profile"
+    command = [
+        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+        "--enable-logging=stderr", "--v=0", *arguments,
+    ]  # fmt: skip
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("chromium")
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    files = report.build(run)
+    result = _chromium(tmp_path, "--dump-dom", files.html.as_uri())
+    return tmp_path, files, result
+
+
+def test_all_charts_present_in_dom(rendered):
+    _, _, result = rendered
+    assert result.returncode == 0, result.stderr[-2000:]
+    dom = result.stdout
+    for chart_id in (charts.NCCL_CHART_ID, charts.RESNET_CHART_ID, charts.IB_CHART_ID):
+        assert f'id="{chart_id}"' in dom
+    # Set only by the page's inline script when every promised chart exists.
+    assert 'data-charts-ok="true"' in dom
+    assert "<title>gpuforge cluster report [charts ok]</title>" in dom
+    assert len(re.findall(r'<circle class="point"', dom)) == 3 * 4 + 3
+
+
+def test_no_console_errors(rendered):
+    _, _, result = rendered
+    # The page logs nothing; any console line (console.error, an uncaught exception) is a defect.
+    console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == []
+
+
+def test_screenshot(rendered):
+    tmp_path, files, _ = rendered
+    shot = tmp_path / "report.png"
+    result = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,2400", files.html.as_uri())
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert shot.stat().st_size > 20_000
