@@ -9,6 +9,7 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from gpuforge.lab import image, inventory, mirror
 from gpuforge.lab.podman import PodmanError, exists, inspect, podman
@@ -56,22 +57,44 @@ class NodeStatus:
     state: str
 
 
-def ensure_network() -> bool:
+def ensure_network(log=print) -> bool:
+    """The lab network is internal: nodes reach each other and the mirror, nothing outside the lab."""
     if exists("network", NETWORK):
-        return False
-    podman("network", "create", "--subnet", SUBNET, "--ip-range", DYNAMIC_RANGE, "--label", f"{LABEL}=1", NETWORK)
+        if inspect("network", [NETWORK])[0].get("internal"):
+            return False
+        users = podman("ps", "-a", "--filter", f"network={NETWORK}", "--format", "{{.Names}}").split()
+        if users:
+            # Recreating it would cut running containers off; nodes use only the mirror's sources anyway.
+            log(f"lab: WARNING network {NETWORK} is not internal (older gpuforge) and is used by {', '.join(users)};")
+            log("lab: run 'gpuforge lab down' when they are done so that it is recreated internal")
+            return False
+        podman("network", "rm", NETWORK)
+    podman(
+        "network", "create", "--internal", "--subnet", SUBNET, "--ip-range", DYNAMIC_RANGE,
+        "--label", f"{LABEL}=1", NETWORK,
+    )  # fmt: skip
     return True
+
+
+def _serves(info: dict, root: Path, tag: str) -> bool:
+    mounts = {mount.get("Destination"): mount.get("Source") for mount in info.get("Mounts", [])}
+    return mounts.get("/srv/mirror") == str(root) and info.get("ImageName") == tag
 
 
 def ensure_mirror(tag: str, log=print) -> str:
     """Build the signed package mirror if its inputs changed, and serve it on the lab network."""
-    repo = mirror.build(log=log)
+    repo = mirror.build(tag, log=log)
     if exists("container", MIRROR_CONTAINER):
         info = inspect("container", [MIRROR_CONTAINER])[0]
-        if info["State"]["Running"]:
+        if not _serves(info, repo.root, tag):
+            # Another checkout's (or an older image's) mirror: its key is not the one this lab's nodes trust.
+            log(f"lab: replacing {MIRROR_CONTAINER}, it served another checkout or image")
+            podman("rm", "-f", "-t", "5", MIRROR_CONTAINER)
+        elif info["State"]["Running"]:
             return repo.url
-        podman("start", MIRROR_CONTAINER)
-        return repo.url
+        else:
+            podman("start", MIRROR_CONTAINER)
+            return repo.url
     podman(
         "run", "-d", "--name", MIRROR_CONTAINER, "--hostname", "mirror",
         "--network", NETWORK, "--ip", MIRROR_IP, "--label", f"{LABEL}=mirror",
@@ -147,8 +170,8 @@ def prepare(log=print) -> str:
     from gpuforge.paths import PROFILES_DIR
 
     with lab_lock():
-        tag = image.build(log=log)
-        ensure_network()
+        tag = image.build(mirror.signing_key().path.read_bytes(), log=log)
+        ensure_network(log)
         mirror_url = ensure_mirror(tag, log=log)
         inventory.write_generated_vars(mirror_url)
     out = LAB_STATE_DIR / "hardware"
@@ -165,8 +188,8 @@ def up(spec: LabSpec, log=print) -> list[NodeStatus]:
 
 
 def _up(spec: LabSpec, log) -> list[NodeStatus]:
-    tag = image.build(log=log)
-    changed = ensure_network()
+    tag = image.build(mirror.signing_key().path.read_bytes(), log=log)
+    changed = ensure_network(log)
     mirror_url = ensure_mirror(tag, log=log)
     hosts = [f"{node.name}:{node_ip(i)}" for i, node in enumerate(spec.nodes)]
     for index, node in enumerate(spec.nodes):

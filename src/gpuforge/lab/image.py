@@ -7,20 +7,21 @@ only when the package list or the overlay changes.
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
+from gpuforge.lab.debian_subset import DEBIAN_MIRROR, REPO_PATH
+from gpuforge.lab.mirror import MIRROR_URL
 from gpuforge.lab.podman import PodmanError, exists, podman
 from gpuforge.paths import LAB_DIR, LAB_STATE_DIR
 
 IMAGE_DIR = LAB_DIR / "image"
 IMAGE_REPO = "localhost/gpuforge-lab-node"
 SUITE = "bookworm"
-BUILDER_REVISION = "1"  # bump when the build steps below change
-DEBIAN_MIRROR = os.environ.get("GPUFORGE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-DEBIAN_SECURITY_MIRROR = os.environ.get("GPUFORGE_DEBIAN_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
+BUILDER_REVISION = "2"  # bump when the build steps below change
+# Nodes take Debian packages from the lab mirror (internal network), trusting this lab's archive key.
+LAB_KEYRING = "/usr/share/keyrings/gpuforge-lab-archive-keyring.asc"
 # systemd units that cannot work in a container (no kernel modules, no consoles) or slow the boot.
 MASKED_UNITS = [
     "systemd-modules-load.service",
@@ -37,9 +38,10 @@ def package_list() -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
-def content_hash() -> str:
+def content_hash(key: bytes) -> str:
     digest = hashlib.sha256()
     digest.update(f"{BUILDER_REVISION}\n{SUITE}\n".encode())
+    digest.update(key)
     digest.update("\n".join(package_list()).encode())
     for path in sorted((IMAGE_DIR / "overlay").rglob("*")):
         if path.is_file():
@@ -48,26 +50,19 @@ def content_hash() -> str:
     return digest.hexdigest()[:12]
 
 
-def image_tag() -> str:
-    return f"{IMAGE_REPO}:{content_hash()}"
+def image_tag(key: bytes) -> str:
+    return f"{IMAGE_REPO}:{content_hash(key)}"
 
 
-def _customize(rootfs: Path) -> None:
+def debian_sources() -> str:
+    return f"Types: deb\nURIs: {MIRROR_URL}/{REPO_PATH}/\nSuites: /\nSigned-By: {LAB_KEYRING}\n"
+
+
+def _customize(rootfs: Path, key: bytes) -> None:
     shutil.copytree(IMAGE_DIR / "overlay", rootfs, dirs_exist_ok=True, symlinks=True)
     (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
-    (rootfs / "etc/apt/sources.list.d/debian.sources").write_text(
-        "Types: deb\n"
-        f"URIs: {DEBIAN_MIRROR}\n"
-        "Suites: bookworm bookworm-updates\n"
-        "Components: main\n"
-        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n"
-        "Types: deb\n"
-        f"URIs: {DEBIAN_SECURITY_MIRROR}\n"
-        "Suites: bookworm-security\n"
-        "Components: main\n"
-        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n",
-        encoding="utf-8",
-    )
+    (rootfs / LAB_KEYRING.lstrip("/")).write_bytes(key)
+    (rootfs / "etc/apt/sources.list.d/debian.sources").write_text(debian_sources(), encoding="utf-8")
     systemd = rootfs / "etc/systemd/system"
     for unit in MASKED_UNITS:
         link = systemd / unit
@@ -96,9 +91,9 @@ def _release(rootfs: Path) -> None:
     shutil.rmtree(rootfs, ignore_errors=True)
 
 
-def build(force: bool = False, log=print) -> str:
-    """Return the tag of the lab node image, building it only if missing."""
-    tag = image_tag()
+def build(key: bytes, force: bool = False, log=print) -> str:
+    """Return the tag of the lab node image that trusts archive `key`, building it only if missing."""
+    tag = image_tag(key)
     if exists("image", tag) and not force:
         return tag
     if shutil.which("debootstrap") is None:
@@ -120,7 +115,7 @@ def build(force: bool = False, log=print) -> str:
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-8:])
         raise PodmanError(f"debootstrap failed ({proc.returncode}); is {DEBIAN_MIRROR} reachable?\n{tail}")
-    _customize(rootfs)
+    _customize(rootfs, key)
     archive = build_dir / "rootfs.tar"
     subprocess.run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(archive), "."], check=True)
     podman(

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import yaml
 
+from gpuforge.lab import debian_subset
 from gpuforge.paths import LAB_DIR, LAB_STATE_DIR, PROJECT_ROOT
 
 PACKAGES_FILE = LAB_DIR / "packages" / "packages.yml"
@@ -25,7 +26,7 @@ GNUPG_HOME = LAB_STATE_DIR / "gnupg"
 KEY_FILE_NAME = "gpuforge-lab-archive-keyring.asc"
 KEY_UID = "gpuforge lab mirror signing key <lab-mirror@gpuforge.invalid>"
 MIRROR_URL = "http://mirror"
-BUILDER_REVISION = "1"
+BUILDER_REVISION = "2"
 
 
 class MirrorError(RuntimeError):
@@ -190,17 +191,29 @@ def _index(repo_dir: Path, origin: str, key: SigningKey) -> None:
     _run([*sign, "--detach-sign", "--armor", "-o", "Release.gpg", "Release"], cwd=repo_dir)
 
 
-def build(log=print) -> Repository:
-    """Build (or reuse) the mirror; returns where it lives on disk and its URL on the lab network."""
+def publish_debian(debs: list[Path], built_names: set[str], repo_dir: Path, log=print) -> None:
+    """Copy the Debian subset into its repo, minus packages the lab builds itself: a node must get the lab's
+    simulated `rdma-core` or `infiniband-diags`, never the real tool that finds no hardware."""
+    shadowed = sorted(deb.name for deb in debs if debian_subset.package_name(deb) in built_names)
+    for deb in debs:
+        if debian_subset.package_name(deb) not in built_names:
+            shutil.copy2(deb, repo_dir / deb.name)
+    if shadowed:
+        log("lab: Debian packages left out, the lab builds its own: " + ", ".join(shadowed))
+
+
+def build(image_tag: str, log=print) -> Repository:
+    """Build (or reuse) the mirror for nodes of image `image_tag`; returns where it lives and its URL."""
     definitions = load_definitions()
     key = signing_key()
+    debs = debian_subset.download(image_tag, log=log)
     stamp = MIRROR_ROOT / ".inputs"
-    wanted = inputs_hash(definitions) + key.fingerprint
+    wanted = inputs_hash(definitions) + key.fingerprint + debian_subset.inputs_hash(image_tag)
     if stamp.is_file() and stamp.read_text(encoding="utf-8") == wanted:
         return Repository(MIRROR_ROOT, MIRROR_URL)
     log("lab: building the signed package mirror")
     staging_root = LAB_STATE_DIR / "build" / "debs"
-    repos = definitions["repos"]
+    repos = dict(definitions["repos"], debian=debian_subset.REPO_PATH)
     for repo_path in repos.values():
         shutil.rmtree(MIRROR_ROOT / repo_path, ignore_errors=True)
         (MIRROR_ROOT / repo_path).mkdir(parents=True)
@@ -211,6 +224,9 @@ def build(log=print) -> Repository:
             skipped.append(f"{package['name']} (needs {', '.join(missing)})")
             continue
         build_deb(package, staging_root / package["name"], MIRROR_ROOT / repos[package["repo"]])
+    built = {package["name"] for package in expand(definitions)}
+    built |= {name.split()[0] for package in expand(definitions) for name in package.get("provides") or []}
+    publish_debian(debs, built, MIRROR_ROOT / repos["debian"], log=log)
     for name, repo_path in repos.items():
         _index(MIRROR_ROOT / repo_path, f"gpuforge-lab-{name}", key)
     shutil.rmtree(staging_root, ignore_errors=True)

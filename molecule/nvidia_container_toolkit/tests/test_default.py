@@ -1,0 +1,52 @@
+"""nvidia_container_toolkit on a lab node: pinned packages, OCI hook, containerd config edited, CDI, cli checks."""
+
+import json
+
+import yaml
+
+
+def test_toolkit_pinned_from_mirror(host):
+    for name in (
+        "nvidia-container-toolkit",
+        "nvidia-container-toolkit-base",
+        "libnvidia-container-tools",
+        "libnvidia-container1",
+    ):
+        package = host.package(name)
+        assert package.is_installed, name
+        assert package.version == "1.17.8-1", name
+    policy = host.check_output("apt-cache policy nvidia-container-toolkit")
+    assert "http://mirror/libnvidia-container/stable/deb/amd64" in policy
+    source = host.file("/etc/apt/sources.list.d/nvidia-container-toolkit.sources")
+    assert source.contains("Signed-By: /etc/apt/keyrings/nvidia-container-toolkit.asc")
+
+
+def test_oci_prestart_hook(host):
+    hook = json.loads(host.file("/usr/share/containers/oci/hooks.d/oci-nvidia-hook.json").content_string)
+    assert hook["hook"]["path"] == "/usr/bin/nvidia-container-runtime-hook"
+    assert hook["hook"]["args"] == ["nvidia-container-runtime-hook", "prestart"]
+    assert hook["stages"] == ["prestart"]
+    assert host.file("/usr/bin/nvidia-container-runtime-hook").is_executable
+
+
+def test_containerd_config_has_nvidia_runtime_and_kept_the_rest(host):
+    config = host.file("/etc/containerd/config.toml").content_string
+    assert config.count('[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]') == 1
+    assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in config
+    assert host.service("containerd").is_running
+
+
+def test_cdi_spec_lists_the_8_gpus(host):
+    spec = yaml.safe_load(host.file("/etc/cdi/nvidia.yaml").content_string)
+    assert spec["kind"] == "nvidia.com/gpu"
+    names = [device["name"] for device in spec["devices"]]
+    assert names[:1] == ["0"] and names[-1] == "all"
+    assert len(names) == 17
+
+
+def test_container_cli_sees_driver(host):
+    listing = host.check_output("nvidia-container-cli -k list").splitlines()
+    assert "/dev/nvidiactl" in listing
+    assert "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.183.01" in listing
+    info = host.check_output("nvidia-container-cli info")
+    assert info.count("Model:          Tesla V100-SXM2-16GB") == 8

@@ -1,0 +1,81 @@
+"""The lab's Debian subset: the apt configuration that isolates the download from the host's own apt
+state, the list's coverage of what lab packages depend on, and the shadowing rule."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from gpuforge.lab import debian_subset, image, mirror
+from gpuforge.paths import PROJECT_ROOT
+
+
+def _options(work: Path, status: Path) -> dict[str, str]:
+    pairs = debian_subset.apt_options(work, status)
+    assert pairs[::2] == ["-o"] * (len(pairs) // 2)
+    return dict(item.split("=", 1) for item in pairs[1::2])
+
+
+def test_apt_uses_only_the_work_directory_and_the_image_status(tmp_path):
+    options = _options(tmp_path, tmp_path / "status")
+    assert options["Dir::State::status"] == str(tmp_path / "status")
+    for key in ("Dir::State", "Dir::Cache", "Dir::Etc::SourceList", "Dir::Etc::SourceParts", "Dir::Etc::Preferences"):
+        assert options[key].startswith(str(tmp_path)), key
+    assert options["APT::Install-Recommends"] == "false"
+
+
+def test_sources_are_signed_by_the_debian_archive_key():
+    lines = debian_subset.sources_list().splitlines()
+    assert len(lines) == 2
+    assert all(line.startswith(f"deb [signed-by={debian_subset.DEBIAN_KEYRING}] ") for line in lines)
+    assert lines[1].endswith(" bookworm-security main")
+
+
+def test_every_debian_dependency_of_a_lab_package_is_listed():
+    definitions = mirror.load_definitions()
+    packages = mirror.expand(definitions)
+    built = {package["name"] for package in packages}
+    built |= {name.split()[0] for package in packages for name in package.get("provides") or []}
+    depends = {
+        alternative.split()[0]
+        for package in packages
+        for clause in package.get("depends") or []
+        for alternative in clause.split("|")
+    }
+    listed = set(debian_subset.package_list())
+    assert sorted(depends - built - listed - set(image.package_list())) == []
+
+
+def test_packages_roles_install_in_the_lab_are_listed():
+    # Distribution packages named in Debian role vars and scenario preparations must come from the subset.
+    listed = set(debian_subset.package_list())
+    selinux = yaml.safe_load((PROJECT_ROOT / "roles/gpu_selinux/vars/Debian.yml").read_text(encoding="utf-8"))
+    slurm = yaml.safe_load((PROJECT_ROOT / "roles/slurm/vars/Debian.yml").read_text(encoding="utf-8"))
+    wanted = set(selinux["gpu_selinux_packages"]) | set(slurm["slurm_munge_packages"])
+    wanted |= {name for names in slurm["slurm_packages"].values() for name in names}
+    assert sorted(wanted - listed) == []
+
+
+def test_debian_packages_the_lab_builds_are_not_published(tmp_path):
+    pool = tmp_path / "pool"
+    pool.mkdir()
+    for name in ("rdma-core_44.0-2_amd64.deb", "containerd_1.6.20~ds1-1+b1_amd64.deb"):
+        (pool / name).write_bytes(b"")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    logged = []
+    mirror.publish_debian(sorted(pool.iterdir()), {"rdma-core"}, repo, log=logged.append)
+    assert [path.name for path in repo.iterdir()] == ["containerd_1.6.20~ds1-1+b1_amd64.deb"]
+    assert "rdma-core_44.0-2_amd64.deb" in logged[0]
+
+
+def test_image_trusts_only_the_lab_mirror_for_debian():
+    sources = image.debian_sources()
+    assert "deb.debian.org" not in sources
+    assert f"URIs: {mirror.MIRROR_URL}/{debian_subset.REPO_PATH}/" in sources
+    assert f"Signed-By: {image.LAB_KEYRING}" in sources
+
+
+def test_image_tag_changes_with_the_trusted_key():
+    assert image.image_tag(b"key one") != image.image_tag(b"key two")

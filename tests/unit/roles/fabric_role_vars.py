@@ -1,0 +1,60 @@
+"""Render a role's variables for an OS (defaults + pin table + vars/<os>.yml) the way Ansible templates them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+
+ROOT = Path(__file__).resolve().parents[3]
+FACTS = {
+    "Debian": {"distribution": "Debian", "os_family": "Debian", "distribution_major_version": "12",
+               "distribution_version": "12.7", "kernel": "6.1.0-26-amd64"},
+    "Ubuntu": {"distribution": "Ubuntu", "os_family": "Debian", "distribution_major_version": "22",
+               "distribution_version": "22.04", "kernel": "5.15.0-119-generic"},
+    "RedHat": {"distribution": "RedHat", "os_family": "RedHat", "distribution_major_version": "9",
+               "distribution_version": "9.4", "kernel": "5.14.0-427.13.1.el9_4.x86_64"},
+}  # fmt: skip
+
+
+def _trusted(value):
+    if isinstance(value, str) and "{{" in value:
+        return trust_as_template(value)
+    if isinstance(value, dict):
+        return {k: _trusted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_trusted(v) for v in value]
+    return value
+
+
+def _load(path: Path) -> dict:
+    return _trusted(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
+
+
+def templar(role: str, os_name: str, **extra) -> Templar:
+    role_dir = ROOT / "roles" / role
+    variables = {
+        **_load(ROOT / "roles" / "gpuforge" / "defaults" / "main" / "fabric_storage.yml"),
+        **_load(role_dir / "defaults" / "main.yml"),
+        **_load(role_dir / "vars" / f"{os_name}.yml"),
+        "ansible_facts": FACTS[os_name],
+        "ansible_play_hosts": ["gpu01", "gpu02"],
+        "inventory_hostname": "gpu01",
+        "inventory_hostname_short": "gpu01",
+        "groups": {"spectrum_scale_cluster": ["storage01"]},
+        "playbook_dir": "/srv/gpuforge/playbooks",
+        "ansible_managed": "Ansible managed",
+        **_trusted(extra),
+    }
+    return Templar(loader=DataLoader(), variables=variables)
+
+
+def render(role: str, os_name: str, expression: str, **extra):
+    return templar(role, os_name, **extra).template(trust_as_template(expression))
+
+
+def render_file(role: str, os_name: str, template: str, **extra) -> str:
+    text = (ROOT / "roles" / role / "templates" / template).read_text(encoding="utf-8")
+    return templar(role, os_name, **extra).template(trust_as_template(text))

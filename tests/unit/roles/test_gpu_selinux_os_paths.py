@@ -1,0 +1,63 @@
+"""gpu_selinux per OS: toolchain packages, Makefile, module sources for policies with and without a container module."""
+
+from __future__ import annotations
+
+import pytest
+from gpu_stack_render import RoleRender
+
+
+def _semodule(*names: str) -> dict:
+    return {"stdout_lines": list(names)}
+
+
+@pytest.mark.parametrize(
+    ("os_name", "packages"),
+    [
+        (
+            "debian12",
+            ["selinux-policy-default", "selinux-policy-dev", "policycoreutils", "semodule-utils", "checkpolicy"],
+        ),
+        (
+            "ubuntu2404",
+            ["selinux-policy-default", "selinux-policy-dev", "policycoreutils", "semodule-utils", "checkpolicy"],
+        ),
+        ("rhel9", ["selinux-policy-devel", "policycoreutils-python-utils"]),
+    ],
+)
+def test_toolchain_and_makefile(os_name, packages):
+    render = RoleRender("gpu_selinux", os_name)
+    assert render.var("gpu_selinux_packages") == packages
+    assert render.var("gpu_selinux_makefile") == "/usr/share/selinux/devel/Makefile"
+
+
+def test_nvidia_container_on_rhel_uses_the_container_template():
+    text = RoleRender("gpu_selinux", "rhel9").template(
+        "nvidia_container.te.j2", gpu_selinux_semodule_list=_semodule("container", "virt")
+    )
+    assert "policy_module(nvidia_container, 1.0)" in text
+    assert "\ncontainer_domain_template(nvidia_container)\n" in text
+    assert "\ntype nvidia_container_t;" not in text
+    assert "dev_rw_xserver_misc(nvidia_container_t)" in text
+    assert "capability" not in text.split("policy_module")[1].replace("grants no capability", "")
+
+
+def test_nvidia_container_without_container_module_is_a_plain_domain():
+    text = RoleRender("gpu_selinux", "debian12").template(
+        "nvidia_container.te.j2", gpu_selinux_semodule_list=_semodule("xserver", "virt")
+    )
+    assert "\ntype nvidia_container_t;\ndomain_type(nvidia_container_t)\n" in text
+    assert "container_domain_template" not in text.split("policy_module")[1]
+
+
+def test_infiniband_module_optional_per_domain():
+    text = RoleRender("gpu_selinux", "debian12").template("infiniband.te.j2")
+    assert "policy_module(infiniband, 1.0)" in text
+    assert text.count("optional_policy(`") == 3
+    for domain in ("container_t", "spc_t", "nvidia_container_t"):
+        assert f"dev_rw_infiniband({domain})" in text
+
+
+def test_only_enforcing_is_accepted():
+    task = RoleRender("gpu_selinux", "debian12", gpu_selinux_state="permissive").task("main.yml", "Refuse anything but")
+    assert task["that"] == "gpu_selinux_state == 'enforcing'"
+    assert "never disables SELinux or sets it permissive" in task["fail_msg"]

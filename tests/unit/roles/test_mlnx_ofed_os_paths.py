@@ -1,0 +1,63 @@
+"""mlnx_ofed per OS: DOCA repository URL, pinned package spec, tarball name/URL/installer argv, kernel check."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from fabric_role_vars import render
+
+
+@pytest.mark.parametrize(
+    ("os_name", "url", "package"),
+    [
+        ("Debian", "https://linux.mellanox.com/public/repo/doca/2.9.1/debian12/x86_64", "doca-ofed=2.9.1-1"),
+        ("Ubuntu", "https://linux.mellanox.com/public/repo/doca/2.9.1/ubuntu22.04/x86_64", "doca-ofed=2.9.1-1"),
+        ("RedHat", "https://linux.mellanox.com/public/repo/doca/2.9.1/rhel9.4/x86_64", "doca-ofed-2.9.1-1"),
+    ],
+)
+def test_doca_repo_and_package(os_name, url, package):
+    assert render("mlnx_ofed", os_name, "{{ mlnx_ofed_doca_repo_url }}") == url
+    assert render("mlnx_ofed", os_name, "{{ mlnx_ofed_doca_packages }}") == [package]
+
+
+def test_tarball_url_checksum_and_installer_argv():
+    sha = "a" * 64
+    name = render("mlnx_ofed", "Ubuntu", "{{ mlnx_ofed_tarball_name }}")
+    assert name == "MLNX_OFED_LINUX-24.10-1.1.4.0-ubuntu22.04-x86_64"
+    assert render("mlnx_ofed", "Ubuntu", "{{ mlnx_ofed_tarball_url }}") == (
+        "https://content.mellanox.com/ofed/MLNX_OFED-24.10-1.1.4.0/MLNX_OFED_LINUX-24.10-1.1.4.0-ubuntu22.04-x86_64.tgz"
+    )
+    pins = {"ubuntu22.04": sha}
+    assert (
+        render("mlnx_ofed", "Ubuntu", "{{ mlnx_ofed_tarball_sha256 }}", gpuforge_mlnx_ofed_tarball_sha256=pins) == sha
+    )
+    assert render("mlnx_ofed", "RedHat", "{{ mlnx_ofed_tarball_sha256 }}", gpuforge_mlnx_ofed_tarball_sha256=pins) == ""
+    argv = render(
+        "mlnx_ofed",
+        "Ubuntu",
+        "{{ [mlnx_ofed_work_dir ~ '/' ~ mlnx_ofed_tarball_name ~ '/mlnxofedinstall'] + mlnx_ofed_install_flags }}",
+    )
+    assert argv[0] == "/var/cache/gpuforge/mlnx_ofed/MLNX_OFED_LINUX-24.10-1.1.4.0-ubuntu22.04-x86_64/mlnxofedinstall"
+    assert "--without-fw-update" in argv[1:]
+
+
+@pytest.mark.parametrize(
+    ("distro", "kernel", "supported"),
+    [
+        ("debian12", "6.1.0-26-amd64", True),
+        ("debian12", "6.12.9-amd64", False),
+        ("ubuntu22.04", "5.15.0-119-generic", True),
+        ("ubuntu24.04", "6.8.0-45-generic", True),
+        ("rhel9.4", "5.14.0-427.13.1.el9_4.x86_64", True),
+        ("rhel9.4", "5.14.0-503.11.1.el9_5.x86_64", False),
+    ],
+)
+def test_supported_kernel_table(distro, kernel, supported):
+    table = render("mlnx_ofed", "Debian", "{{ mlnx_ofed_supported_kernels }}")
+    assert bool(re.search(table[distro], kernel)) is supported
+
+
+@pytest.mark.parametrize(("os_name", "service"), [("Debian", "opensmd"), ("RedHat", "opensm")])
+def test_opensm_service_name(os_name, service):
+    assert render("mlnx_ofed", os_name, "{{ mlnx_ofed_opensm_service }}") == service

@@ -1,0 +1,79 @@
+"""nvidia_container_toolkit per OS: repository, key, pinned packages, nvidia-ctk command line, OCI hook."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from gpu_stack_render import RoleRender
+
+BASE = "https://nvidia.github.io/libnvidia-container"
+PINNED = [
+    "nvidia-container-toolkit",
+    "nvidia-container-toolkit-base",
+    "libnvidia-container-tools",
+    "libnvidia-container1",
+]
+
+
+@pytest.mark.parametrize("os_name", ["debian12", "ubuntu2204", "ubuntu2404"])
+def test_apt_repository_key_and_packages(os_name):
+    render = RoleRender("nvidia_container_toolkit", os_name)
+    assert render.var("nvidia_container_toolkit_repo_url") == f"{BASE}/stable/deb/amd64"
+    key = render.task("setup-Debian.yml", "Download the libnvidia-container repository key")
+    assert key["url"] == f"{BASE}/gpgkey"
+    assert key["dest"] == "/etc/apt/keyrings/nvidia-container-toolkit.asc"
+    assert render.var("gpuforge_libnvidia_container_key_fingerprint") == "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
+    repo = render.task("setup-Debian.yml", "Add the libnvidia-container repository")
+    assert repo["signed_by"] == "/etc/apt/keyrings/nvidia-container-toolkit.asc"
+    assert (repo["uris"], repo["suites"]) == (f"{BASE}/stable/deb/amd64/", ["/"])
+    packages = render.task("setup-Debian.yml", "Install the NVIDIA Container Toolkit")["name"]
+    assert packages == [f"{name}=1.17.8-1" for name in PINNED]
+
+
+@pytest.mark.parametrize("os_name", ["rhel8", "rhel9"])
+def test_rpm_repository_key_and_packages(os_name):
+    render = RoleRender("nvidia_container_toolkit", os_name)
+    repo = render.task("setup-RedHat.yml", "Add the libnvidia-container repository")
+    assert repo["baseurl"] == f"{BASE}/stable/rpm/$basearch"
+    assert (repo["gpgcheck"], repo["repo_gpgcheck"], repo["gpgkey"]) == (True, True, f"{BASE}/gpgkey")
+    key = render.task("setup-RedHat.yml", "Import the libnvidia-container signing key")
+    assert key["fingerprint"] == "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
+    packages = render.task("setup-RedHat.yml", "Install the NVIDIA Container Toolkit")["name"]
+    assert packages == [f"{name}-1.17.8-1" for name in PINNED]
+
+
+def test_ctk_command_line_per_runtime():
+    render = RoleRender("nvidia_container_toolkit", "debian12", nvidia_container_toolkit_runtime="containerd")
+    assert render.var("nvidia_container_toolkit_ctk_argv") == [
+        "nvidia-ctk",
+        "runtime",
+        "configure",
+        "--runtime=containerd",
+        "--config=/etc/containerd/config.toml",
+    ]
+    docker = RoleRender(
+        "nvidia_container_toolkit",
+        "rhel9",
+        nvidia_container_toolkit_runtime="docker",
+        nvidia_container_toolkit_set_as_default=True,
+    )
+    assert docker.var("nvidia_container_toolkit_ctk_argv")[-2:] == [
+        "--config=/etc/docker/daemon.json",
+        "--set-as-default",
+    ]
+
+
+def test_runtimes_split_between_hook_and_ctk():
+    render = RoleRender("nvidia_container_toolkit", "debian12", nvidia_container_toolkit_runtimes=["crio", "docker"])
+    assert render.var("nvidia_container_toolkit_hook_runtimes") == ["crio"]
+    assert render.var("nvidia_container_toolkit_ctk_runtimes") == ["docker"]
+
+
+def test_oci_hook_json():
+    hook = json.loads(RoleRender("nvidia_container_toolkit", "rhel9").template("oci-nvidia-hook.json.j2"))
+    assert hook["version"] == "1.0.0"
+    assert hook["hook"]["path"] == "/usr/bin/nvidia-container-runtime-hook"
+    assert hook["hook"]["args"] == ["nvidia-container-runtime-hook", "prestart"]
+    assert hook["stages"] == ["prestart"]
+    assert hook["when"] == {"always": True, "commands": [".*"]}

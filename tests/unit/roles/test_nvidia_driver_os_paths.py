@@ -1,0 +1,128 @@
+"""nvidia_driver per OS: repository URLs, keys and package names for RHEL 8/9, Ubuntu 22.04/24.04, Debian 12."""
+
+from __future__ import annotations
+
+import pytest
+from gpu_stack_render import RoleRender
+
+CUDA = "https://developer.download.nvidia.com/compute/cuda/repos"
+
+
+def driver(os_name: str, **extra) -> RoleRender:
+    return RoleRender("nvidia_driver", os_name, **extra)
+
+
+@pytest.mark.parametrize(
+    ("os_name", "repo"),
+    [
+        ("debian12", f"{CUDA}/debian12/x86_64"),
+        ("ubuntu2204", f"{CUDA}/ubuntu2204/x86_64"),
+        ("ubuntu2404", f"{CUDA}/ubuntu2404/x86_64"),
+        ("rhel8", f"{CUDA}/rhel8/x86_64"),
+        ("rhel9", f"{CUDA}/rhel9/x86_64"),
+    ],
+)
+def test_cuda_repository_url(os_name, repo):
+    assert driver(os_name).var("nvidia_driver_cuda_repo_url") == repo
+
+
+def test_flavour_follows_gpu_generation_unless_set():
+    assert (
+        driver("debian12", gpuforge_gpu_architecture="Volta").var("nvidia_driver_kernel_module_flavor_effective")
+        == "proprietary"
+    )
+    assert (
+        driver("debian12", gpuforge_gpu_architecture="Hopper").var("nvidia_driver_kernel_module_flavor_effective")
+        == "open"
+    )
+    assert (
+        driver("debian12", gpuforge_gpu_architecture="Turing").var("nvidia_driver_kernel_module_flavor_effective")
+        == "open"
+    )
+    explicit = driver("debian12", gpuforge_gpu_architecture="Ampere", nvidia_driver_kernel_module_flavor="proprietary")
+    assert explicit.var("nvidia_driver_kernel_module_flavor_effective") == "proprietary"
+    assert driver("debian12").var("nvidia_driver_kernel_module_flavor_effective") == ""
+
+
+def _apt_names(render: RoleRender) -> list[str]:
+    return render.task("setup-Debian.yml", "Install the driver packages of the pinned branch")["name"]
+
+
+def test_debian12_packages_pinned_with_flavour():
+    assert _apt_names(driver("debian12", gpuforge_gpu_architecture="Volta")) == [
+        "nvidia-kernel-dkms-535=535.183.01-*",
+        "cuda-drivers-535=535.183.01-*",
+    ]
+    assert (
+        _apt_names(driver("debian12", gpuforge_gpu_architecture="Hopper"))[0]
+        == "nvidia-kernel-open-dkms-535=535.183.01-*"
+    )
+
+
+@pytest.mark.parametrize("os_name", ["ubuntu2204", "ubuntu2404"])
+def test_ubuntu_cuda_and_canonical_sources(os_name):
+    assert _apt_names(driver(os_name, gpuforge_gpu_architecture="Hopper")) == [
+        "nvidia-driver-535-open=535.183.01-*",
+        "cuda-drivers-535=535.183.01-*",
+    ]
+    canonical = driver(os_name, gpuforge_gpu_architecture="Volta", nvidia_driver_source="canonical")
+    assert _apt_names(canonical) == ["nvidia-headless-535-server=535.183.01-*", "nvidia-utils-535-server=535.183.01-*"]
+    assert canonical.var("nvidia_driver_header_packages")[0].startswith("linux-headers-")
+
+
+def test_debian_key_and_fingerprint():
+    render = driver("ubuntu2204")
+    assert (
+        render.expr("{{ gpuforge_cuda_repo_key_url or (nvidia_driver_cuda_repo_url ~ '/3bf863cc.pub') }}")
+        == f"{CUDA}/ubuntu2204/x86_64/3bf863cc.pub"
+    )
+    assert render.var("gpuforge_cuda_repo_key_fingerprint") == "EB693B3035CD5710E231E123A4B469963BF863CC"
+
+
+@pytest.mark.parametrize(("os_name", "major"), [("rhel8", "8"), ("rhel9", "9")])
+def test_rhel_streams_epel_and_key(os_name, major):
+    dkms = driver(os_name, gpuforge_gpu_architecture="Volta")
+    assert dkms.var("nvidia_driver_rhel_packages")[:2] == ["@nvidia-driver:535-dkms", "nvidia-driver-535.183.01"]
+    assert dkms.var("nvidia_driver_rhel_needs_epel") is True
+    assert dkms.task("setup-RedHat.yml", "Install the EPEL release")["name"] == (
+        f"https://dl.fedoraproject.org/pub/epel/epel-release-latest-{major}.noarch.rpm"
+    )
+    key = dkms.task("setup-RedHat.yml", "Import the CUDA repository signing key")
+    assert key["key"] == f"{CUDA}/rhel{major}/x86_64/D42D0685.pub"
+    assert key["fingerprint"] == "610C7B14E068A878070DA4E99CD0A493D42D0685"
+    repo = dkms.task("setup-RedHat.yml", "Add the CUDA repository")
+    assert (repo["baseurl"], repo["gpgcheck"]) == (f"{CUDA}/rhel{major}/x86_64", True)
+    open_stream = driver(os_name, gpuforge_gpu_architecture="Hopper")
+    assert open_stream.var("nvidia_driver_rhel_packages")[0] == "@nvidia-driver:535-open"
+    precompiled = driver(os_name, gpuforge_gpu_architecture="Hopper", nvidia_driver_rhel_install="precompiled")
+    assert precompiled.var("nvidia_driver_rhel_packages")[0] == "@nvidia-driver:535"
+    assert precompiled.var("nvidia_driver_rhel_needs_epel") is False
+    assert dkms.var("nvidia_driver_header_packages") == [
+        f"kernel-devel-{dkms.var('ansible_facts.kernel')}",
+        f"kernel-headers-{dkms.var('ansible_facts.kernel')}",
+    ]
+    assert dkms.var("nvidia_driver_initramfs_command") == ["dracut", "--force"]
+
+
+def test_fabricmanager_package_names():
+    assert driver("debian12").var("nvidia_driver_fabricmanager_package") == "nvidia-fabricmanager-535"
+    assert driver("rhel9").var("nvidia_driver_fabricmanager_package") == "nvidia-fabric-manager-535.183.01"
+    assert driver("debian12", gpuforge_gpu_nvswitch=True).var("nvidia_driver_fabricmanager") is True
+    assert driver("debian12").var("nvidia_driver_fabricmanager") is False
+
+
+def test_lab_overrides_point_at_the_mirror():
+    from gpu_stack_render import ROOT, load_yaml
+
+    lab = load_yaml(ROOT / "inventories" / "lab" / "group_vars" / "all" / "gpu_stack.yml")
+    lab.update(
+        gpuforge_lab_mirror_url="http://mirror",
+        gpuforge_lab_mirror_key_fingerprint="ABC",
+        gpuforge_lab_mirror_key_sha256="00",
+        gpuforge_lab_node_profile="dgx1-v100-edr",  # the inventory's gpuforge_lab_profile (no env lookup here)
+    )
+    render = driver("debian12", **lab)
+    assert render.var("nvidia_driver_cuda_repo_url") == "http://mirror/cuda/repos/debian12/x86_64"
+    assert render.var("nvidia_driver_kernel_module_flavor_effective") == "proprietary"
+    assert render.var("nvidia_driver_kernel_headers") is False
+    assert render.var("gpuforge_cuda_repo_key_fingerprint") == "ABC"
