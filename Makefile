@@ -40,10 +40,7 @@ lab-prepare: setup
 
 molecule: lab-prepare
 	export GPUFORGE_LAB_IMAGE=$$(tail -n 1 .gpuforge/lab-image-tag)
-	for scenario in $(SCENARIOS); do
-	  echo "== molecule test -s $$scenario"
-	  molecule test -s $$scenario
-	done
+	bash scripts/molecule_lanes.sh $(SCENARIOS)
 
 smoke: setup
 	pytest -q -m lab tests/lab

@@ -1,4 +1,4 @@
-"""`gpuforge demo`: lab up -> provision -> validate (report only) -> benchmark -> k8s render -> report.
+"""`gpuforge demo`: lab up -> lab services -> provision -> validate (report only) -> benchmark -> k8s render -> report.
 
 Every stage runs even when an earlier optional one failed, and is reported; only a failed lab or
 provisioning makes the demo exit non-zero. Re-running reuses the lab (cluster.up is idempotent).
@@ -18,6 +18,8 @@ from gpuforge.runner import RunRequest, new_run_id, run_playbook, write_summary
 DEMO_SPEC = paths.LAB_DIR / "specs" / "demo.yml"
 # Validation must not stop the demo on the faulty node: record failures, do not fail the play.
 REPORT_ONLY_VARS = ["gpuforge_validate_report_only=true"]
+# Stages whose failure fails the demo; the later ones are reported either way.
+REQUIRED_STAGES = ("lab", "lab-services", "provision")
 
 
 @dataclass
@@ -81,6 +83,10 @@ def run(options, view_factory: Callable, log: Callable[[str], None] = print) -> 
     except Exception as exc:  # podman/mirror errors: nothing else can run
         stages.append(Stage("lab", "failed", 1, str(exc)))
         return _finish(run_dir, stages, started, log)
+    # The site's existing infrastructure (the Storage Scale cluster GPU nodes join), stood in for by the lab.
+    lab_services = base("lab-services", "services.yml")
+    lab_services.playbooks_dir = paths.LAB_DIR / "playbooks"
+    stages.append(_playbook_stage("lab-services", lab_services, run_dir, view_factory))
     stages.append(_playbook_stage("provision", base("provision", "site.yml"), run_dir, view_factory))
     if stages[-1].status == "failed":
         log(f"demo: provisioning failed ({stages[-1].detail}); continuing to collect what can be collected")
@@ -93,7 +99,7 @@ def run(options, view_factory: Callable, log: Callable[[str], None] = print) -> 
 
 
 def _finish(run_dir: Path, stages: list[Stage], started: float, log) -> int:
-    failed_hard = any(stage.status == "failed" for stage in stages if stage.name in ("lab", "provision"))
+    failed_hard = any(stage.status == "failed" for stage in stages if stage.name in REQUIRED_STAGES)
     finished = time.time()
     summary = {
         "schema_version": 1,

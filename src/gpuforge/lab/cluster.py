@@ -6,6 +6,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -105,7 +106,9 @@ def ensure_mirror(tag: str, log=print) -> str:
 
 
 def _config_hash(node: NodeSpec, tag: str, ip: str, peers: list[str]) -> str:
-    payload = json.dumps({"tag": tag, "ip": ip, "peers": peers, "name": node.name}, sort_keys=True)
+    payload = json.dumps(
+        {"tag": tag, "ip": ip, "peers": peers, "name": node.name, "options": _kind_options(node)}, sort_keys=True
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
@@ -127,6 +130,14 @@ def _wait_for_systemd(container: str, timeout: float = 90.0) -> None:
             return
         time.sleep(0.5)
     raise PodmanError(f"{container}: systemd did not finish booting within {timeout:.0f}s (state: {state or '?'})")
+
+
+def _kind_options(node: NodeSpec) -> list[str]:
+    """NFS servers (the lab's nfs-ganesha, lab/playbooks/nfs_server.yml) export a tmpfs: ganesha needs file
+    handles, which the overlay root lacks, and CAP_DAC_READ_SEARCH to open them."""
+    if "nfs_servers" in node.groups:
+        return ["--tmpfs", "/srv/nfs:rw,mode=0755,size=64m", "--cap-add", "DAC_READ_SEARCH"]
+    return []
 
 
 def ensure_node(spec: LabSpec, node: NodeSpec, index: int, tag: str, hosts: list[str]) -> bool:
@@ -155,6 +166,7 @@ def ensure_node(spec: LabSpec, node: NodeSpec, index: int, tag: str, hosts: list
         # Stand-in for Spectrum Scale's replicated cluster configuration (CCR), shared by all nodes.
         "-v", f"{SHARED_DIR}:/var/lib/gpuforge-lab/shared",
         "--add-host", f"mirror:{MIRROR_IP}",
+        *_kind_options(node),
     ]  # fmt: skip
     for peer in hosts:
         if not peer.startswith(node.name + ":"):
@@ -192,24 +204,30 @@ def _up(spec: LabSpec, log) -> list[NodeStatus]:
     changed = ensure_network(log)
     mirror_url = ensure_mirror(tag, log=log)
     hosts = [f"{node.name}:{node_ip(i)}" for i, node in enumerate(spec.nodes)]
+    wanted = {container_name(n.name): _config_hash(n, tag, node_ip(i), hosts) for i, n in enumerate(spec.nodes)}
+    # Nodes that go or change are removed first: a changed lab may give their addresses to other nodes.
+    removed = _remove_stale_nodes(wanted)
     for index, node in enumerate(spec.nodes):
         if ensure_node(spec, node, index, tag, hosts):
             changed = True
             log(f"lab: node {node.name} ({node.profile}) started at {node_ip(index)}")
-    removed = _remove_extra_nodes({node.name for node in spec.nodes})
     inventory.write(spec, [node_ip(i) for i in range(len(spec.nodes))], mirror_url)
     if not changed and not removed:
         log("lab: already up, nothing changed")
     return status()
 
 
-def _remove_extra_nodes(keep: set[str]) -> list[str]:
-    removed = []
-    for line in podman("ps", "-a", "--filter", f"label={LABEL}=node", "--format", "{{.Names}}").split():
-        if line.removeprefix("gpuforge-lab-") not in keep:
-            podman("rm", "-f", "-t", "5", line)
-            removed.append(line)
-    return removed
+def _remove_stale_nodes(wanted: dict[str, str]) -> list[str]:
+    """Remove node containers not in `wanted` (container name -> config hash) or with another config."""
+    names = podman("ps", "-a", "--filter", f"label={LABEL}=node", "--format", "{{.Names}}").split()
+    stale = [
+        info["Name"]
+        for info in inspect("container", names)
+        if wanted.get(info["Name"]) != info["Config"]["Labels"].get(f"{LABEL}.config")
+    ]
+    if stale:
+        podman("rm", "-f", "-t", "5", *stale)
+    return stale
 
 
 def status() -> list[NodeStatus]:
@@ -249,4 +267,6 @@ def _down(log) -> None:
         else:
             podman("network", "rm", NETWORK)
             log(f"lab: removed network {NETWORK}")
+    # The shared directory holds cluster state (the Storage Scale CCR stand-in) of the nodes just removed.
+    shutil.rmtree(SHARED_DIR, ignore_errors=True)
     inventory.remove()

@@ -34,8 +34,10 @@ def package_list() -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
-def inputs_hash(image_tag: str) -> str:
-    text = "\n".join([image_tag, DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR, *package_list()])
+def inputs_hash(image_status: str) -> str:
+    """What the download depends on: the image's installed packages (not its tag, so that an overlay-only
+    image change costs no download), the mirrors and the list."""
+    text = "\n".join([DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR, *package_list(), image_status])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -75,11 +77,13 @@ def _apt(work: Path, status: Path, *args: str) -> None:
         )
 
 
-def download(image_tag: str, log=print) -> list[Path]:
-    """The .deb files for lab/packages/debian.txt against image `image_tag`; cached until either changes."""
+def download(image_tag: str, log=print) -> tuple[list[Path], str]:
+    """The .deb files for lab/packages/debian.txt against image `image_tag`, and the inputs' hash; the download
+    is cached until that hash changes."""
     archives = WORK_DIR / "cache" / "archives"
     stamp = WORK_DIR / ".inputs"
-    wanted = inputs_hash(image_tag)
+    image_status = podman("run", "--rm", "--network=none", image_tag, "cat", "/var/lib/dpkg/status")
+    wanted = inputs_hash(image_status)
     if not (stamp.is_file() and stamp.read_text(encoding="utf-8") == wanted):
         log("lab: downloading the Debian packages lab nodes install (lab/packages/debian.txt)")
         shutil.rmtree(WORK_DIR, ignore_errors=True)
@@ -88,11 +92,11 @@ def download(image_tag: str, log=print) -> list[Path]:
         (WORK_DIR / "sources.list").write_text(sources_list(), encoding="utf-8")
         (WORK_DIR / "preferences").write_text("", encoding="utf-8")
         status = WORK_DIR / "image-dpkg-status"
-        status.write_text(podman("run", "--rm", "--network=none", image_tag, "cat", "/var/lib/dpkg/status"))
+        status.write_text(image_status, encoding="utf-8")
         _apt(WORK_DIR, status, "update")
         _apt(WORK_DIR, status, "install", "--download-only", "--yes", *package_list())
         stamp.write_text(wanted, encoding="utf-8")
-    return sorted(archives.glob("*.deb"))
+    return sorted(archives.glob("*.deb")), wanted
 
 
 def package_name(deb: Path) -> str:

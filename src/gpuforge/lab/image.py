@@ -19,9 +19,10 @@ from gpuforge.paths import LAB_DIR, LAB_STATE_DIR
 IMAGE_DIR = LAB_DIR / "image"
 IMAGE_REPO = "localhost/gpuforge-lab-node"
 SUITE = "bookworm"
-BUILDER_REVISION = "2"  # bump when the build steps below change
+BUILDER_REVISION = "3"  # bump when the build steps below change
 # Nodes take Debian packages from the lab mirror (internal network), trusting this lab's archive key.
 LAB_KEYRING = "/usr/share/keyrings/gpuforge-lab-archive-keyring.asc"
+LAB_TOOLS_PATH = "gpuforge-lab/tools"
 # systemd units that cannot work in a container (no kernel modules, no consoles) or slow the boot.
 MASKED_UNITS = [
     "systemd-modules-load.service",
@@ -54,8 +55,17 @@ def image_tag(key: bytes) -> str:
     return f"{IMAGE_REPO}:{content_hash(key)}"
 
 
+def _source(path: str) -> str:
+    return f"Types: deb\nURIs: {MIRROR_URL}/{path}/\nSuites: /\nSigned-By: {LAB_KEYRING}\n"
+
+
 def debian_sources() -> str:
-    return f"Types: deb\nURIs: {MIRROR_URL}/{REPO_PATH}/\nSuites: /\nSigned-By: {LAB_KEYRING}\n"
+    return _source(REPO_PATH)
+
+
+def lab_tools_sources() -> str:
+    """The simulator library is part of the simulated hardware, so every node has its source from the start."""
+    return _source(LAB_TOOLS_PATH)
 
 
 def _customize(rootfs: Path, key: bytes) -> None:
@@ -63,6 +73,8 @@ def _customize(rootfs: Path, key: bytes) -> None:
     (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
     (rootfs / LAB_KEYRING.lstrip("/")).write_bytes(key)
     (rootfs / "etc/apt/sources.list.d/debian.sources").write_text(debian_sources(), encoding="utf-8")
+    # Same file name as the lab_mirror scenario's deb822_repository, so that one replaces, never duplicates, it.
+    (rootfs / "etc/apt/sources.list.d/gpuforge-lab-tools.sources").write_text(lab_tools_sources(), encoding="utf-8")
     systemd = rootfs / "etc/systemd/system"
     for unit in MASKED_UNITS:
         link = systemd / unit

@@ -202,34 +202,49 @@ def publish_debian(debs: list[Path], built_names: set[str], repo_dir: Path, log=
         log("lab: Debian packages left out, the lab builds its own: " + ", ".join(shadowed))
 
 
+def _swap(new: Path, served: Path) -> None:
+    served.parent.mkdir(parents=True, exist_ok=True)
+    old = served.with_name(served.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if served.exists():
+        served.rename(old)
+    new.rename(served)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def build(image_tag: str, log=print) -> Repository:
     """Build (or reuse) the mirror for nodes of image `image_tag`; returns where it lives and its URL."""
     definitions = load_definitions()
     key = signing_key()
-    debs = debian_subset.download(image_tag, log=log)
+    debs, debian_inputs = debian_subset.download(image_tag, log=log)
     stamp = MIRROR_ROOT / ".inputs"
-    wanted = inputs_hash(definitions) + key.fingerprint + debian_subset.inputs_hash(image_tag)
+    wanted = inputs_hash(definitions) + key.fingerprint + debian_inputs
     if stamp.is_file() and stamp.read_text(encoding="utf-8") == wanted:
         return Repository(MIRROR_ROOT, MIRROR_URL)
     log("lab: building the signed package mirror")
     staging_root = LAB_STATE_DIR / "build" / "debs"
     repos = dict(definitions["repos"], debian=debian_subset.REPO_PATH)
+    # Built beside the served tree and swapped in per repository, so nodes installing from the running
+    # mirror never see a half-built repository.
+    next_root = LAB_STATE_DIR / "mirror.next"
+    shutil.rmtree(next_root, ignore_errors=True)
     for repo_path in repos.values():
-        shutil.rmtree(MIRROR_ROOT / repo_path, ignore_errors=True)
-        (MIRROR_ROOT / repo_path).mkdir(parents=True)
+        (next_root / repo_path).mkdir(parents=True)
     skipped = []
     for package in expand(definitions):
         missing = missing_simulators(package)
         if missing:
             skipped.append(f"{package['name']} (needs {', '.join(missing)})")
             continue
-        build_deb(package, staging_root / package["name"], MIRROR_ROOT / repos[package["repo"]])
+        build_deb(package, staging_root / package["name"], next_root / repos[package["repo"]])
     built = {package["name"] for package in expand(definitions)}
     built |= {name.split()[0] for package in expand(definitions) for name in package.get("provides") or []}
-    publish_debian(debs, built, MIRROR_ROOT / repos["debian"], log=log)
+    publish_debian(debs, built, next_root / repos["debian"], log=log)
     for name, repo_path in repos.items():
-        _index(MIRROR_ROOT / repo_path, f"gpuforge-lab-{name}", key)
+        _index(next_root / repo_path, f"gpuforge-lab-{name}", key)
+        _swap(next_root / repo_path, MIRROR_ROOT / repo_path)
     shutil.rmtree(staging_root, ignore_errors=True)
+    shutil.rmtree(next_root, ignore_errors=True)
     if skipped:
         log("lab: mirror built WITHOUT these packages (simulator missing): " + "; ".join(skipped))
     stamp.write_text(wanted, encoding="utf-8")

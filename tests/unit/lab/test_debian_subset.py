@@ -79,3 +79,14 @@ def test_image_trusts_only_the_lab_mirror_for_debian():
 
 def test_image_tag_changes_with_the_trusted_key():
     assert image.image_tag(b"key one") != image.image_tag(b"key two")
+
+
+def test_image_lab_tools_source_is_the_mirror_lab_tools_repository():
+    repos = mirror.load_definitions()["repos"]
+    assert repos["lab-tools"] == image.LAB_TOOLS_PATH
+    assert f"URIs: {mirror.MIRROR_URL}/{repos['lab-tools']}/" in image.lab_tools_sources()
+
+
+def test_download_hash_follows_the_image_packages_not_its_tag():
+    assert debian_subset.inputs_hash("Package: a\n") != debian_subset.inputs_hash("Package: b\n")
+    assert debian_subset.inputs_hash("Package: a\n") == debian_subset.inputs_hash("Package: a\n")

@@ -1,0 +1,60 @@
+"""nfs_client: fstab entries for seed 002's shares, exports checked against a real NFS server, no fake mount."""
+
+import pytest
+
+testinfra_hosts = ["ansible://nfs-client"]
+
+SERVER = "nfs-storage"
+OPTIONS = "rw,hard,noatime,_netdev,nofail"
+SHARES = [("/shared/home", "/srv/nfs/home"), ("/shared/apps", "/srv/nfs/apps")]
+
+
+def _fstab(host):
+    return [line.split() for line in host.file("/etc/fstab").content_string.splitlines() if line.strip()[:1] not in "#"]
+
+
+@pytest.mark.parametrize("name", ["nfs-common", "netbase"])
+def test_client_packages(host, name):
+    assert host.package(name).is_installed
+
+
+def test_nfs_client_target_enabled_and_active(host):
+    target = host.service("nfs-client.target")
+    assert target.is_enabled
+    assert target.is_running
+
+
+@pytest.mark.parametrize(("path", "export"), SHARES)
+def test_fstab_entry(host, path, export):
+    entries = [fields for fields in _fstab(host) if fields[1] == path]
+    assert entries == [[f"{SERVER}:{export}", path, "nfs", OPTIONS, "0", "0"]]
+
+
+@pytest.mark.parametrize(("path", "export"), SHARES)
+def test_systemd_mount_unit_generated_from_fstab(host, path, export):
+    unit = path.strip("/").replace("/", "-") + ".mount"
+    assert host.check_output(f"systemctl show -p What --value {unit}") == f"{SERVER}:{export}"
+    assert host.check_output(f"systemctl show -p Options --value {unit}") == OPTIONS
+
+
+def test_server_exports_both_shares(host):
+    # A real MOUNT-protocol call to nfs-ganesha on the storage node.
+    exports = [line.split()[0] for line in host.check_output(f"showmount -e --no-headers {SERVER}").splitlines()]
+    assert sorted(exports) == ["/srv/nfs/apps", "/srv/nfs/home"]
+    assert "ready and waiting" in host.check_output(f"rpcinfo -T tcp {SERVER} nfs 3")
+
+
+@pytest.mark.parametrize(("path", "export"), SHARES)
+def test_mount_point_exists_but_nothing_is_mounted(host, path, export):
+    assert host.file(path).is_directory
+    assert not host.mount_point(path).exists
+
+
+def test_kernel_refuses_nfs(host):
+    # The evidence behind nfs_client_mount_state: present in the lab: no nfs in the kernel's file system
+    # list, and mount.nfs (with CAP_SYS_ADMIN) gets ENODEV from the kernel.
+    assert "nfs" not in host.file("/proc/filesystems").content_string.split()
+    result = host.run("mount /shared/home")
+    assert result.rc == 32
+    assert "No such device" in result.stderr
+    assert not host.mount_point("/shared/home").exists

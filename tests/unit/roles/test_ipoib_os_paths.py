@@ -1,0 +1,119 @@
+"""ipoib per OS: port-to-netdev mapping, config file paths and the netplan / NetworkManager / ifupdown renders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from fabric_role_vars import ROOT, render, render_file
+
+ROLE_VARS = yaml.safe_load((ROOT / "roles" / "ipoib" / "vars" / "main.yml").read_text(encoding="utf-8"))
+IBDEV2NETDEV = "mlx5_0 port 1 ==> ib0 (Up)\nmlx5_1 port 1 ==> ib1 (Up)\nmlx5_2 port 1 ==> ib2 (Down)\n"
+RDMA_LINK = (
+    "link mlx5_0/1 state ACTIVE physical_state LINK_UP netdev ibp12s0\n"
+    "link mlx5_1/1 state ACTIVE physical_state LINK_UP netdev ibp75s0\n"
+)
+SEED_001 = {"hca": "mlx5_1", "port": 1, "address": "10.10.11.21/24"}
+
+
+def _vars(item, **extra):
+    return {**ROLE_VARS, "item": item, "ipoib_ibdev2netdev_out": {"rc": 0, "stdout": IBDEV2NETDEV}, **extra}
+
+
+def test_ibdev2netdev_map():
+    ports = render("ipoib", "Debian", "{{ ipoib_port_netdevs }}", **_vars(SEED_001))
+    assert ports == {"mlx5_0 port 1": "ib0", "mlx5_1 port 1": "ib1", "mlx5_2 port 1": "ib2"}
+
+
+def test_rdma_link_fallback_without_ofed():
+    extra = _vars(
+        SEED_001, ipoib_ibdev2netdev_out={"rc": 2, "stdout": ""}, ipoib_rdma_link_out={"rc": 0, "stdout": RDMA_LINK}
+    )
+    assert render("ipoib", "RedHat", "{{ ipoib_item_netdev }}", **extra) == "ibp75s0"
+
+
+def test_name_wins_over_hca():
+    assert (
+        render("ipoib", "Debian", "{{ ipoib_item_netdev }}", **_vars({"name": "ib3", "address": "10.10.13.1/24"}))
+        == "ib3"
+    )
+
+
+def test_unknown_port_resolves_to_nothing():
+    assert (
+        render("ipoib", "Debian", "{{ ipoib_item_netdev }}", **_vars({"hca": "mlx5_7", "address": "10.0.0.1/24"})) == ""
+    )
+
+
+@pytest.mark.parametrize(
+    ("os_name", "path", "mode"),
+    [
+        ("Debian", "/etc/network/interfaces.d/ib1", "0644"),
+        ("Ubuntu", "/etc/netplan/60-gpuforge-ipoib-ib1.yaml", "0600"),
+        ("RedHat", "/etc/NetworkManager/system-connections/gpuforge-ipoib-ib1.nmconnection", "0600"),
+    ],
+)
+def test_config_file_per_os(os_name, path, mode):
+    assert render("ipoib", os_name, "{{ ipoib_item_config_file }}", **_vars(SEED_001)) == path
+    assert render("ipoib", os_name, "{{ ipoib_config_mode }}") == mode
+
+
+def test_netplan_render_ubuntu():
+    text = render_file("ipoib", "Ubuntu", "netplan.yaml.j2", **_vars(SEED_001))
+    assert yaml.safe_load(text) == {
+        "network": {
+            "version": 2,
+            "ethernets": {
+                "ib1": {
+                    "dhcp4": False,
+                    "dhcp6": False,
+                    "addresses": ["10.10.11.21/24"],
+                    "mtu": 2044,
+                    "infiniband-mode": "datagram",
+                }
+            },
+        }
+    }
+
+
+def test_nmconnection_render_rhel_connected():
+    item = {"name": "ib0", "address": "10.10.11.1/24", "mode": "connected", "mtu": 65520}
+    text = render_file("ipoib", "RedHat", "nmconnection.j2", **_vars(item))
+    sections, current = {}, None
+    for line in text.splitlines():
+        if line.startswith("[") and line.endswith("]"):
+            current = sections.setdefault(line[1:-1], {})
+        elif "=" in line and current is not None:
+            key, value = line.split("=", 1)
+            current[key] = value
+    assert sections == {
+        "connection": {
+            "id": "gpuforge-ipoib-ib0",
+            "type": "infiniband",
+            "interface-name": "ib0",
+            "autoconnect": "true",
+        },
+        "infiniband": {"mtu": "65520", "transport-mode": "connected"},
+        "ipv4": {"method": "manual", "address1": "10.10.11.1/24"},
+        "ipv6": {"method": "disabled"},
+    }
+
+
+def test_ifupdown_render_debian():
+    text = render_file("ipoib", "Debian", "ifupdown.j2", **_vars(SEED_001))
+    assert [line for line in text.splitlines() if not line.startswith("#")] == [
+        "auto ib1",
+        "iface ib1 inet static",
+        "    address 10.10.11.21/24",
+        "    mtu 2044",
+        "    pre-up echo datagram > /sys/class/net/ib1/mode",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("os_name", "backend"), [("Debian", "ifupdown"), ("Ubuntu", "netplan"), ("RedHat", "networkmanager")]
+)
+def test_backend_per_os(os_name, backend):
+    assert render("ipoib", os_name, "{{ ipoib_backend }}") == backend
+    assert (Path(ROOT) / "roles" / "ipoib" / "tasks" / f"{backend}.yml").is_file()
