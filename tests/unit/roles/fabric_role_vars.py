@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
+from role_yaml import load_yaml as _load
+from role_yaml import trusted
 
 ROOT = Path(__file__).resolve().parents[3]
 FACTS = {
@@ -17,20 +18,6 @@ FACTS = {
     "RedHat": {"distribution": "RedHat", "os_family": "RedHat", "distribution_major_version": "9",
                "distribution_version": "9.4", "kernel": "5.14.0-427.13.1.el9_4.x86_64"},
 }  # fmt: skip
-
-
-def _trusted(value):
-    if isinstance(value, str) and "{{" in value:
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: _trusted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_trusted(v) for v in value]
-    return value
-
-
-def _load(path: Path) -> dict:
-    return _trusted(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
 
 
 def templar(role: str, os_name: str, **extra) -> Templar:
@@ -46,7 +33,7 @@ def templar(role: str, os_name: str, **extra) -> Templar:
         "groups": {"spectrum_scale_cluster": ["storage01"]},
         "playbook_dir": "/srv/gpuforge/playbooks",
         "ansible_managed": "Ansible managed",
-        **_trusted(extra),
+        **trusted(extra),
     }
     return Templar(loader=DataLoader(), variables=variables)
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
+from role_yaml import load_yaml, trusted
 
 ROOT = Path(__file__).resolve().parents[3]
 PINS = ROOT / "roles" / "gpuforge" / "defaults" / "main" / "gpu_stack.yml"
@@ -51,20 +52,6 @@ OS_FACTS = {
 }
 
 
-def _trusted(value):
-    if isinstance(value, str) and "{{" in value:
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: _trusted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_trusted(v) for v in value]
-    return value
-
-
-def load_yaml(path: Path):
-    return _trusted(yaml.safe_load(path.read_text(encoding="utf-8")))
-
-
 class RoleRender:
     """A role's variables for one OS, in Ansible's precedence order (pins < defaults < vars files < extra)."""
 
@@ -88,7 +75,7 @@ class RoleRender:
             role_path=str(self.role_dir),
             ansible_check_mode=False,
         )
-        variables.update(_trusted(extra))
+        variables.update(trusted(extra))
         self.templar = Templar(loader=DataLoader(), variables=variables)
 
     def var(self, name: str):
@@ -102,10 +89,10 @@ class RoleRender:
         tasks = yaml.safe_load((self.role_dir / "tasks" / tasks_file).read_text(encoding="utf-8"))
         task = next(t for t in tasks if t["name"].startswith(name_start))
         module = next(key for key in task if key.startswith("ansible.builtin.") or key in ("kernel_module",))
-        return self.templar.template(_trusted(task[module]))
+        return self.templar.template(trusted(task[module]))
 
     def template(self, name: str, **variables) -> str:
         text = (self.role_dir / "templates" / name).read_text(encoding="utf-8")
         if variables:
-            self.templar.available_variables = {**self.templar.available_variables, **_trusted(variables)}
+            self.templar.available_variables = {**self.templar.available_variables, **trusted(variables)}
         return self.templar.template(trust_as_template(text))

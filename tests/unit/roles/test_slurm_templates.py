@@ -10,6 +10,7 @@ import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.plugins.loader import filter_loader
 from ansible.template import Templar, trust_as_template
+from role_yaml import load_yaml as _load
 
 ROOT = Path(__file__).resolve().parents[3]
 ROLE = ROOT / "roles" / "slurm"
@@ -43,21 +44,6 @@ C4140 = {
     "nvidia_smi": {"gpus": [_v100(i, "0-19,40-59") for i in range(4)]},
 }
 HEAD = {"hostname": "headnode", "processor_vcpus": 80, "memtotal_mb": 385610}
-
-
-def _trusted(value):
-    """Role variables as Ansible would load them: templates inside them are rendered (2.19 trust)."""
-    if isinstance(value, str) and "{{" in value:
-        return trust_as_template(value)
-    if isinstance(value, dict):
-        return {k: _trusted(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_trusted(v) for v in value]
-    return value
-
-
-def _load(path: Path) -> dict:
-    return _trusted(yaml.safe_load(path.read_text(encoding="utf-8")) or {})
 
 
 def render(template: str, host: str, facts: dict, os_family: str = "Debian", **extra) -> str:
