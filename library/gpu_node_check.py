@@ -72,7 +72,7 @@ EXAMPLES = r"""
 - name: Stop on an unhealthy node
   ansible.builtin.assert:
     that: node_check.healthy
-    fail_msg: "failed checks: {{ node_check.failed | join(', ') }}"
+    fail_msg: "failed checks: {{ node_check.failed_checks | join(', ') }}"
 """
 
 RETURN = r"""
@@ -81,7 +81,7 @@ healthy:
   returned: always
   type: bool
   sample: false
-failed:
+failed_checks:
   description: Names of the failed checks.
   returned: always
   type: list

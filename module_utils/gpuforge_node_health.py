@@ -426,4 +426,4 @@ def judge_node(nvidia_smi, infiniband, lsmod, xid_events, expected, unreadable=N
 
 def summarize(checks):
     failed = [c["name"] for c in checks if c["status"] == "fail"]
-    return {"checks": checks, "healthy": not failed, "failed": failed}
+    return {"checks": checks, "healthy": not failed, "failed_checks": failed}

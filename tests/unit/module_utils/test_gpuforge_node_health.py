@@ -27,7 +27,7 @@ def by_name(result):
 @pytest.mark.parametrize("profile", GPU_PROFILES)
 def test_healthy_profile_has_no_false_alarm(tmp_path, monkeypatch, profile):
     result = judge(tmp_path, monkeypatch, profile)
-    assert result["failed"] == []
+    assert result["failed_checks"] == []
     assert result["healthy"] is True
     assert all(c["status"] == "ok" for c in result["checks"]), [c for c in result["checks"] if c["status"] != "ok"]
     assert {c["name"] for c in result["checks"]} <= set(CHECK_NAMES)
@@ -65,7 +65,7 @@ def test_fault_fails_the_named_check(tmp_path, monkeypatch, fault, check):
     profile = "dgx-h100-ndr" if fault["type"] == "row_remap_pending" else "dgx1-v100-edr"
     result = judge(tmp_path, monkeypatch, profile, [fault])
     assert result["healthy"] is False
-    assert check in result["failed"]
+    assert check in result["failed_checks"]
     failing = by_name(result)[check]
     assert failing["fault"] and failing["remedy"]
 
@@ -122,7 +122,7 @@ def test_missing_and_malformed_facts_are_failed_checks():
 def test_malformed_gpu_entries_do_not_raise():
     facts = {"driver_version": 535, "gpus": ["x", {"index": 0, "ecc": "bad", "pcie": None}], "errors": []}
     result = judge_node(facts, {"hcas": [{"name": "mlx5_0", "ports": None}]}, {}, [], expected_for("dgx1-v100-edr"))
-    assert {"gpu_count", "ib_port_state", "pcie_link"} <= set(result["failed"])
+    assert {"gpu_count", "ib_port_state", "pcie_link"} <= set(result["failed_checks"])
 
 
 def test_truncated_nvidia_smi_reported(tmp_path, monkeypatch):
