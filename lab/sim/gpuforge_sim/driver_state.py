@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 
 from gpuforge_sim.hardware import lib_dir, run_dir
 
 DEFAULT_DRIVER_VERSION = "535.183.01"
 DEFAULT_CUDA_VERSION = "12.2"
+# Character device numbers of the NVIDIA driver: major 195, GPU N is minor N, nvidiactl is minor 255.
+NVIDIA_DEVICE_MAJOR = 195
+NVIDIA_CTL_MINOR = 255
 
 
 def driver_constants() -> dict:
@@ -119,3 +123,21 @@ def persistence_enabled() -> bool:
     except PermissionError:
         return True
     return True
+
+
+def dev_dir() -> str:
+    return os.environ.get("GPUFORGE_LAB_DEV_DIR") or "/dev"
+
+
+def create_device_files(minors) -> list[str]:
+    """/dev/nvidiaN for each minor and /dev/nvidiactl, as the driver's nvidia-modprobe creates them when
+    nvidia-persistenced opens the GPUs; existing files are kept. Returns the paths created."""
+    created = []
+    for name, minor in [(f"nvidia{m}", m) for m in minors] + [("nvidiactl", NVIDIA_CTL_MINOR)]:
+        path = os.path.join(dev_dir(), name)
+        if os.path.exists(path):
+            continue
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(NVIDIA_DEVICE_MAJOR, minor))
+        os.chmod(path, 0o666)  # mknod's mode is filtered by the umask
+        created.append(path)
+    return created

@@ -1,6 +1,7 @@
 """Simulated nvidia-persistenced: fork (unless --no-fork), write the pid file and sleep until stopped.
 
-While it runs, the simulated nvidia-smi reports Persistence Mode Enabled.
+While it runs, the simulated nvidia-smi reports Persistence Mode Enabled. On start it creates the device
+files /dev/nvidia0..N-1 and /dev/nvidiactl of the node's simulated GPUs.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import sys
 import time
 
 from gpuforge_sim import driver_state
+from gpuforge_sim.hardware import load_hardware
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,6 +23,12 @@ def main(argv: list[str] | None = None) -> int:
     if "nvidia" not in driver_state.loaded_modules() and not driver_state.load_module("nvidia"):
         sys.stderr.write("nvidia-persistenced failed to initialize. Check syslog for more details.\n")
         return 1
+    try:
+        # The real daemon opens every GPU, which makes the driver create /dev/nvidiaN (Slurm's gres.conf
+        # and the container hook name those files).
+        driver_state.create_device_files(range(load_hardware()["gpu"].get("count", 0)))
+    except (OSError, ValueError) as exc:
+        sys.stderr.write(f"nvidia-persistenced: could not create the device files: {exc}\n")
     pid_file = driver_state.persistenced_pid_file()
     os.makedirs(os.path.dirname(pid_file), exist_ok=True)
     if "--no-fork" not in argv and "-f" not in argv:

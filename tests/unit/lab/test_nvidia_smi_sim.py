@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import stat
 
 import gpuforge_nvidia_smi as nv
 import pytest
@@ -346,3 +347,18 @@ def test_vgpu_reports_na_ecc_and_power(lab):
     assert (gpu["virtualization_mode"], gpu["ecc"]["mode_current"], gpu["power_limit_w"]) == ("VGPU", None, None)
     row = nv.parse_query_gpu_csv(smi("--query-gpu=ecc.mode.current,power.limit", "--format=csv")[1])["rows"][0]
     assert row == {"ecc.mode.current": None, "power.limit": None}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod of a character device needs root (CI runs as root)")
+def test_device_files_are_nvidia_character_devices(lab, monkeypatch):
+    monkeypatch.setenv("GPUFORGE_LAB_DEV_DIR", str(lab.path))
+    assert driver_state.create_device_files(range(2)) == [
+        str(lab.path / "nvidia0"),
+        str(lab.path / "nvidia1"),
+        str(lab.path / "nvidiactl"),
+    ]
+    info = (lab.path / "nvidia1").stat()
+    assert stat.S_ISCHR(info.st_mode)
+    assert (os.major(info.st_rdev), os.minor(info.st_rdev)) == (195, 1)
+    assert os.minor((lab.path / "nvidiactl").stat().st_rdev) == 255
+    assert driver_state.create_device_files(range(2)) == []  # existing files are kept
