@@ -13,7 +13,6 @@ SEED_DGX = {
     "subnets": "10.10.11.0/ess3000.bda.scale.ibm.com;SpectrumScale.ocp4.scale.ibm.com",
     "verbsRdma": "enable",
     "verbsRdmaSend": "yes",
-    "verbsPorts": "mlx5_0/1 mlx5_1/1 mlx5_2/1 mlx5_3/1",
 }
 MM = "/usr/lpp/mmfs/bin"
 
@@ -48,6 +47,8 @@ def test_node_is_cluster_member_with_client_license(host):
 def test_mmlsconfig_has_seed_values(host):
     out = host.check_output(f"{MM}/mmlsconfig")
     assert _stanza(out, "dgx") == SEED_DGX
+    # verbsPorts is the node's own: every Active port of the DGX-1's four EDR HCAs.
+    assert _stanza(out, "scale-client") == {"verbsPorts": "mlx5_0/1 mlx5_1/1 mlx5_2/1 mlx5_3/1"}
     common = _stanza(out, "common")
     assert common["maxMBpS"] == "20000"
     assert common["enforceFilesetQuotaOnRoot"] == "yes"
