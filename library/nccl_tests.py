@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuforge_bench_run import COMMON_OPTIONS, run_bounded, verdict_blocks
 from ansible.module_utils.gpuforge_nccl_tests import (
     NcclTestsParseError,
     judge_nccl,
@@ -280,8 +281,6 @@ MODE_ENV = {
     "ib": {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "0"},
     "ib_gdr": {"NCCL_IB_DISABLE": "0"},
 }
-STATUS_RANK = {"ok": 0, "warn": 1, "fail": 2}
-KILL_AFTER_S = 30
 
 
 class NcclTests:
@@ -434,17 +433,13 @@ class NcclTests:
             self.write(
                 self.result["hostfile"], "".join(f"{host['name']} slots={host['slots']}\n" for host in params["hosts"])
             )
-        timeout = self.module.get_bin_path("timeout", required=True)
-        # timeout(1) runs the benchmark in its own process group and signals the whole group.
-        wrapped = [timeout, f"--kill-after={KILL_AFTER_S}", str(params["timeout"]), *cmd]
-        rc, out, err = self.module.run_command(wrapped, environ_update={"LC_ALL": "C", **env})
-        raw = out + (err or "")
+        rc, raw, timed_out = run_bounded(self.module, cmd, params["timeout"], env)
         self.result["rc"] = rc
         self.result["output_tail"] = raw.splitlines()[-30:]
         if params["output_path"]:
             self.write(params["output_path"], raw)
             self.result["output_path"] = params["output_path"]
-        if rc in (124, 137):
+        if timed_out:
             self.fail(f"benchmark timed out after {params['timeout']} s; its process group was terminated")
         try:
             parsed = parse_nccl_tests(raw)
@@ -463,7 +458,7 @@ class NcclTests:
         if parsed["errors"] and not parsed["rows"]:
             self.fail(f"no result rows in the output: {'; '.join(parsed['errors'])}")
         fail_on = params["fail_on"]
-        if fail_on != "never" and STATUS_RANK[self.result["verdict"]] >= STATUS_RANK[fail_on]:
+        if verdict_blocks(self.result["verdict"], fail_on):
             failed = [f"{c['name']}={c['observed']} (expected {c['expected']})" for c in checks if c["status"] != "ok"]
             self.fail(f"NCCL verdict {self.result['verdict']}: {', '.join(failed)}")
         self.module.exit_json(**self.result)
@@ -494,7 +489,6 @@ def main():
             "gdr_level": {"type": "str", "default": "PHB"},
             "nccl_algo": {"type": "str", "default": "Ring"},
             "nccl_debug": {"type": "str", "default": "INFO"},
-            "env": {"type": "dict", "default": {}},
             "min_bytes": {"type": "str", "default": "8"},
             "max_bytes": {"type": "str", "default": "256M"},
             "step_factor": {"type": "int", "default": 2},
@@ -504,10 +498,8 @@ def main():
             "datatype": {"type": "str", "default": "float"},
             "op": {"type": "str", "default": "sum"},
             "extra_args": {"type": "list", "elements": "str", "default": []},
-            "timeout": {"type": "int", "default": 1800},
             "output_path": {"type": "path"},
-            "expect": {"type": "dict", "default": {}},
-            "fail_on": {"type": "str", "choices": ["fail", "warn", "never"], "default": "fail"},
+            **COMMON_OPTIONS,
         },
         supports_check_mode=True,
     )

@@ -7,6 +7,7 @@ import math
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuforge_bench_run import COMMON_OPTIONS, run_bounded, verdict_blocks
 from ansible.module_utils.gpuforge_resnet50 import (
     Resnet50ParseError,
     judge_resnet50,
@@ -14,6 +15,7 @@ from ansible.module_utils.gpuforge_resnet50 import (
     overall_status,
     parse_resnet50,
     scaling_efficiency,
+    sweep_counts,
 )
 
 DOCUMENTATION = r"""
@@ -48,10 +50,13 @@ options:
     type: str
     default: torchrun
   gpu_counts:
-    description: GPU (rank) counts to run, for example C([1, 2, 4, 8, 16]).
+    description:
+      - GPU (rank) counts to run, for example C([1, 2, 4, 8, 16]).
+      - Empty runs the default sweep, 1, 2, 4, ... below I(gpus_per_node), then I(gpus_per_node) times
+        1, 2, ... up to the number of I(hosts) (at least one node).
     type: list
     elements: int
-    required: true
+    default: []
   gpus_per_node:
     description: GPUs per node; counts above it are multi-node.
     type: int
@@ -206,9 +211,6 @@ verdict:
   type: str
 """
 
-STATUS_RANK = {"ok": 0, "warn": 1, "fail": 2}
-KILL_AFTER_S = 30
-
 
 class Resnet50Sweep:
     def __init__(self, module):
@@ -289,20 +291,20 @@ class Resnet50Sweep:
 
     def validate(self):
         params = self.params
-        if not params["gpu_counts"] or min(params["gpu_counts"]) < 1:
-            self.fail("gpu_counts must list positive GPU counts")
         if params["gpus_per_node"] < 1:
             self.fail("gpus_per_node must be at least 1")
+        if not params["gpu_counts"]:
+            params["gpu_counts"] = sweep_counts(params["gpus_per_node"], max(1, len(params["hosts"])))
+        if min(params["gpu_counts"]) < 1:
+            self.fail("gpu_counts must list positive GPU counts")
         if not os.path.isfile(params["script"]):
             self.fail(f"benchmark script {params['script']} not found on {os.uname().nodename}")
 
-    def run_one(self, gpus, cmd, timeout):
+    def run_one(self, gpus, cmd):
         params = self.params
         run = {"gpus": gpus, "cmd": cmd, "rc": None, "output_path": None, "resnet50": None, "checks": []}
         run["verdict"], run["error"] = "fail", None
-        wrapped = [timeout, f"--kill-after={KILL_AFTER_S}", str(params["timeout"]), *cmd]
-        rc, out, err = self.module.run_command(wrapped, environ_update={"LC_ALL": "C", **self.run_env()})
-        raw = out + (err or "")
+        rc, raw, timed_out = run_bounded(self.module, cmd, params["timeout"], self.run_env())
         run["rc"] = rc
         if params["output_dir"]:
             path = os.path.join(params["output_dir"], f"resnet50-{gpus}gpu.txt")
@@ -313,7 +315,7 @@ class Resnet50Sweep:
                 self.fail(f"cannot write {path}: {exc}")
             run["output_path"] = path
             self.result["changed"] = True
-        if rc in (124, 137):
+        if timed_out:
             run["error"] = f"timed out after {params['timeout']} s; its process group was terminated"
             return run
         if rc != 0:
@@ -340,9 +342,8 @@ class Resnet50Sweep:
         if self.module.check_mode:
             self.result["runs"] = [{"gpus": gpus, "cmd": cmd} for gpus, cmd in commands]
             self.module.exit_json(**self.result)
-        timeout = self.module.get_bin_path("timeout", required=True)
         for gpus, cmd in commands:
-            self.result["runs"].append(self.run_one(gpus, cmd, timeout))
+            self.result["runs"].append(self.run_one(gpus, cmd))
         parsed = [run["resnet50"] for run in self.result["runs"] if run["resnet50"]]
         rows = scaling_efficiency(parsed)
         self.result["scaling"] = rows
@@ -355,7 +356,7 @@ class Resnet50Sweep:
         if failed:
             self.fail("; ".join(f"{run['gpus']} GPUs: {run['error']}" for run in failed))
         fail_on = params["fail_on"]
-        if fail_on != "never" and STATUS_RANK[self.result["verdict"]] >= STATUS_RANK[fail_on]:
+        if verdict_blocks(self.result["verdict"], fail_on):
             bad = [
                 f"{c['name']}{'@' + str(c['gpus']) if 'gpus' in c else ''}={c['observed']} (expected {c['expected']})"
                 for c in checks
@@ -371,7 +372,7 @@ def main():
             "script": {"type": "path", "required": True},
             "python": {"type": "str", "default": "python3"},
             "torchrun": {"type": "str", "default": "torchrun"},
-            "gpu_counts": {"type": "list", "elements": "int", "required": True},
+            "gpu_counts": {"type": "list", "elements": "int", "default": []},
             "gpus_per_node": {"type": "int", "default": 8},
             "hosts": {"type": "list", "elements": "str", "default": []},
             "launcher": {"type": "str", "choices": ["auto", "torchrun", "mpirun", "srun"], "default": "auto"},
@@ -389,11 +390,8 @@ def main():
             "precision": {"type": "str", "choices": ["auto", "fp32", "fp16", "bf16"], "default": "auto"},
             "device": {"type": "str", "choices": ["auto", "cuda", "cpu"], "default": "auto"},
             "extra_args": {"type": "list", "elements": "str", "default": []},
-            "env": {"type": "dict", "default": {}},
-            "timeout": {"type": "int", "default": 1800},
             "output_dir": {"type": "path"},
-            "expect": {"type": "dict", "default": {}},
-            "fail_on": {"type": "str", "choices": ["fail", "warn", "never"], "default": "fail"},
+            **COMMON_OPTIONS,
         },
         supports_check_mode=True,
     )

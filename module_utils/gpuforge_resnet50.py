@@ -199,6 +199,21 @@ def parse_resnet50(text: str) -> dict:
     return result
 
 
+def sweep_counts(gpus_per_node: int, nodes: int) -> list[int]:
+    """The default GPU-count sweep: 1, 2, 4, ... below one node's GPUs, then 1, 2, ... whole nodes.
+
+    8 GPUs per node on 2 nodes -> [1, 2, 4, 8, 16] (seed 001's 1 -> 16 V100 scaling run).
+    """
+    if gpus_per_node < 1 or nodes < 1:
+        raise ValueError("gpus_per_node and nodes must be at least 1")
+    counts = []
+    power = 1
+    while power < gpus_per_node:
+        counts.append(power)
+        power *= 2
+    return counts + [gpus_per_node * whole for whole in range(1, nodes + 1)]
+
+
 def scaling_efficiency(results: list[dict]) -> list[dict]:
     """Speedup and efficiency of each run against linear scaling from the smallest run's per-GPU rate.
 

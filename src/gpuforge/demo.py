@@ -49,14 +49,16 @@ def _playbook_stage(name: str, request: RunRequest, run_dir: Path, view_factory:
     return Stage(name, status, summary["rc"], detail, summary)
 
 
-def _k8s_stage(run_dir: Path, inventory: Path) -> Stage:
+def _k8s_stage(inventory: Path) -> Stage:
     from gpuforge import k8s
 
+    # Where `gpuforge k8s render` writes too: the lab has no API server, so these files are the result.
+    out_dir = paths.ARTIFACTS_DIR / "k8s"
     try:
-        written = k8s.render(inventory, run_dir / "k8s")
+        written = k8s.render(inventory, out_dir)
     except Exception as exc:  # a renderer failure is reported, it does not stop the demo
         return Stage("k8s", "failed", 1, str(exc))
-    return Stage("k8s", "ok", 0, f"{len(written)} manifests in {run_dir / 'k8s'}")
+    return Stage("k8s", "ok", 0, f"{len(written)} manifests in {out_dir}")
 
 
 def run(options, view_factory: Callable, log: Callable[[str], None] = print) -> int:
@@ -94,7 +96,7 @@ def run(options, view_factory: Callable, log: Callable[[str], None] = print) -> 
         _playbook_stage("validate", base("validate", "validate.yml", REPORT_ONLY_VARS), run_dir, view_factory)
     )
     stages.append(_playbook_stage("benchmark", base("bench", "benchmark.yml"), run_dir, view_factory))
-    stages.append(_k8s_stage(run_dir, Path(options.inventory)))
+    stages.append(_k8s_stage(Path(options.inventory)))
     return _finish(run_dir, stages, started, log)
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuforge.lab import image, inventory, mirror
+from gpuforge.lab import image, inventory, mirror, wheelhouse
 from gpuforge.lab.podman import PodmanError, exists, inspect, podman
 from gpuforge.lab.spec import LabSpec, NodeSpec
 from gpuforge.paths import LAB_STATE_DIR
@@ -203,6 +203,8 @@ def _up(spec: LabSpec, log) -> list[NodeStatus]:
     tag = image.build(mirror.signing_key().path.read_bytes(), log=log)
     changed = ensure_network(log)
     mirror_url = ensure_mirror(tag, log=log)
+    # Only the demo's benchmarks need the wheels, so `lab prepare` (Molecule) does not fetch them.
+    wheelhouse.ensure(log=log)
     hosts = [f"{node.name}:{node_ip(i)}" for i, node in enumerate(spec.nodes)]
     wanted = {container_name(n.name): _config_hash(n, tag, node_ip(i), hosts) for i, n in enumerate(spec.nodes)}
     # Nodes that go or change are removed first: a changed lab may give their addresses to other nodes.

@@ -7,34 +7,23 @@ from pathlib import Path
 
 import gpu_node_check
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
 from node_sim_helpers import SimNode, expected_for
 
 
-class Exit(Exception):
-    pass
-
-
 @pytest.fixture
-def run_module(monkeypatch):
+def run_module(ansible_module):
     paths = {"lsmod": "/usr/sbin/lsmod", "dmesg": "/usr/bin/dmesg"}
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", lambda self, **kw: (_ for _ in ()).throw(Exit(kw)))
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: paths.get(name))
 
     def run(args, answers):
         calls = []
 
-        def run_command(self, cmd, **kwargs):
+        def run_command(cmd, **kwargs):
             calls.append((cmd, kwargs))
             return answers[cmd[0]]
 
-        monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
-        with patch_module_args({**args, "_ansible_check_mode": True}), pytest.raises(Exit) as info:
-            gpu_node_check.main()
-        return info.value.args[0], calls
+        return ansible_module(gpu_node_check, args, run_command, check_mode=True, bin_path=paths.get), calls
 
     return run
 

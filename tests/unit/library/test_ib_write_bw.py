@@ -4,27 +4,10 @@ from __future__ import annotations
 
 import ib_write_bw
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 SEED = "ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt"
 DEEPOPS = "ib_write_bw__NVIDIA-deepops__roce-perf-k8s.md__cx5_roce100_rdmacm.txt"
 IBSTAT_PORT = "CA: 'mlx5_0'\nPort 1:\nState: Active\nPhysical state: LinkUp\nRate: 100\nLink layer: IB\n"
-
-
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
-
-
-def _raise(exception):
-    def method(self, **kwargs):
-        raise exception(kwargs)
-
-    return method
 
 
 class FakeRunner:
@@ -46,23 +29,14 @@ class FakeRunner:
 
 
 @pytest.fixture
-def run_module(monkeypatch):
+def run_module(ansible_module):
     def run(args, runner, expect_failure=False, check_mode=False, have_ibstat=True):
-        def bin_path(self, name, required=False, opt_dirs=None):
-            known = {"timeout": "/usr/bin/timeout", "ib_write_bw": "/usr/bin/ib_write_bw"}
-            if have_ibstat:
-                known["ibstat"] = "/usr/sbin/ibstat"
-            return known.get(name)
-
-        monkeypatch.setattr(basic.AnsibleModule, "exit_json", _raise(Exit))
-        monkeypatch.setattr(basic.AnsibleModule, "fail_json", _raise(Fail))
-        monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", bin_path)
-        monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, cmd, **kw: runner(cmd, **kw))
-        if check_mode:
-            args = {**args, "_ansible_check_mode": True}
-        with patch_module_args(args), pytest.raises(Fail if expect_failure else Exit) as info:
-            ib_write_bw.main()
-        return info.value.args[0]
+        known = {"timeout": "/usr/bin/timeout", "ib_write_bw": "/usr/bin/ib_write_bw"}
+        if have_ibstat:
+            known["ibstat"] = "/usr/sbin/ibstat"
+        return ansible_module(
+            ib_write_bw, args, runner, expect_failure=expect_failure, check_mode=check_mode, bin_path=known.get
+        )
 
     return run
 

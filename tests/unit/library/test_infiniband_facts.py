@@ -10,29 +10,12 @@ from pathlib import Path
 import infiniband_facts
 import pytest
 import yaml
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 from gpuforge_sim import ibdev2netdev, ibstat, ibv_devinfo
 
 IBSTAT_H100 = "ibstat__leptonai-gpud__h100_cx7_roce400_some_down_polling.txt"
 IBSTAT_PANIC = "ibstat__leptonai-gpud__a100_azure_cx6vf_partial_exit255.txt"
 DEVINFO_CX7 = "ibv_devinfo__deepseek-ai-DeepEP__issue38__h100_cx7_roce_EXCERPT_one_hca.txt"
 PROFILES = Path(__file__).resolve().parents[3] / "lab" / "profiles"
-
-
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
-
-
-def _raise(exception):
-    def method(self, **kwargs):
-        raise exception(kwargs)
-
-    return method
 
 
 class FakeTools:
@@ -51,17 +34,11 @@ class FakeTools:
 
 
 @pytest.fixture
-def run_module(monkeypatch):
+def run_module(ansible_module):
     def run(args, tools: FakeTools, expect_failure=False, check_mode=False):
-        monkeypatch.setattr(basic.AnsibleModule, "exit_json", _raise(Exit))
-        monkeypatch.setattr(basic.AnsibleModule, "fail_json", _raise(Fail))
-        monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: tools.path(name))
-        monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, cmd, **kw: tools(cmd, **kw))
-        if check_mode:
-            args = {**args, "_ansible_check_mode": True}
-        with patch_module_args(args), pytest.raises(Fail if expect_failure else Exit) as info:
-            infiniband_facts.main()
-        return info.value.args[0]
+        return ansible_module(
+            infiniband_facts, args, tools, expect_failure=expect_failure, check_mode=check_mode, bin_path=tools.path
+        )
 
     return run
 

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import kernel_module
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
-
-
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
 
 
 class FakeKernel:
@@ -50,26 +42,8 @@ class FakeKernel:
 
 
 @pytest.fixture
-def run_module(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise Exit(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise Fail(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, **kw: f"/usr/sbin/{name}")
-
-    def run(args, kernel, expect_failure=False, check_mode=False):
-        monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, cmd, **kw: kernel(cmd, **kw))
-        if check_mode:
-            args = {**args, "_ansible_check_mode": True}
-        with patch_module_args(args), pytest.raises(Fail if expect_failure else Exit) as info:
-            kernel_module.main()
-        return info.value.args[0]
-
-    return run
+def run_module(ansible_module):
+    return partial(ansible_module, kernel_module, bin_path="/usr/sbin/{}".format)
 
 
 def test_loads_missing_module_with_dash_name(run_module):

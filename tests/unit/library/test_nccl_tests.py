@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import nccl_tests
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 SEED_1X8 = "nccl-tests/seed001_ex4-1_1x8xv100_nvlink_legacy.txt"
 SEED_2X8 = "nccl-tests/seed001_ex4-2_2x8xv100_ib_legacy.txt"
@@ -17,14 +17,6 @@ BENCH_ARGS = [
 ]
 
 
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
-
-
 class FakeRunner:
     """Stands in for AnsibleModule.run_command: nvidia-smi -L answers, the benchmark returns `output`."""
 
@@ -32,7 +24,7 @@ class FakeRunner:
         self.output, self.rc, self.gpus = output, rc, gpus
         self.calls = []
 
-    def __call__(self, module, args, **kwargs):
+    def __call__(self, args, **kwargs):
         self.calls.append((args, kwargs))
         if args[0].endswith("nvidia-smi"):
             return 0, "".join(f"GPU {i}: Tesla V100-SXM2-16GB (UUID: GPU-{i})\n" for i in range(self.gpus)), ""
@@ -52,30 +44,13 @@ def binary(tmp_path):
 
 
 @pytest.fixture
-def run_module(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise Exit(kwargs)
+def bin_paths():
+    return {"timeout": "/usr/bin/timeout", "nvidia-smi": "/usr/bin/nvidia-smi"}
 
-    def fail_json(self, **kwargs):
-        raise Fail(kwargs)
 
-    def get_bin_path(self, name, required=False, opt_dirs=None):
-        return {"timeout": "/usr/bin/timeout", "nvidia-smi": "/usr/bin/nvidia-smi"}.get(name)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", get_bin_path)
-
-    def run(args, runner, expect_failure=False, check_mode=False):
-        # A plain function binds as a method; the runner instance would not.
-        monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, cmd, **kw: runner(self, cmd, **kw))
-        if check_mode:
-            args = {**args, "_ansible_check_mode": True}
-        with patch_module_args(args), pytest.raises(Fail if expect_failure else Exit) as info:
-            nccl_tests.main()
-        return info.value.args[0]
-
-    return run
+@pytest.fixture
+def run_module(ansible_module, bin_paths):
+    return partial(ansible_module, nccl_tests, bin_path=bin_paths.get)
 
 
 def test_local_run_writes_output_and_judges(run_module, binary, tmp_path, fixture_text):
@@ -217,8 +192,8 @@ def test_fewer_gpus_per_host_with_mpirun(run_module, binary, tmp_path):
     assert runner.calls == []
 
 
-def test_no_nvidia_smi(run_module, binary, monkeypatch):
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, required=False, opt_dirs=None: None)
+def test_no_nvidia_smi(run_module, binary, bin_paths):
+    bin_paths.clear()
     result = run_module({"binary": binary}, FakeRunner(), expect_failure=True)
     assert result["msg"] == "nvidia-smi not found: cannot count GPUs (set gpus_per_host or count_gpus=false)"
 

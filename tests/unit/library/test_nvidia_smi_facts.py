@@ -4,22 +4,13 @@ from __future__ import annotations
 
 import io
 import json
+from functools import partial
 
 import nvidia_smi_facts
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 from gpuforge_sim import nvidia_smi
 
 from gpuforge.lab.profiles import hardware_document, load_profile
-
-
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
 
 
 class SimRunner:
@@ -29,7 +20,7 @@ class SimRunner:
         self.override = override or {}
         self.calls = []
 
-    def __call__(self, module, args, **kwargs):
+    def __call__(self, args, **kwargs):
         self.calls.append((args, kwargs))
         key = tuple(args[1:])
         if key in self.override:
@@ -56,28 +47,13 @@ def node(tmp_path, monkeypatch):
 
 
 @pytest.fixture
-def run_module(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise Exit(kwargs)
+def bin_paths():
+    return {"nvidia-smi": "/usr/bin/nvidia-smi"}
 
-    def fail_json(self, **kwargs):
-        raise Fail(kwargs)
 
-    paths = {"nvidia-smi": "/usr/bin/nvidia-smi"}
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: paths.get(name))
-
-    def run(args, runner, expect_failure=False, check_mode=False):
-        monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, cmd, **kw: runner(self, cmd, **kw))
-        if check_mode:
-            args = {**args, "_ansible_check_mode": True}
-        with patch_module_args(args), pytest.raises(Fail if expect_failure else Exit) as info:
-            nvidia_smi_facts.main()
-        return info.value.args[0]
-
-    run.paths = paths
-    return run
+@pytest.fixture
+def run_module(ansible_module, bin_paths):
+    return partial(ansible_module, nvidia_smi_facts, bin_path=bin_paths.get)
 
 
 def test_dgx1_facts(node, run_module):
@@ -151,8 +127,8 @@ def test_fallen_off_bus_fails_or_reports(node, run_module):
     assert facts["gpu_count"] == 0 and len(facts["errors"]) == 1
 
 
-def test_missing_binary(run_module):
-    run_module.paths.clear()
+def test_missing_binary(run_module, bin_paths):
+    bin_paths.clear()
     result = run_module({"fail_on_error": False}, SimRunner())
     assert result["ansible_facts"]["nvidia_smi"]["errors"][0].startswith("nvidia-smi not found")
     assert "not found" in run_module({}, SimRunner(), expect_failure=True)["msg"]

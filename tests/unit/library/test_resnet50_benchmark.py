@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
 import resnet50_benchmark
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 BENCH_ARGS = [
     *("--batch-size", "64", "--image-size", "224", "--warmup-steps", "10"),
     *("--steps", "50", "--precision", "auto", "--device", "auto"),
 ]
-
-
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
 
 
 def result_text(world: int, total: float, device_name: str = "Tesla V100-SXM2-16GB") -> str:
@@ -61,26 +53,8 @@ def script(tmp_path):
 
 
 @pytest.fixture
-def run_module(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise Exit(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise Fail(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, "get_bin_path", lambda self, name, required=False: f"/usr/bin/{name}")
-
-    def run(args, runner, expect_failure=False, check_mode=False):
-        monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, cmd, **kw: runner(cmd, **kw))
-        if check_mode:
-            args = {**args, "_ansible_check_mode": True}
-        with patch_module_args(args), pytest.raises(Fail if expect_failure else Exit) as info:
-            resnet50_benchmark.main()
-        return info.value.args[0]
-
-    return run
+def run_module(ansible_module):
+    return partial(ansible_module, resnet50_benchmark, bin_path="/usr/bin/{}".format)
 
 
 def test_seed001_sweep_torchrun_then_mpirun(run_module, script, tmp_path):
@@ -220,3 +194,11 @@ def test_check_mode_and_lab_cpu_args(run_module, script):
             ],
         }
     ]
+
+
+def test_empty_gpu_counts_runs_the_default_sweep(run_module, script):
+    # Two DGX-1 (8 GPUs each): seed 001's 1 -> 16 sweep, the 16-GPU run across both nodes.
+    outputs = {n: (0, result_text(n, 880.0 * n), "") for n in (1, 2, 4, 8, 16)}
+    result = run_module({"script": script, "hosts": ["dgx01", "dgx02"], "fail_on": "never"}, FakeRunner(outputs))
+    assert [run["gpus"] for run in result["runs"]] == [1, 2, 4, 8, 16]
+    assert result["runs"][4]["cmd"][:5] == ["mpirun", "-np", "16", "--host", "dgx01:8,dgx02:8"]

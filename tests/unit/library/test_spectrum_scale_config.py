@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import pytest
 import spectrum_scale_config
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 
 SEED = (Path(__file__).resolve().parents[2] / "fixtures" / "mmlsconfig" / "seed001_dgx_common.txt").read_text(
     encoding="utf-8"
@@ -19,14 +18,6 @@ Y_TEXT = (
     "mmlsconfig::0:1:::verbsRdma:enable:dgx:\n"
 )
 MMCHCONFIG = "/usr/lpp/mmfs/bin/mmchconfig"
-
-
-class Exit(Exception):
-    pass
-
-
-class Fail(Exception):
-    pass
 
 
 class Runner:
@@ -51,24 +42,8 @@ class Runner:
 
 
 @pytest.fixture
-def run_module(monkeypatch):
-    def exit_json(self, **kwargs):
-        raise Exit(kwargs)
-
-    def fail_json(self, **kwargs):
-        raise Fail(kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-
-    def run(args, runner, expect_failure=False, check_mode=False, diff=False):
-        monkeypatch.setattr(basic.AnsibleModule, "run_command", lambda self, cmd, **kw: runner(cmd, **kw))
-        extra = {"_ansible_check_mode": check_mode, "_ansible_diff": diff}
-        with patch_module_args({**args, **extra}), pytest.raises(Fail if expect_failure else Exit) as info:
-            spectrum_scale_config.main()
-        return info.value.args[0]
-
-    return run
+def run_module(ansible_module):
+    return partial(ansible_module, spectrum_scale_config)
 
 
 def test_changes_only_differing_keys_for_the_class(run_module):

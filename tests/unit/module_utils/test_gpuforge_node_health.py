@@ -86,6 +86,14 @@ def test_fault_details_name_the_component(tmp_path, monkeypatch):
     assert checks["xid"]["observed"] == [79]
 
 
+def test_down_port_is_a_state_fault_only(tmp_path, monkeypatch):
+    # The simulated ibstat, like the real one, shows a placeholder rate for a Down port: not a rate fault.
+    fault = {"type": "ib_port_state", "hca": "mlx5_2", "port": 1, "state": "Down", "phys_state": "Polling"}
+    result = judge(tmp_path, monkeypatch, "dgx1-v100-edr", [fault])
+    assert result["failed_checks"] == ["ib_port_state"]
+    assert by_name(result)["ib_port_state"]["observed"] == {"mlx5_2/1": "Down/Polling"}
+
+
 def test_non_fatal_xid_is_a_warning(tmp_path, monkeypatch):
     fault = {"type": "xid", "gpu": 0, "code": 13, "message": "Graphics Exception"}
     result = judge(tmp_path, monkeypatch, "dgx1-v100-edr", [fault])

@@ -12,6 +12,7 @@ from gpuforge_resnet50 import (
     parse_resnet50,
     reference_per_gpu,
     scaling_efficiency,
+    sweep_counts,
 )
 
 GPUFORGE_OUTPUT = """\
@@ -197,3 +198,16 @@ def test_every_truncation_parses_or_raises_parse_error():
         outcomes.add("parsed")
         assert result["world_size"] in (2, None)
     assert outcomes == {"raised", "parsed"}
+
+
+@pytest.mark.parametrize(
+    ("per_node", "nodes", "counts"),
+    [(8, 2, [1, 2, 4, 8, 16]), (1, 3, [1, 2, 3]), (4, 1, [1, 2, 4]), (6, 2, [1, 2, 4, 6, 12])],
+)
+def test_sweep_counts(per_node, nodes, counts):
+    assert sweep_counts(per_node, nodes) == counts
+
+
+def test_sweep_counts_rejects_zero():
+    with pytest.raises(ValueError):
+        sweep_counts(0, 2)
