@@ -94,3 +94,54 @@ def config_changes(config: dict[str, dict[str, str]], scope: str, wanted: dict[s
         if not _same(current, value):
             changes[attribute] = {"before": current, "after": value}
     return changes
+
+
+def _y_sections(text: str, command: str) -> dict[str, list[dict[str, str]]]:
+    """Read `<command> -Y` output: {section: [record as {field: value}]}, fields named by each HEADER."""
+    headers: dict[str, list[str]] = {}
+    sections: dict[str, list[dict[str, str]]] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split(":")
+        if fields[0] != command or len(fields) < 4:
+            raise ParseError(f"{command} -Y line {number} is not an {command} record: {line!r}")
+        section = fields[1]
+        if fields[2] == "HEADER":
+            headers[section] = fields
+            continue
+        if section not in headers:
+            raise ParseError(f"{command} -Y line {number}: {section or 'record'} data before its HEADER")
+        names = headers[section]
+        sections.setdefault(section, []).append(
+            {name: unquote(value) for name, value in zip(names[3:], fields[3:], strict=False) if name}
+        )
+    if not headers:
+        raise ParseError(f"{command} -Y output has no HEADER record (empty or truncated output)")
+    return sections
+
+
+def parse_mmlscluster_y(text: str) -> dict:
+    """Parse `mmlscluster -Y` into {name, id, uid_domain, repository_type, nodes: [{number, name, ip,
+    admin_name, designation}]}: the cluster id is what the CSI driver's clusters[].id must be."""
+    sections = _y_sections(text, "mmlscluster")
+    summary = (sections.get("clusterSummary") or [None])[0]
+    if not summary or not summary.get("clusterId"):
+        raise ParseError("mmlscluster -Y output has no clusterSummary record with a clusterId")
+    nodes = [
+        {
+            "number": int(node["nodeNumber"]) if node.get("nodeNumber", "").isdigit() else None,
+            "name": node.get("daemonNodeName", ""),
+            "ip": node.get("ipAddress", ""),
+            "admin_name": node.get("adminNodeName", ""),
+            "designation": [part for part in node.get("designation", "").split("-") if part],
+        }
+        for node in sections.get("clusterNode", [])
+    ]
+    return {
+        "name": summary.get("clusterName", ""),
+        "id": summary["clusterId"],
+        "uid_domain": summary.get("uidDomain", ""),
+        "repository_type": summary.get("repositoryType", ""),
+        "nodes": nodes,
+    }

@@ -144,8 +144,14 @@ def _parse(args: argparse.Namespace) -> int:
 def _k8s(args: argparse.Namespace) -> int:
     from gpuforge import k8s
 
+    from gpuforge.k8s_render import RenderError
+
     out_dir = Path(args.out) if args.out else paths.ARTIFACTS_DIR / "k8s"
-    written = k8s.render(Path(args.inventory).resolve(), out_dir, args.platform, args.k8s_version)
+    try:
+        written = k8s.render(Path(args.inventory).resolve(), out_dir, args.platform, args.k8s_version)
+    except RenderError as exc:  # the failing task's message names the variable or node to fix
+        print(f"k8s render failed: {exc}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps({"out_dir": str(out_dir), "files": [str(path) for path in written]}))
     else:

@@ -73,6 +73,8 @@ def render_addons(
             inventory=str(Path(inventory_path).resolve()),
             extravars=variables,
             envvars=env,
+            # ansible.cfg's shared fact cache, where provision/validate left the nodes' facts (not a per-run one).
+            fact_cache_type=None,
             quiet=True,
         )
         if runner.status != "successful":

@@ -167,6 +167,9 @@ def run_playbook(request: RunRequest, run_dir: Path, view=None) -> dict:
         cmdline=_cmdline(request, var_files),
         envvars=_envvars(request, run_dir),
         ident="playbook",
+        # Keep ansible.cfg's shared fact cache (.gpuforge/facts): ansible-runner's default is a cache per
+        # run, and then `k8s render` and later runs would not see the facts validation gathered.
+        fact_cache_type=None,
         quiet=True,
         event_handler=lambda event: events.put(event) or True,
     )

@@ -129,6 +129,8 @@ def _nccl_series(document: dict, parent: dict, path: Path) -> NcclSeries | None:
             points.append((size, busbw))
     mode = _nccl_mode(document, parent, path) or "unknown"
     label = NCCL_MODES.get(mode, mode)
+    if parent.get("launcher") == "srun":  # the same transport, launched through Slurm
+        label += " (srun)"
     return NcclSeries(mode, label, points, document.get("collective") or "all_reduce_perf", str(path))
 
 

@@ -53,6 +53,18 @@ def test_successful_run_writes_summary(tmp_path):
     assert on_disk["validation"]["localhost"]["counts"] == {"ok": 0, "warn": 0, "fail": 1}
 
 
+def test_runs_share_the_fact_cache_of_ansible_cfg(tmp_path):
+    # ansible-runner would give each run its own cache; `k8s render` needs the facts validation gathered.
+    config = tmp_path / "ansible.cfg"
+    cache = tmp_path / "facts"
+    config.write_text(f"[defaults]\nfact_caching = jsonfile\nfact_caching_connection = {cache}\n")
+    artifacts = tmp_path / "artifacts"
+    first = run_playbook(_request("fact_cache_write.yml", artifacts, ansible_config=config), artifacts / "one")
+    second = run_playbook(_request("fact_cache_read.yml", artifacts, ansible_config=config), artifacts / "two")
+    assert (first["rc"], second["rc"]) == (0, 0), second["failed_tasks"]
+    assert list(cache.iterdir())
+
+
 def test_failed_run_returns_rc_2_and_names_the_task(tmp_path):
     run_dir = tmp_path / "run"
     summary = run_playbook(_request("debug_fail.yml", tmp_path), run_dir)

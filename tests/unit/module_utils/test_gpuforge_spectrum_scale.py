@@ -5,7 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gpuforge_spectrum_scale import ParseError, config_changes, effective_value, parse_mmlsconfig, parse_mmlsconfig_y
+from gpuforge_spectrum_scale import (
+    ParseError,
+    config_changes,
+    effective_value,
+    parse_mmlscluster_y,
+    parse_mmlsconfig,
+    parse_mmlsconfig_y,
+)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "mmlsconfig"
 SEED = (FIXTURES / "seed001_dgx_common.txt").read_text(encoding="utf-8")
@@ -77,3 +84,38 @@ def test_plain_errors():
         parse_mmlsconfig("mmlsconfig: This node does not belong to a GPFS cluster.\n")
     with pytest.raises(ParseError, match="line 3 has no value"):
         parse_mmlsconfig("Configuration data for cluster x:\n---\npagepool\n")
+
+
+# Seed 001's cluster in the -Y layout (tests/fixtures/mmlscluster/SOURCE.md).
+MMLSCLUSTER_Y = (Path(__file__).resolve().parents[2] / "fixtures" / "mmlscluster" / "seed001_Y.txt").read_text(
+    encoding="utf-8"
+)
+
+
+def test_mmlscluster_y_seed001():
+    cluster = parse_mmlscluster_y(MMLSCLUSTER_Y)
+    assert cluster["id"] == "16217308676014575381"
+    assert cluster["name"] == "SpectrumScale.ocp4.scale.ibm.com"
+    assert cluster["repository_type"] == "CCR"
+    assert cluster["nodes"][0] == {
+        "number": 1,
+        "name": "scale00.ocp4.scale.com",
+        "ip": "192.168.1.30",
+        "admin_name": "scale00.ocp4.scale.ibm.com",
+        "designation": ["quorum", "manager", "perfmon"],
+    }
+    assert [node["name"] for node in cluster["nodes"]] == ["scale00.ocp4.scale.com", "dgx01.ocp4.scale.com"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "no HEADER"),
+        (MMLSCLUSTER_Y.splitlines()[1], "before its HEADER"),
+        (MMLSCLUSTER_Y.splitlines()[2] + "\n", "no clusterSummary"),
+        ("mmcommon: not a member\n", "not an mmlscluster record"),
+    ],
+)
+def test_mmlscluster_y_errors(text, message):
+    with pytest.raises(ParseError, match=message):
+        parse_mmlscluster_y(text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -83,3 +84,22 @@ def test_build_writes_both_files(tmp_path):
 
 def test_ideal_scaling():
     assert charts.ideal_scaling([(8, 2900.0), (1, 400.0)]) == [(1, 400.0), (8, 3200.0)]
+
+
+def test_slurm_launched_runs_are_labelled_and_kept_off_the_scaling_chart(tmp_path):
+    # What playbooks/tasks/bench_slurm.yml writes: the nccl_tests result plus launcher, and the
+    # ResNet-50 srun runs under runs_of_srun (the scaling chart plots the mpirun sweep only).
+    bench = tmp_path / "bench" / "run1" / "slurm"
+    bench.mkdir(parents=True)
+    rows = [{"size": 8, "out_of_place": {"busbw": 0.01}}, {"size": 1024, "out_of_place": {"busbw": 0.5}}]
+    nccl = {"launcher": "srun", "mode": "tcp", "nccl": {"rows": rows, "collective": "all_reduce_perf"}}
+    (bench / "srun-nccl-tcp.json").write_text(json.dumps(nccl), encoding="utf-8")
+    resnet = {
+        "kind": "resnet50_srun",
+        "launcher": "srun",
+        "runs_of_srun": [{"resnet50": {"world_size": 3, "total_imgs_per_sec": 9.0}}],
+    }
+    (bench / "srun-resnet50.json").write_text(json.dumps(resnet), encoding="utf-8")
+    data = load(tmp_path)
+    assert [(s.mode, s.label, s.points) for s in data.nccl] == [("tcp", "TCP (srun)", [(8, 0.01), (1024, 0.5)])]
+    assert data.resnet50 is None
