@@ -169,7 +169,7 @@ options:
     type: int
     default: 1800
   output_path:
-    description: File the raw output (stdout and stderr) is written to.
+    description: File the raw output (stdout and stderr) is written to; its folder is created when missing.
     type: path
   expect:
     description:
@@ -414,6 +414,7 @@ class NcclTests:
 
     def write(self, path, text):
         try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(text)
         except OSError as exc:

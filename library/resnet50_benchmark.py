@@ -141,7 +141,7 @@ options:
     type: int
     default: 1800
   output_dir:
-    description: Directory for the raw output of each run (C(resnet50-<N>gpu.txt)).
+    description: Directory for the raw output of each run (C(resnet50-<N>gpu.txt)); created when missing.
     type: path
   expect:
     description:
@@ -297,6 +297,11 @@ class Resnet50Sweep:
             params["gpu_counts"] = sweep_counts(params["gpus_per_node"], max(1, len(params["hosts"])))
         if min(params["gpu_counts"]) < 1:
             self.fail("gpu_counts must list positive GPU counts")
+        if params["output_dir"]:
+            try:
+                os.makedirs(params["output_dir"], exist_ok=True)
+            except OSError as exc:
+                self.fail(f"cannot create output_dir {params['output_dir']}: {exc}")
         if not os.path.isfile(params["script"]):
             self.fail(f"benchmark script {params['script']} not found on {os.uname().nodename}")
 
