@@ -143,7 +143,6 @@ def _parse(args: argparse.Namespace) -> int:
 
 def _k8s(args: argparse.Namespace) -> int:
     from gpuforge import k8s
-
     from gpuforge.k8s_render import RenderError
 
     out_dir = Path(args.out) if args.out else paths.ARTIFACTS_DIR / "k8s"

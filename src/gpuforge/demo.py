@@ -18,6 +18,10 @@ from gpuforge.runner import RunRequest, new_run_id, run_playbook, write_summary
 DEMO_SPEC = paths.LAB_DIR / "specs" / "demo.yml"
 # Validation must not stop the demo on the faulty node: record failures, do not fail the play.
 REPORT_ONLY_VARS = ["gpuforge_validate_report_only=true"]
+# A healthy node whose link the benchmark degrades (tc) during the ib_write_bw pairs: the attribution
+# must name it, apart from the hardware faults validation finds on gpu03.
+DEGRADED_NODE = "gpu02"
+BENCH_VARS = [f"gpuforge_bench_netem_node={DEGRADED_NODE}"]
 # Stages whose failure fails the demo; the later ones are reported either way.
 REQUIRED_STAGES = ("lab", "lab-services", "provision")
 
@@ -95,7 +99,7 @@ def run(options, view_factory: Callable, log: Callable[[str], None] = print) -> 
     stages.append(
         _playbook_stage("validate", base("validate", "validate.yml", REPORT_ONLY_VARS), run_dir, view_factory)
     )
-    stages.append(_playbook_stage("benchmark", base("bench", "benchmark.yml"), run_dir, view_factory))
+    stages.append(_playbook_stage("benchmark", base("bench", "benchmark.yml", BENCH_VARS), run_dir, view_factory))
     stages.append(_k8s_stage(Path(options.inventory)))
     return _finish(run_dir, stages, started, log)
 
@@ -122,12 +126,27 @@ def _finish(run_dir: Path, stages: list[Stage], started: float, log) -> int:
     files = report.build(run_dir)
     summary["artifacts"].update(report_html=str(files.html), report_md=str(files.markdown))
     write_summary(run_dir, summary)
-    for line in summary_lines(stages, files.data, files.html):
+    for line in summary_lines(stages, files.data, files.html, bench_attribution(run_dir)):
         log(line)
     return summary["rc"]
 
 
-def summary_lines(stages: list[Stage], data, html_path: Path) -> list[str]:
+def bench_attribution(run_dir: Path) -> dict[str, str]:
+    """benchmark -> the attribution's one-line summary, from the benchmark stage's summary.json."""
+    for path in sorted(run_dir.glob("benchmark/bench/*/summary.json")):
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        return {
+            name: str(part.get("summary", ""))
+            for name, part in document.items()
+            if isinstance(part, dict) and part.get("results")
+        }
+    return {}
+
+
+def summary_lines(stages: list[Stage], data, html_path: Path, attribution: dict[str, str] | None = None) -> list[str]:
     lines = ["", "== gpuforge demo summary"]
     lines += [f"stage {stage.name:<10} {stage.status:<8} {stage.detail}" for stage in stages]
     if data.checks is None:
@@ -149,5 +168,8 @@ def summary_lines(stages: list[Stage], data, html_path: Path) -> list[str]:
         lines.append(f"ResNet-50 {point.gpus} GPU(s): {point.images_per_sec:g} images/sec")
     if not data.resnet50:
         lines.append("ResNet-50: not run")
+    if attribution:
+        lines.append(f"benchmark attribution (link of {DEGRADED_NODE} degraded on purpose during ib_write_bw):")
+        lines += [f"  {name}: {text}" for name, text in sorted(attribution.items())]
     lines.append(f"report: {html_path}")
     return lines

@@ -62,6 +62,17 @@ def test_degraded_node_named_by_median_baseline_on_tcp_rates():
     assert "50% of the median of ib_write_bw (12.55 Gb/s)" in out["results"][1]["reason"]
 
 
+def test_three_node_ring_needs_the_best_baseline():
+    # The demo lab: 3 GPU nodes, gpu02 rate-limited spoils 2 links of 3, so the median is itself slow.
+    rates = {"gpu01__gpu02__mlx5_0": 0.9, "gpu02__gpu03__mlx5_0": 1.4, "gpu03__gpu01__mlx5_0": 12.0}
+    results = ring(["gpu01", "gpu02", "gpu03"], rates)
+    assert attribute_results(results, baseline="median", median_fraction=0.5)["slow_nodes"] == []
+    out = attribute_results(results, baseline="best", median_fraction=0.5)
+    assert [n["node"] for n in out["slow_nodes"]] == ["gpu02"]
+    assert out["results"][0]["threshold_gbps"] == 6.0
+    assert "50% of the best of ib_write_bw (12.0 Gb/s)" in out["results"][0]["reason"]
+
+
 def test_all_equal_names_nothing():
     out = attribute_results(ring(NODES, {}), baseline="median")
     assert out["slow_nodes"] == [] and out["slow_links"] == []
