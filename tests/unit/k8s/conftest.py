@@ -39,7 +39,8 @@ def run_scenario(tmp: Path, inventory: str, platform: str, version: str, extrava
         platform,
         version,
         playbook=WRAPPER,
-        extravars=extravars,
+        # The fixture hosts do not exist: their Storage Scale facts come from fixture_facts.
+        extravars={"gpuforge_k8s_gather_scale_facts": False, **(extravars or {})},
         envvars={"ANSIBLE_CACHE_PLUGIN_CONNECTION": str(tmp / "facts")},
     )
 

@@ -1,5 +1,7 @@
 """spectrum_scale_csi: CSIScaleOperator from the cluster facts, redacted secrets, static PV/PVC (seed 001)."""
 
+from conftest import load, run_scenario
+
 
 def test_custom_resource_from_the_seed_clusters(dgx1_k8s):
     cr = dgx1_k8s.get("CSIScaleOperator", "ibm-spectrum-scale-csi", "ibm-spectrum-scale-csi-driver")
@@ -41,3 +43,33 @@ def test_static_pv_volume_handle_and_per_namespace_claims(dgx1_k8s):
         assert pvc["spec"]["storageClassName"] == "static"
         assert pvc["spec"]["accessModes"] == ["ReadWriteMany"]
         assert pvc["spec"]["selector"]["matchLabels"] == {"type": "data", "dept": "adas"}
+
+
+LOCAL_WITHOUT_ID = {
+    "primary_fs": "fs0",
+    "gui_hosts": ["192.168.1.30"],
+    "secret": "csisecret-local",
+    "username": "csiadmin",
+    "password": "fixture-local-secret",
+}
+
+
+def test_local_cluster_id_comes_from_the_scale_facts(tmp_path):
+    extravars = {
+        "gpuforge_k8s_enabled_addons": ["spectrum_scale_csi"],
+        "spectrum_scale_csi_clusters": [LOCAL_WITHOUT_ID],
+    }
+    paths = run_scenario(tmp_path, "dgx1_edr", "kubernetes", "1.33", extravars)
+    rendered = load(paths, tmp_path / "out" / "dgx1-edr")
+    cr = rendered.get("CSIScaleOperator", "ibm-spectrum-scale-csi", "ibm-spectrum-scale-csi-driver")
+    assert [cluster["id"] for cluster in cr["spec"]["clusters"]] == ["16217308676014575381"]
+
+
+def test_cluster_without_id_and_without_facts_is_a_clear_error(render_error):
+    message = render_error(
+        "dgx1_edr",
+        gpuforge_k8s_enabled_addons=["spectrum_scale_csi"],
+        spectrum_scale_csi_clusters=[LOCAL_WITHOUT_ID],
+        spectrum_scale_csi_facts_host="dgx02",
+    )
+    assert "has no id and dgx02 has no spectrum_scale facts" in message
