@@ -129,6 +129,9 @@ def _nccl_series(document: dict, parent: dict, path: Path) -> NcclSeries | None:
             points.append((size, busbw))
     mode = _nccl_mode(document, parent, path) or "unknown"
     label = NCCL_MODES.get(mode, mode)
+    run = re.sub(r"^(srun-)?nccl[-_]?", "", path.stem)
+    if run not in ("", mode):  # which run: single-gpu01, multi-ib, ...
+        label = f"{run} ({label})"
     if parent.get("launcher") == "srun":  # the same transport, launched through Slurm
         label += " (srun)"
     return NcclSeries(mode, label, points, document.get("collective") or "all_reduce_perf", str(path))
@@ -157,9 +160,27 @@ def _ib_write_bw(document: dict, parent: dict, path: Path) -> IbWriteBw | None:
     return IbWriteBw(str(host), str(hca), bw, line_rate, str(path))
 
 
+def _ib_pair(document: dict, path: Path) -> IbWriteBw | None:
+    """A pair file of playbooks/tasks/bench_ib_pair.yml: {pair: {server, client, hca, line_rate_gbps}, client:
+    {result: perftest}, server: {...}}; the client's side carries the bandwidth it pushed to the server."""
+    pair = document.get("pair")
+    if not isinstance(pair, dict):
+        return None
+    result = (document.get("client") or {}).get("result") or {}
+    bw = _number(result.get("bw_average_gbps")) if isinstance(result, dict) else None
+    if bw is None:  # a Down port or a failed run: no bar (the attribution names it)
+        return None
+    host = f"{pair.get('client', '?')}->{pair.get('server', '?')}"
+    return IbWriteBw(host, str(pair.get("hca", "?")), bw, _number(pair.get("line_rate_gbps")), str(path))
+
+
 def classify_bench(document, path: Path, data: ReportData) -> None:
     """Add whatever benchmark results the document holds to data."""
     parent = document if isinstance(document, dict) else {}
+    if "pair" in parent and "client" in parent:
+        pair = _ib_pair(parent, path)
+        data.ib_write_bw = [*(data.ib_write_bw or []), *([pair] if pair else [])]
+        return
     for candidate in _candidates(document):
         kind = str(candidate.get("kind", "")).replace("-", "_")
         series = _nccl_series(candidate, parent, path) if kind in ("", "nccl", "nccl_tests") else None

@@ -103,3 +103,32 @@ def test_slurm_launched_runs_are_labelled_and_kept_off_the_scaling_chart(tmp_pat
     data = load(tmp_path)
     assert [(s.mode, s.label, s.points) for s in data.nccl] == [("tcp", "TCP (srun)", [(8, 0.01), (1024, 0.5)])]
     assert data.resnet50 is None
+
+
+def test_benchmark_playbook_files_pairs_and_run_labels(tmp_path):
+    # What playbooks/tasks/bench_ib_pair.yml and bench_nccl.yml write: a pair file whose client side
+    # carries the bandwidth (a Down port's pair has none and gets no bar), and one file per nccl run.
+    bench = tmp_path / "bench" / "run1"
+    (bench / "ib_write_bw").mkdir(parents=True)
+    (bench / "nccl").mkdir()
+    pair = {
+        "name": "gpu01__gpu02__mlx5_0",
+        "server": "gpu01",
+        "client": "gpu02",
+        "hca": "mlx5_0",
+        "line_rate_gbps": 100,
+    }
+    fine = {"pair": pair, "client": {"result": {"bw_average_gbps": 22.5}}, "server": {"result": {}}}
+    down = {"pair": {**pair, "hca": "mlx5_2"}, "client": {"result": None, "msg": "port not Active"}, "server": {}}
+    (bench / "ib_write_bw" / "gpu01__gpu02__mlx5_0.json").write_text(json.dumps(fine), encoding="utf-8")
+    (bench / "ib_write_bw" / "gpu01__gpu02__mlx5_2.json").write_text(json.dumps(down), encoding="utf-8")
+    rows = [{"size": 8, "out_of_place": {"busbw": 0.01}}]
+    for run in ("single-gpu01", "multi-ib"):
+        (bench / "nccl" / f"{run}.json").write_text(
+            json.dumps({"mode": "tcp", "nccl": {"rows": rows}}), encoding="utf-8"
+        )
+    data = load(tmp_path)
+    assert [(i.host, i.hca, i.bw_gbps, i.line_rate_gbps) for i in data.ib_write_bw] == [
+        ("gpu02->gpu01", "mlx5_0", 22.5, 100.0)
+    ]
+    assert sorted(s.label for s in data.nccl) == ["multi-ib (TCP)", "single-gpu01 (TCP)"]
