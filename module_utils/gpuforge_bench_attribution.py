@@ -31,8 +31,6 @@ Then the slow results are attributed to nodes:
 
 from __future__ import annotations
 
-BASELINES = ("absolute", "median", "best")
-
 
 def median(values: list[float]) -> float | None:
     ordered = sorted(values)
@@ -40,6 +38,11 @@ def median(values: list[float]) -> float | None:
         return None
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+# Baselines that judge a result against its own group: the group's reference value.
+PEER_REFERENCES = {"median": median, "best": max}
+BASELINES = ("absolute", *PEER_REFERENCES)
 
 
 def _number(value) -> float | None:
@@ -60,24 +63,22 @@ def judge_results(
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, got {baseline!r}")
     references: dict[str, float | None] = {}
-    if baseline in ("median", "best"):
+    if baseline in PEER_REFERENCES:
         groups: dict[str, list[float]] = {}
         for result in results:
             gbps = _number(result.get("gbps"))
             if gbps is not None:
                 groups.setdefault(str(result.get("group", "")), []).append(gbps)
-        pick = median if baseline == "median" else max
-        references = {group: pick(values) for group, values in groups.items()}
+        references = {group: PEER_REFERENCES[baseline](values) for group, values in groups.items()}
     judged = []
     for result in results:
         gbps = _number(result.get("gbps"))
         group = str(result.get("group", ""))
         unit = str(result.get("unit") or "Gb/s")  # the value is in "gbps" whatever it measures (img/s too)
-        if baseline in ("median", "best"):
+        if baseline in PEER_REFERENCES:
             reference = references.get(group)
             threshold = None if reference is None else round(reference * median_fraction, 2)
-            word = "median" if baseline == "median" else "best"
-            rule = f"{median_fraction:.0%} of the {word} of {group or 'all results'} ({reference} {unit})"
+            rule = f"{median_fraction:.0%} of the {baseline} of {group or 'all results'} ({reference} {unit})"
         else:
             reference = _number(result.get("expected_gbps"))
             reference = expected_gbps if reference is None else reference

@@ -162,16 +162,13 @@ def _ib_write_bw(document: dict, parent: dict, path: Path) -> IbWriteBw | None:
 
 def _ib_pair(document: dict, path: Path) -> IbWriteBw | None:
     """A pair file of playbooks/tasks/bench_ib_pair.yml: {pair: {server, client, hca, line_rate_gbps}, client:
-    {result: perftest}, server: {...}}; the client's side carries the bandwidth it pushed to the server."""
+    {result: perftest}, server: {...}}; the client's side carries the bandwidth it pushed to the server. A Down
+    port's pair has no result and gets no bar (the attribution names it)."""
     pair = document.get("pair")
-    if not isinstance(pair, dict):
+    result = (document.get("client") or {}).get("result")
+    if not isinstance(pair, dict) or not isinstance(result, dict):
         return None
-    result = (document.get("client") or {}).get("result") or {}
-    bw = _number(result.get("bw_average_gbps")) if isinstance(result, dict) else None
-    if bw is None:  # a Down port or a failed run: no bar (the attribution names it)
-        return None
-    host = f"{pair.get('client', '?')}->{pair.get('server', '?')}"
-    return IbWriteBw(host, str(pair.get("hca", "?")), bw, _number(pair.get("line_rate_gbps")), str(path))
+    return _ib_write_bw(result, {**pair, "host": f"{pair.get('client', '?')}->{pair.get('server', '?')}"}, path)
 
 
 def classify_bench(document, path: Path, data: ReportData) -> None:
