@@ -1,17 +1,34 @@
-"""Simulated `ofed_info` (MLNX_OFED / DOCA-OFED 2.9.1 user space = MLNX_OFED 24.10-1.1.4.0).
+"""Simulated `ofed_info` (ofed-scripts).
 
-`ofed_info -s` prints the one-line release tag (`MLNX_OFED_LINUX-24.10-1.1.4.0:`), `-n` the bare
-version; plain `ofed_info` prints the release, the component source packages and the installed
-OFED packages as the real script does on Debian (`dpkg -l` lines).
+What it prints comes from <lib dir>/ofed_info.json, which the lab mirror generates from the vendor facts
+registry for the repository the package was published in (vendor_facts/nvidia-doca/<os>.yml: facts
+ofed_info_s, ofed_info_n, ofed_version): a DOCA-OFED install prints `OFED-internal-<version>:` for
+`-s`, the tarball installer's build would print `MLNX_OFED_LINUX-<version>:`. `-n` prints the version;
+plain `ofed_info` prints the release, the component source packages and the installed OFED packages as
+the real script does on Debian (`dpkg -l` lines).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
-VERSION = "24.10-1.1.4.0"
-RELEASE = f"MLNX_OFED_LINUX-{VERSION}"
+from gpuforge_sim.hardware import lib_dir
+
+
+def release_data() -> dict | None:
+    """{release_tag, version, ofed} of the installed ofed-scripts package (None, with a message, if absent)."""
+    path = os.path.join(lib_dir(), "ofed_info.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        sys.stderr.write(f"ofed_info: {path} is missing or unreadable (gpuforge lab: ofed-scripts not installed?)\n")
+        return None
+
+
 # Components of the 24.10-1.1.4.0 release and their source packages (as `ofed_info` lists them).
 COMPONENTS = [
     ("mlnx-ofed-kernel", "mlnx-ofed-kernel-24.10.OFED.24.10.1.1.4.1.src.rpm"),
@@ -20,6 +37,7 @@ COMPONENTS = [
     ("perftest", "perftest-24.10.0-0.65.g9093bae.2410068.src.rpm"),
 ]
 PACKAGES = [
+    "ofed-scripts",
     "mlnx-ofed-kernel-dkms",
     "mlnx-ofed-kernel-utils",
     "rdma-core",
@@ -53,16 +71,19 @@ def installed_packages() -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    data = release_data()
+    if data is None:
+        return 1
     if "-s" in args:
-        print(f"{RELEASE}:")
+        print(data["release_tag"])
         return 0
     if "-n" in args:
-        print(VERSION)
+        print(data["version"])
         return 0
     if args and args[0] not in ("-l", "-a"):
         print(f"Usage: ofed_info [-s|-n|-l|-a] (unknown option {args[0]})", file=sys.stderr)
         return 1
-    out = [f"{RELEASE} (OFED-{VERSION.rsplit('.', 1)[0]}):", ""]
+    out = [f"{data['release_tag'].rstrip(':')} (OFED-{data['ofed'].rsplit('.', 1)[0]}):", ""]
     for name, source in COMPONENTS:
         out += [f"{name}:", f"mlnx_ofed_{name}/{source}", ""]
     out += ["Installed Packages:", "-------------------", *installed_packages()]

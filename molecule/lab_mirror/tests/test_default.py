@@ -2,11 +2,17 @@
 
 import json
 
+import yaml
+
+from gpuforge.paths import PROJECT_ROOT
+
+SIM_PACKAGE = yaml.safe_load((PROJECT_ROOT / "lab/packages/packages.yml").read_text(encoding="utf-8"))["sim_package"]
+
 
 def test_simulator_package_installed_from_mirror(host):
-    package = host.package("gpuforge-lab-sim")
+    package = host.package(SIM_PACKAGE["name"])
     assert package.is_installed
-    assert package.version == "1.0.0-1"
+    assert package.version == SIM_PACKAGE["version"]
     policy = host.check_output("apt-cache policy gpuforge-lab-sim")
     assert "http://mirror/gpuforge-lab/tools" in policy
 

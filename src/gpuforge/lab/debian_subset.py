@@ -14,15 +14,21 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from gpuforge import vendor_facts
 from gpuforge.lab.podman import podman
 from gpuforge.paths import LAB_DIR, LAB_STATE_DIR
 
 PACKAGE_LIST = LAB_DIR / "packages" / "debian.txt"
 WORK_DIR = LAB_STATE_DIR / "debian"
-REPO_PATH = "debian/bookworm"
+# The lab's Debian archive: dists/bookworm/{main,contrib} like deb.debian.org (contrib: NVIDIA's debian12
+# driver packages depend on Debian contrib packages, vendor_facts/debian-contrib/bookworm.yml).
+REPO_PATH = "debian"
+SUITE = "bookworm"
+COMPONENTS = ("main", "contrib")
 DEBIAN_MIRROR = os.environ.get("GPUFORGE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 DEBIAN_SECURITY_MIRROR = os.environ.get("GPUFORGE_DEBIAN_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+REGISTRY_ARCHIVE = "debian-contrib/bookworm"
 
 
 class DebianSubsetError(RuntimeError):
@@ -30,8 +36,12 @@ class DebianSubsetError(RuntimeError):
 
 
 def package_list() -> list[str]:
+    """lab/packages/debian.txt, plus the Debian archive packages the vendor registry says vendor packages need
+    (vendor_facts/debian-contrib/bookworm.yml)."""
     lines = PACKAGE_LIST.read_text(encoding="utf-8").splitlines()
-    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    listed = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    registry = sorted({package.name for package in vendor_facts.repository(REGISTRY_ARCHIVE).packages})
+    return listed + [name for name in registry if name not in listed]
 
 
 def inputs_hash(image_status: str) -> str:
@@ -44,8 +54,8 @@ def inputs_hash(image_status: str) -> str:
 def sources_list() -> str:
     signed = f"[signed-by={DEBIAN_KEYRING}]"
     return (
-        f"deb {signed} {DEBIAN_MIRROR} bookworm bookworm-updates main\n"
-        f"deb {signed} {DEBIAN_SECURITY_MIRROR} bookworm-security main\n"
+        f"deb {signed} {DEBIAN_MIRROR} bookworm bookworm-updates main contrib\n"
+        f"deb {signed} {DEBIAN_SECURITY_MIRROR} bookworm-security main contrib\n"
     )
 
 

@@ -19,7 +19,7 @@ from gpuforge.paths import LAB_DIR, LAB_STATE_DIR
 IMAGE_DIR = LAB_DIR / "image"
 IMAGE_REPO = "localhost/gpuforge-lab-node"
 SUITE = "bookworm"
-BUILDER_REVISION = "3"  # bump when the build steps below change
+BUILDER_REVISION = "4"  # bump when the build steps below change
 # Nodes take Debian packages from the lab mirror (internal network), trusting this lab's archive key.
 LAB_KEYRING = "/usr/share/keyrings/gpuforge-lab-archive-keyring.asc"
 LAB_TOOLS_PATH = "gpuforge-lab/tools"
@@ -60,7 +60,9 @@ def _source(path: str) -> str:
 
 
 def debian_sources() -> str:
-    return _source(REPO_PATH)
+    """The Debian archive as a stock Debian 12 host lists it: one suite, component main only (a role that needs
+    contrib must enable it, as NVIDIA's Debian instructions do)."""
+    return f"Types: deb\nURIs: {MIRROR_URL}/{REPO_PATH}/\nSuites: {SUITE}\nComponents: main\nSigned-By: {LAB_KEYRING}\n"
 
 
 def lab_tools_sources() -> str:

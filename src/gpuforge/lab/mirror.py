@@ -1,14 +1,20 @@
 """The lab's vendor package mirror: .deb packages built with dpkg-deb, indexed with
 apt-ftparchive and signed with a key generated for this lab, laid out as flat
-repositories like the vendors' own (lab/packages/packages.yml).
+repositories like the vendors' own.
+
+Names, versions, relations, files, units and kernel modules come from the vendor facts registry
+(vendor_facts/, gpuforge.vendor_facts), never from role variables; lab/packages/packages.yml says only
+which registry repositories to publish and which simulator answers for which vendor path.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import gzip
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -16,6 +22,7 @@ from pathlib import Path
 
 import yaml
 
+from gpuforge import vendor_facts
 from gpuforge.lab import debian_subset
 from gpuforge.paths import LAB_DIR, LAB_STATE_DIR, PROJECT_ROOT
 
@@ -26,7 +33,8 @@ GNUPG_HOME = LAB_STATE_DIR / "gnupg"
 KEY_FILE_NAME = "gpuforge-lab-archive-keyring.asc"
 KEY_UID = "gpuforge lab mirror signing key <lab-mirror@gpuforge.invalid>"
 MIRROR_URL = "http://mirror"
-BUILDER_REVISION = "2"
+BUILDER_REVISION = "3"
+LAB_TOOLS = "lab-tools"
 
 
 class MirrorError(RuntimeError):
@@ -79,25 +87,81 @@ def load_definitions() -> dict:
     return yaml.safe_load(PACKAGES_FILE.read_text(encoding="utf-8"))
 
 
+def registry_repositories(definitions: dict) -> list[vendor_facts.Repository]:
+    """The registry repositories the lab publishes (packages.yml `publish`), each with a lab_path."""
+    repos = []
+    for key in definitions["publish"]:
+        repo = vendor_facts.repository(key)
+        if not repo.lab_path or repo.package_format != "deb":
+            raise MirrorError(f"vendor_facts/{key}.yml: the lab publishes only deb repositories with a lab_path")
+        repos.append(repo)
+    return repos
+
+
+def _simulator(definitions: dict, path: str) -> str | None:
+    for pattern, module in definitions["simulators"].items():
+        if fnmatch.fnmatchcase(path, pattern):
+            return module
+    return None
+
+
+def _data_text(template: str, package: vendor_facts.Package, repo: vendor_facts.Repository) -> str:
+    def fact(match: re.Match) -> str:
+        return str(repo.fact(match.group(1)))
+
+    text = re.sub(r"\{fact:([a-z0-9_]+)\}", fact, template)
+    if "{cuda}" in text:
+        branch = package.upstream.split(".")[0]
+        text = text.replace("{cuda}", str(repo.fact("cuda_version_by_branch")[branch]))
+    return text.replace("{upstream}", package.upstream)
+
+
+def _from_registry(package: vendor_facts.Package, repo: vendor_facts.Repository, definitions: dict) -> dict:
+    """A registry package as the lab builds it: the vendor's name, version and relations, with the lab's
+    simulators behind the vendor's file paths."""
+    commands = {path: _simulator(definitions, path) for path in package.files}
+    commands = {path: module for path, module in commands.items() if module}
+    files = {}
+    for path in package.files:
+        for data_path, template in (definitions["data_files"].get(path) or {}).items():
+            files[data_path] = _data_text(template, package, repo)
+    depends = list(package.depends)
+    if commands:
+        depends.append(definitions["sim_package"]["name"])
+    modules = {name: definitions["kernel_modules"][name] for name in package.kernel_modules}
+    units = {name: definitions["units"][name] for name in package.units}
+    return {
+        "name": package.name,
+        "version": package.version,
+        "repo": repo.key,
+        "architecture": package.architecture,
+        "depends": depends,
+        "provides": list(package.provides),
+        "conflicts": list(package.conflicts),
+        "description": f"{package.name} ({repo.title}) - gpuforge lab build: simulated payload",
+        "commands": commands,
+        "files": files,
+        "modules": modules,
+        "units": units,
+    }
+
+
 def expand(definitions: dict) -> list[dict]:
-    """All concrete packages: per-branch templates expanded, plus the simulator library package."""
-    packages = [dict(definitions["sim_package"], kind="sim")]
-    for branch, versions in definitions["driver_branches"].items():
-        values = {"branch": branch, "driver": versions["driver"], "cuda": versions["cuda"]}
-        for template in definitions["per_branch"]:
-            packages.append(_format(template, values))
-    packages.extend(definitions["packages"])
+    """Every package the mirror builds: each version of each registry package of the published repositories,
+    the simulator library, and the lab's own stand-ins."""
+    sim = definitions["sim_package"]
+    packages = [dict(sim, repo=LAB_TOOLS, kind="sim")]
+    for repo in registry_repositories(definitions):
+        packages.extend(_from_registry(package, repo, definitions) for package in repo.packages)
+    packages.extend(dict(package, repo=LAB_TOOLS) for package in definitions["lab_packages"])
     return packages
 
 
-def _format(value, values: dict):
-    if isinstance(value, str):
-        return value.format(**values)
-    if isinstance(value, list):
-        return [_format(item, values) for item in value]
-    if isinstance(value, dict):
-        return {_format(key, values): _format(item, values) for key, item in value.items()}
-    return value
+def repository_paths(definitions: dict) -> dict[str, str]:
+    """Repository key -> path under the mirror root."""
+    paths = {repo.key: repo.lab_path for repo in registry_repositories(definitions)}
+    paths[LAB_TOOLS] = definitions["lab_tools_path"]
+    return paths
 
 
 def missing_simulators(package: dict) -> list[str]:
@@ -108,9 +172,11 @@ def missing_simulators(package: dict) -> list[str]:
 def inputs_hash(definitions: dict) -> str:
     digest = hashlib.sha256(BUILDER_REVISION.encode())
     digest.update(PACKAGES_FILE.read_bytes())
+    for path in sorted(vendor_facts.REGISTRY_DIR.glob("*/*.yml")):
+        digest.update(path.name.encode() + path.read_bytes())
     for path in sorted(SIM_DIR.rglob("*.py")):
         digest.update(path.name.encode() + path.read_bytes())
-    for package in definitions["packages"]:
+    for package in definitions["lab_packages"]:
         for source in (package.get("scripts") or {}).values():
             digest.update((PROJECT_ROOT / source).read_bytes())
     return digest.hexdigest()
@@ -175,31 +241,67 @@ def build_deb(package: dict, staging: Path, output: Path) -> Path:
 
 
 def _index(repo_dir: Path, origin: str, key: SigningKey) -> None:
+    """A flat repository (`deb URL /`), the layout NVIDIA's and Mellanox's repositories use."""
     packages = _run(["apt-ftparchive", "packages", "."], cwd=repo_dir).stdout
     (repo_dir / "Packages").write_bytes(packages)
     (repo_dir / "Packages.gz").write_bytes(gzip.compress(packages, mtime=0))
-    options = {"Origin": origin, "Label": "gpuforge lab mirror", "Suite": "stable"}
-    command = ["apt-ftparchive"]
-    for field, value in options.items():
-        command += ["-o", f"APT::FTPArchive::Release::{field}={value}"]
-    release = _run([*command, "release", "."], cwd=repo_dir).stdout
-    (repo_dir / "Release").write_bytes(release)
-    for name in ("InRelease", "Release.gpg"):
-        (repo_dir / name).unlink(missing_ok=True)
-    sign = ["gpg", "--batch", "--yes", "--local-user", key.fingerprint, "--digest-algo", "SHA256"]
-    _run([*sign, "--clearsign", "-o", "InRelease", "Release"], cwd=repo_dir)
-    _run([*sign, "--detach-sign", "--armor", "-o", "Release.gpg", "Release"], cwd=repo_dir)
+    _release(repo_dir, {"Origin": origin, "Label": "gpuforge lab mirror", "Suite": "stable"}, key)
+
+
+def _component(deb: Path) -> str:
+    """The archive component of a Debian package: its Section's prefix (contrib/misc -> contrib), else main."""
+    section = _run(["dpkg-deb", "--field", str(deb), "Section"]).stdout.decode().strip()
+    return section.split("/", 1)[0] if "/" in section else "main"
 
 
 def publish_debian(debs: list[Path], built_names: set[str], repo_dir: Path, log=print) -> None:
-    """Copy the Debian subset into its repo, minus packages the lab builds itself: a node must get the lab's
-    simulated `rdma-core` or `infiniband-diags`, never the real tool that finds no hardware."""
+    """Copy the Debian subset into its pool, one folder per archive component (main, contrib), minus packages
+    the lab builds itself: a node must get the lab's simulated `rdma-core` or `infiniband-diags`, never the
+    real tool that finds no hardware."""
     shadowed = sorted(deb.name for deb in debs if debian_subset.package_name(deb) in built_names)
     for deb in debs:
         if debian_subset.package_name(deb) not in built_names:
-            shutil.copy2(deb, repo_dir / deb.name)
+            pool = repo_dir / "pool" / _component(deb)
+            pool.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(deb, pool / deb.name)
     if shadowed:
         log("lab: Debian packages left out, the lab builds its own: " + ", ".join(shadowed))
+
+
+def _index_archive(repo_dir: Path, key: SigningKey) -> None:
+    """A Debian archive layout (dists/<suite>/<component>/binary-amd64), as deb.debian.org serves it, so that
+    nodes list components (main, contrib) in their sources exactly as on a real Debian host."""
+    suite_dir = repo_dir / "dists" / debian_subset.SUITE
+    components = sorted(path.name for path in (repo_dir / "pool").iterdir()) if (repo_dir / "pool").is_dir() else []
+    for component in debian_subset.COMPONENTS:
+        binary = suite_dir / component / "binary-amd64"
+        binary.mkdir(parents=True, exist_ok=True)
+        pool = f"pool/{component}"
+        packages = _run(["apt-ftparchive", "packages", pool], cwd=repo_dir).stdout if component in components else b""
+        (binary / "Packages").write_bytes(packages)
+        (binary / "Packages.gz").write_bytes(gzip.compress(packages, mtime=0))
+    options = {
+        "Origin": "gpuforge-lab-debian",
+        "Label": "gpuforge lab mirror (Debian subset)",
+        "Suite": debian_subset.SUITE,
+        "Codename": debian_subset.SUITE,
+        "Architectures": "amd64",
+        "Components": " ".join(debian_subset.COMPONENTS),
+    }
+    _release(suite_dir, options, key)
+
+
+def _release(directory: Path, options: dict, key: SigningKey) -> None:
+    command = ["apt-ftparchive"]
+    for field, value in options.items():
+        command += ["-o", f"APT::FTPArchive::Release::{field}={value}"]
+    for name in ("Release", "InRelease", "Release.gpg"):
+        (directory / name).unlink(missing_ok=True)
+    release = _run([*command, "release", "."], cwd=directory).stdout
+    (directory / "Release").write_bytes(release)
+    sign = ["gpg", "--batch", "--yes", "--local-user", key.fingerprint, "--digest-algo", "SHA256"]
+    _run([*sign, "--clearsign", "-o", "InRelease", "Release"], cwd=directory)
+    _run([*sign, "--detach-sign", "--armor", "-o", "Release.gpg", "Release"], cwd=directory)
 
 
 def _swap(new: Path, served: Path) -> None:
@@ -223,26 +325,30 @@ def build(image_tag: str, log=print) -> Repository:
         return Repository(MIRROR_ROOT, MIRROR_URL)
     log("lab: building the signed package mirror")
     staging_root = LAB_STATE_DIR / "build" / "debs"
-    repos = dict(definitions["repos"], debian=debian_subset.REPO_PATH)
+    repos = repository_paths(definitions)
     # Built beside the served tree and swapped in per repository, so nodes installing from the running
     # mirror never see a half-built repository.
     next_root = LAB_STATE_DIR / "mirror.next"
     shutil.rmtree(next_root, ignore_errors=True)
-    for repo_path in repos.values():
+    for repo_path in [*repos.values(), debian_subset.REPO_PATH]:
         (next_root / repo_path).mkdir(parents=True)
     skipped = []
-    for package in expand(definitions):
+    packages = expand(definitions)
+    for package in packages:
         missing = missing_simulators(package)
         if missing:
             skipped.append(f"{package['name']} (needs {', '.join(missing)})")
             continue
-        build_deb(package, staging_root / package["name"], next_root / repos[package["repo"]])
-    built = {package["name"] for package in expand(definitions)}
-    built |= {name.split()[0] for package in expand(definitions) for name in package.get("provides") or []}
-    publish_debian(debs, built, next_root / repos["debian"], log=log)
+        staging = staging_root / f"{package['name']}_{package['version']}"
+        build_deb(package, staging, next_root / repos[package["repo"]])
+    built = {package["name"] for package in packages}
+    built |= {name.split()[0] for package in packages for name in package.get("provides") or []}
+    publish_debian(debs, built, next_root / debian_subset.REPO_PATH, log=log)
     for name, repo_path in repos.items():
-        _index(next_root / repo_path, f"gpuforge-lab-{name}", key)
+        _index(next_root / repo_path, f"gpuforge-lab-{name.replace('/', '-')}", key)
         _swap(next_root / repo_path, MIRROR_ROOT / repo_path)
+    _index_archive(next_root / debian_subset.REPO_PATH, key)
+    _swap(next_root / debian_subset.REPO_PATH, MIRROR_ROOT / debian_subset.REPO_PATH)
     shutil.rmtree(staging_root, ignore_errors=True)
     shutil.rmtree(next_root, ignore_errors=True)
     if skipped:

@@ -3,6 +3,7 @@ state, the list's coverage of what lab packages depend on, and the shadowing rul
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -29,12 +30,16 @@ def test_sources_are_signed_by_the_debian_archive_key():
     lines = debian_subset.sources_list().splitlines()
     assert len(lines) == 2
     assert all(line.startswith(f"deb [signed-by={debian_subset.DEBIAN_KEYRING}] ") for line in lines)
-    assert lines[1].endswith(" bookworm-security main")
+    # contrib: NVIDIA's debian12 driver depends on Debian contrib packages (vendor_facts/debian-contrib).
+    assert lines[1].endswith(" bookworm-security main contrib")
+
+
+def test_registry_archive_packages_are_downloaded():
+    assert "nvidia-installer-cleanup" in debian_subset.package_list()
 
 
 def test_every_debian_dependency_of_a_lab_package_is_listed():
-    definitions = mirror.load_definitions()
-    packages = mirror.expand(definitions)
+    packages = mirror.expand(mirror.load_definitions())
     built = {package["name"] for package in packages}
     built |= {name.split()[0] for package in packages for name in package.get("provides") or []}
     depends = {
@@ -57,16 +62,37 @@ def test_packages_roles_install_in_the_lab_are_listed():
     assert sorted(wanted - listed) == []
 
 
-def test_debian_packages_the_lab_builds_are_not_published(tmp_path):
-    pool = tmp_path / "pool"
-    pool.mkdir()
-    for name in ("rdma-core_44.0-2_amd64.deb", "containerd_1.6.20~ds1-1+b1_amd64.deb"):
-        (pool / name).write_bytes(b"")
+def _deb(tmp_path: Path, name: str, version: str, section: str) -> Path:
+    package = {"name": name, "version": version, "description": "test", "depends": []}
+    deb = mirror.build_deb(package, tmp_path / "stage" / name, tmp_path / "pool")
+    control = subprocess.run(["dpkg-deb", "-I", str(deb), "control"], capture_output=True, check=True).stdout
+    assert b"Section: misc" in control
+    # Rebuild with the archive section the real package has.
+    stage = tmp_path / "stage" / name
+    (stage / "DEBIAN" / "control").write_text(
+        (stage / "DEBIAN" / "control").read_text(encoding="utf-8").replace("Section: misc", f"Section: {section}"),
+        encoding="utf-8",
+    )
+    subprocess.run(["dpkg-deb", "--root-owner-group", "--build", str(stage), str(deb)], capture_output=True, check=True)
+    return deb
+
+
+def test_debian_packages_go_to_their_component_and_lab_built_ones_are_left_out(tmp_path):
+    (tmp_path / "pool").mkdir()
+    debs = [
+        _deb(tmp_path, "rdma-core", "44.0-2", "net"),
+        _deb(tmp_path, "containerd", "1.6.20~ds1-1+b1", "admin"),
+        _deb(tmp_path, "nvidia-installer-cleanup", "20220217+3~deb12u1", "contrib/misc"),
+    ]
     repo = tmp_path / "repo"
     repo.mkdir()
     logged = []
-    mirror.publish_debian(sorted(pool.iterdir()), {"rdma-core"}, repo, log=logged.append)
-    assert [path.name for path in repo.iterdir()] == ["containerd_1.6.20~ds1-1+b1_amd64.deb"]
+    mirror.publish_debian(debs, {"rdma-core"}, repo, log=logged.append)
+    published = sorted(str(path.relative_to(repo)) for path in repo.rglob("*.deb"))
+    assert published == [
+        "pool/contrib/nvidia-installer-cleanup_20220217+3~deb12u1_amd64.deb",
+        "pool/main/containerd_1.6.20~ds1-1+b1_amd64.deb",
+    ]
     assert "rdma-core_44.0-2_amd64.deb" in logged[0]
 
 
@@ -75,6 +101,8 @@ def test_image_trusts_only_the_lab_mirror_for_debian():
     assert "deb.debian.org" not in sources
     assert f"URIs: {mirror.MIRROR_URL}/{debian_subset.REPO_PATH}/" in sources
     assert f"Signed-By: {image.LAB_KEYRING}" in sources
+    # As a stock Debian 12 host: main only, so a role that needs contrib has to enable it.
+    assert "Suites: bookworm\nComponents: main\n" in sources
 
 
 def test_image_tag_changes_with_the_trusted_key():
@@ -82,9 +110,9 @@ def test_image_tag_changes_with_the_trusted_key():
 
 
 def test_image_lab_tools_source_is_the_mirror_lab_tools_repository():
-    repos = mirror.load_definitions()["repos"]
-    assert repos["lab-tools"] == image.LAB_TOOLS_PATH
-    assert f"URIs: {mirror.MIRROR_URL}/{repos['lab-tools']}/" in image.lab_tools_sources()
+    repos = mirror.repository_paths(mirror.load_definitions())
+    assert repos[mirror.LAB_TOOLS] == image.LAB_TOOLS_PATH
+    assert f"URIs: {mirror.MIRROR_URL}/{repos[mirror.LAB_TOOLS]}/" in image.lab_tools_sources()
 
 
 def test_download_hash_follows_the_image_packages_not_its_tag():

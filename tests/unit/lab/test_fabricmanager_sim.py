@@ -10,10 +10,11 @@ from gpuforge_sim import driver_state, fabricmanager
 from gpuforge.lab.profiles import hardware_document, load_profile
 
 
-def _node(tmp_path, monkeypatch, profile: str, loaded: bool = True) -> None:
+def _node(tmp_path, monkeypatch, profile: str, loaded: bool = True, fm_version: str = "550.127.08") -> None:
     (tmp_path / "lib" / "modules").mkdir(parents=True)
     (tmp_path / "lib" / "modules" / "nvidia.ko").write_text("{}")
     (tmp_path / "lib" / "nvidia-driver.json").write_text(json.dumps({"driver_version": "550.127.08"}))
+    (tmp_path / "lib" / "nvidia-fabricmanager.json").write_text(json.dumps({"version": fm_version}))
     (tmp_path / "hardware.json").write_text(json.dumps(hardware_document(load_profile(profile), [])))
     monkeypatch.setenv("GPUFORGE_LAB_RUN", str(tmp_path / "run"))
     monkeypatch.setenv("GPUFORGE_LAB_LIB", str(tmp_path / "lib"))
@@ -29,9 +30,20 @@ def _run(argv: list[str]) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
-def test_version_is_the_driver_version(tmp_path, monkeypatch):
-    _node(tmp_path, monkeypatch, "dgx-h100-ndr")
-    assert _run(["--version"]) == (0, "Fabric Manager version is : 550.127.08\n", "")
+def test_version_is_the_package_version(tmp_path, monkeypatch):
+    _node(tmp_path, monkeypatch, "dgx-h100-ndr", fm_version="550.90.07")
+    assert _run(["--version"]) == (0, "Fabric Manager version is : 550.90.07\n", "")
+
+
+def test_refuses_a_driver_of_another_version(tmp_path, monkeypatch):
+    # The real daemon's refusal (NVIDIA/gpu-operator issue 544): a fabric manager pinned while the driver floated.
+    _node(tmp_path, monkeypatch, "dgx-h100-ndr", fm_version="550.90.07")
+    rc, _, err = _run(["-c", "/usr/share/nvidia/nvswitch/fabricmanager.cfg"])
+    assert rc == 1
+    assert err == (
+        "fabric manager NVIDIA GPU driver interface version 550.90.07 don't match with driver version 550.127.08. "
+        "Please update with matching NVIDIA driver package.\n"
+    )
 
 
 def test_starts_on_nvswitch_system(tmp_path, monkeypatch):

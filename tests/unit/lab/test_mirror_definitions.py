@@ -1,4 +1,5 @@
-"""The lab mirror's package table: every package is buildable from what the repository holds."""
+"""The lab mirror's packages are generated from the vendor facts registry: every package is buildable,
+carries the vendor's name, version and relations, and the newer competing builds are published too."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import subprocess
 
 import pytest
 
+from gpuforge import vendor_facts
 from gpuforge.lab import mirror
 
 
@@ -19,30 +21,54 @@ def test_every_simulated_command_has_its_simulator(packages):
     assert {name: modules for name, modules in missing.items() if modules} == {}
 
 
-def test_branches_expand_to_upstream_package_names(packages):
-    names = {package["name"]: package for package in packages}
-    assert names["cuda-drivers-535"]["version"] == "535.183.01-1"
-    assert names["nvidia-driver-550"]["depends"][1] == "nvidia-smi-550 (= 550.127.08-1)"
-    assert (
-        '"driver_version": "535.183.01"'
-        in names["nvidia-driver-535"]["files"]["/usr/lib/gpuforge-lab/nvidia-driver.json"]
+def test_every_registry_package_of_a_published_repository_is_built_at_every_version(packages):
+    built = {(p["repo"], p["name"], p["version"]) for p in packages}
+    for key in mirror.load_definitions()["publish"]:
+        for package in vendor_facts.repository(key).packages:
+            assert (key, package.name, package.version) in built
+
+
+def test_built_packages_carry_the_registry_relations_not_role_names(packages):
+    cuda = vendor_facts.repository("nvidia-cuda/debian12")
+    by_key = {(p["name"], p["version"]): p for p in packages if p["repo"] == "nvidia-cuda/debian12"}
+    drivers = by_key[("cuda-drivers-550", "550.90.07-1")]
+    assert drivers["depends"] == list(cuda.package("cuda-drivers-550", "550.90.07-1").depends)
+    assert "nvidia-driver (>= 550.90.07)" in drivers["depends"]
+    # The branch-suffixed names the roles once invented do not exist at NVIDIA, so not in the lab either.
+    assert not [name for name, _ in by_key if name in ("nvidia-kernel-dkms-535", "nvidia-smi-535", "nvidia-driver-535")]
+
+
+def test_newer_competing_builds_are_published(packages):
+    smi = sorted((p["version"] for p in packages if p["name"] == "nvidia-smi"), key=vendor_facts.VersionKey)
+    assert len(smi) > 1 and smi[0] == "550.90.07-1"
+
+
+def test_simulator_data_comes_from_registry_facts(packages):
+    smi = next(p for p in packages if p["name"] == "nvidia-smi" and p["version"] == "570.195.03-1")
+    assert smi["files"]["/usr/lib/gpuforge-lab/nvidia-driver.json"] == (
+        '{"driver_version": "570.195.03", "cuda_version": "12.8"}'
     )
-    assert {"gpfs.base", "gpfs.gpl", "gpfs.gskit", "gpfs.docs", "doca-ofed", "nvidia-container-toolkit"} <= set(names)
+    ofed = next(p for p in packages if p["name"] == "ofed-scripts")
+    assert (
+        vendor_facts.repository("nvidia-doca/debian12").fact("ofed_info_s")
+        in (ofed["files"]["/usr/lib/gpuforge-lab/ofed_info.json"])
+    )
 
 
 def test_every_package_names_a_known_repository(packages):
-    repos = mirror.load_definitions()["repos"]
+    repos = mirror.repository_paths(mirror.load_definitions())
     assert [package["name"] for package in packages if package["repo"] not in repos] == []
+    assert repos["nvidia-doca/debian12"] == "doca/2.9.1/debian12.5/x86_64"
 
 
 def test_built_deb_has_control_wrapper_and_module_marker(tmp_path, packages):
-    package = next(p for p in packages if p["name"] == "nvidia-kernel-dkms-535")
+    package = next(p for p in packages if p["name"] == "nvidia-kernel-dkms" and p["version"] == "550.90.07-1")
     deb = mirror.build_deb(package, tmp_path / "stage", tmp_path)
     info = subprocess.run(["dpkg-deb", "--field", str(deb), "Package", "Version", "Provides"], capture_output=True)
     assert info.stdout.decode().splitlines() == [
-        "Package: nvidia-kernel-dkms-535",
-        "Version: 535.183.01-1",
-        "Provides: nvidia-kernel-535",
+        "Package: nvidia-kernel-dkms",
+        "Version: 550.90.07-1",
+        "Provides: nvidia-kernel-550.90.07",
     ]
     listing = subprocess.run(["dpkg-deb", "--contents", str(deb)], capture_output=True).stdout.decode()
     assert "./usr/lib/gpuforge-lab/modules/nvidia_peermem.ko" in listing

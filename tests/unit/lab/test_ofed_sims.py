@@ -8,6 +8,9 @@ import sys
 from gpuforge_sim import ofed_info, openibd, opensm
 from ib_sim_helpers import run_tool, write_hardware
 
+from gpuforge import vendor_facts
+from gpuforge.lab import mirror
+
 FAKE_MODPROBE = """import json, os, sys
 table = os.path.join(os.environ["GPUFORGE_LAB_RUN"], "modules")
 rows = [json.loads(l) for l in open(table)] if os.path.exists(table) else []
@@ -21,12 +24,33 @@ open(table, "w").writelines(json.dumps(r) + "\\n" for r in rows)
 """
 
 
-def test_ofed_info_short_and_version(capsys):
-    assert run_tool(ofed_info, ["-s"], capsys) == (0, "MLNX_OFED_LINUX-24.10-1.1.4.0:\n", "")
-    assert run_tool(ofed_info, ["-n"], capsys)[1] == "24.10-1.1.4.0\n"
+def _install_ofed_scripts(tmp_path, monkeypatch) -> None:
+    """The data file of the lab's ofed-scripts package, as the mirror generates it from the registry."""
+    definitions = mirror.load_definitions()
+    definitions["publish"] = ["nvidia-doca/debian12"]
+    package = next(p for p in mirror.expand(definitions) if p["name"] == "ofed-scripts")
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "ofed_info.json").write_text(package["files"]["/usr/lib/gpuforge-lab/ofed_info.json"], encoding="utf-8")
+    monkeypatch.setenv("GPUFORGE_LAB_LIB", str(lib))
+
+
+def test_ofed_info_prints_the_doca_release_tag_of_the_registry(tmp_path, monkeypatch, capsys):
+    # A DOCA-OFED host prints OFED-internal-<version>: (DDN EXA client notes), never MLNX_OFED_LINUX-.
+    _install_ofed_scripts(tmp_path, monkeypatch)
+    doca = vendor_facts.repository("nvidia-doca/debian12")
+    assert run_tool(ofed_info, ["-s"], capsys) == (0, doca.fact("ofed_info_s") + "\n", "")
+    assert run_tool(ofed_info, ["-s"], capsys)[1] == "OFED-internal-24.10-1.1.4.0.200:\n"
+    assert run_tool(ofed_info, ["-n"], capsys)[1] == doca.fact("ofed_info_n") + "\n"
     _rc, out, _ = run_tool(ofed_info, [], capsys)
-    assert out.splitlines()[0] == "MLNX_OFED_LINUX-24.10-1.1.4.0 (OFED-24.10-1.1.4):"
+    assert out.splitlines()[0] == "OFED-internal-24.10-1.1.4.0.200 (OFED-24.10-1.1.4):"
     assert "Installed Packages:" in out
+
+
+def test_ofed_info_without_its_package_fails(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GPUFORGE_LAB_LIB", str(tmp_path))
+    rc, _out, err = run_tool(ofed_info, ["-s"], capsys)
+    assert rc == 1 and "ofed_info.json is missing" in err
 
 
 def _setup_kernel(tmp_path, monkeypatch, modules):
