@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuforge_errors import OptionError
 from ansible.module_utils.gpuforge_kernel import ParseError, parse_lsmod, parse_xid_events
-from ansible.module_utils.gpuforge_node_health import judge_node
+from ansible.module_utils.gpuforge_node_health import check_expected, judge_node
+from ansible.module_utils.gpuforge_run import missing_tool
 
 DOCUMENTATION = r"""
 ---
@@ -126,6 +128,13 @@ checks:
 """
 
 
+# What installs each command the module runs when its text is not given.
+TOOL_FIXES = {
+    "lsmod": "install kmod, or pass lsmod",
+    "dmesg": "install util-linux, or pass kernel_log (journalctl -k)",
+}
+
+
 class GpuNodeCheck:
     def __init__(self, module: AnsibleModule):
         self.module = module
@@ -138,15 +147,23 @@ class GpuNodeCheck:
             return self.params[source]
         path = self.module.get_bin_path(command)
         if not path:
-            self.unreadable[source] = f"{command} not found"
+            self.unreadable[source] = missing_tool(command, TOOL_FIXES[command], "PATH")
             return None
-        rc, out, err = self.module.run_command([path], environ_update={"LC_ALL": "C"})
+        try:
+            rc, out, err = self.module.run_command([path], environ_update={"LC_ALL": "C"}, handle_exceptions=False)
+        except OSError as exc:
+            self.unreadable[source] = f"{path} could not be run ({exc}): {TOOL_FIXES[command]}"
+            return None
         if rc != 0:
             self.unreadable[source] = f"{command} exited with code {rc}: {(err or out).strip()[:200]}"
             return None
         return out
 
     def main(self):
+        try:
+            expected = check_expected(self.params["expected"])
+        except OptionError as exc:
+            self.module.fail_json(msg=str(exc))
         lsmod = None
         lsmod_text = self.text("lsmod", "lsmod")
         if lsmod_text is not None:
@@ -161,7 +178,7 @@ class GpuNodeCheck:
             self.params["infiniband"],
             lsmod,
             events,
-            self.params["expected"],
+            expected,
             unreadable=self.unreadable,
         )
         self.module.exit_json(changed=False, **result)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuforge_perftest import ParseError, mbps_to_gbps, parse_perftest_bw
+from ansible.module_utils.gpuforge_run import missing_tool, run_bounded
 
 DOCUMENTATION = r"""
 ---
@@ -196,7 +197,6 @@ verdict:
     remedy: ""
 """
 
-KILL_AFTER_S = 5
 MB_PER_GBPS = 1e9 / 8 / 0x100000  # perftest MB/sec in one Gb/s
 
 
@@ -300,20 +300,21 @@ class IbWriteBw:
                 self.fail(f"{name} must be positive, got {params[name]}")
         if not 0 < params["min_fraction"] <= 1:
             self.fail(f"min_fraction must be in (0, 1], got {params['min_fraction']}")
+        if params["timeout"] is not None and params["timeout"] < 1:
+            self.fail(f"timeout must be at least 1 second, got {params['timeout']}")
         binary = self.module.get_bin_path(params["executable"])
         self.result["role"] = "client" if params["server"] else "server"
         self.result["cmd"] = self.command(binary or params["executable"])
         if not binary:
-            self.fail(f"{params['executable']} not found: install the perftest package")
+            self.fail(missing_tool(params["executable"], "install the perftest package", "PATH"))
         if self.module.check_mode:
             self.module.exit_json(**self.result)
         line_rate = params["line_rate_gbps"] if params["line_rate_gbps"] is not None else self.port_rate()
-        timeout = self.module.get_bin_path("timeout", required=True)
         # timeout(1) puts the tool in its own process group and kills the group, so nothing lingers.
-        wrapped = [timeout, f"--kill-after={KILL_AFTER_S}", str(self.timeout()), *self.result["cmd"]]
-        rc, out, err = self.module.run_command(wrapped, environ_update={"LC_ALL": "C"})
+        rc, out, err, timed_out = run_bounded(
+            self.module, self.result["cmd"], self.timeout(), fix="install the perftest package", result=self.result
+        )
         self.result.update(rc=rc, stdout=out, stderr=err)
-        timed_out = rc in (124, 137)
         parsed = None
         try:
             parsed = parse_perftest_bw(out + "\n" + err)

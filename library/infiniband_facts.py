@@ -10,6 +10,7 @@ from ansible.module_utils.gpuforge_infiniband import (
     parse_ibstat,
     parse_ibv_devinfo,
 )
+from ansible.module_utils.gpuforge_run import run_tool, this_host
 
 DOCUMENTATION = r"""
 ---
@@ -143,9 +144,9 @@ HCA_KEYS = ("name", "ca_type", "fw_ver", "hw_ver", "node_guid", "sys_image_guid"
 # Keys ibv_devinfo -v adds to an ibstat port, and to an ibstat CA.
 DEVINFO_PORT_KEYS = ("width", "speed", "active_mtu", "max_mtu")
 DEVINFO_HCA_KEYS = ("board_id", "vendor_part_id")
+INSTALL_HINT = "install the infiniband-diags package (ibstat; ibverbs-utils / libibverbs-utils for ibv_devinfo)"
 MISSING_MSG = (
-    "Neither ibstat nor ibv_devinfo is installed: install the infiniband-diags package "
-    "(ibstat; ibverbs-utils / libibverbs-utils for ibv_devinfo), or set fail_on_missing: false"
+    "Neither ibstat nor ibv_devinfo is installed on {host}: " + INSTALL_HINT + ", or set fail_on_missing: false"
 )
 
 
@@ -155,7 +156,7 @@ class InfinibandFacts:
         self.errors: list[str] = []
 
     def run(self, path: str, args: list[str]) -> tuple[int, str, str]:
-        return self.module.run_command([path, *args], environ_update={"LC_ALL": "C"})
+        return run_tool(self.module, [path, *args], INSTALL_HINT)
 
     def read(self, name: str, args: list[str], parser, ok_rcs=(0,), optional=False) -> dict | None:
         """Run one tool and parse it; None when it is not installed.
@@ -224,7 +225,7 @@ class InfinibandFacts:
             devinfo = self.read("ibv_devinfo", ["-v"], parse_ibv_devinfo, ok_rcs=(0, 255), optional=optional)
         if ibstat is None and devinfo is None:
             if params["fail_on_missing"]:
-                self.module.fail_json(msg=MISSING_MSG)
+                self.module.fail_json(msg=MISSING_MSG.format(host=this_host()))
             return {"available": False, "source": None, "hcas": [], "active_ports": [], "inactive_ports": []}
         source = ibstat or devinfo
         hcas = [self.normalise(hca) for hca in source["cas"]]

@@ -7,6 +7,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuforge_kernel import ParseError, parse_lsmod
+from ansible.module_utils.gpuforge_run import find_tool, run_tool
 
 DOCUMENTATION = r"""
 ---
@@ -109,6 +110,7 @@ files_changed:
 
 
 HEADER = "# Managed by gpuforge (kernel_module)\n"
+KMOD_FIX = "install kmod (it provides lsmod and modprobe)"
 
 
 def _norm(name: str) -> str:
@@ -133,10 +135,10 @@ class KernelModule:
         self.after: list[str] = []
 
     def run(self, argv: list[str]):
-        return self.module.run_command(argv, environ_update={"LC_ALL": "C"})
+        return run_tool(self.module, argv, KMOD_FIX, result=self.result)
 
     def loaded_modules(self) -> dict:
-        lsmod = self.module.get_bin_path("lsmod", required=True, opt_dirs=["/usr/local/sbin", "/sbin", "/usr/sbin"])
+        lsmod = find_tool(self.module, "lsmod", KMOD_FIX, ["/usr/local/sbin", "/sbin", "/usr/sbin"], self.result)
         rc, out, err = self.run([lsmod])
         if rc != 0:
             self.module.fail_json(msg=f"lsmod failed (exit {rc}): {err.strip()}", **self.result)
@@ -162,7 +164,7 @@ class KernelModule:
         self.result["changed"] = True
         if self.module.check_mode:
             return
-        modprobe = self.module.get_bin_path("modprobe", required=True, opt_dirs=["/usr/local/sbin", "/sbin"])
+        modprobe = find_tool(self.module, "modprobe", KMOD_FIX, ["/usr/local/sbin", "/sbin"], self.result)
         argv = [modprobe, self.name, *self.params["params"].split()] if wanted else [modprobe, "-r", self.name]
         rc, out, err = self.run(argv)
         if rc != 0:

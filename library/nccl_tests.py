@@ -7,12 +7,16 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuforge_bench_run import COMMON_OPTIONS, run_bounded, verdict_blocks
+from ansible.module_utils.gpuforge_errors import OptionError
 from ansible.module_utils.gpuforge_nccl_tests import (
+    EXPECT,
     NcclTestsParseError,
     judge_nccl,
     overall_status,
     parse_nccl_tests,
 )
+from ansible.module_utils.gpuforge_options import env_vars
+from ansible.module_utils.gpuforge_run import missing_tool
 
 DOCUMENTATION = r"""
 ---
@@ -366,8 +370,32 @@ class NcclTests:
         # srun exports the caller's environment by default; the NCCL variables travel that way.
         return cmd + params["srun_args"] + self.bench_args()
 
+    def check_options(self):
+        """env and expect, coerced ("50" -> 50.0); a malformed value fails naming its key, before anything runs."""
+        params = self.params
+        try:
+            params["env"] = env_vars()("env", params["env"] or {})
+            params["expect"] = EXPECT("expect", params["expect"] or {})
+        except OptionError as exc:
+            self.fail(str(exc))
+        for index, host in enumerate(params["hosts"]):
+            if host["slots"] < 1:
+                self.fail(f"hosts[{index}].slots must be at least 1, got {host['slots']}")
+
+    def launcher_fix(self):
+        """What to do when timeout(1) cannot start the command's first word."""
+        params = self.params
+        if params["launcher"] == "mpirun":
+            return f"install Open MPI (mpirun) or set mpirun to its path (now {params['mpirun']!r})"
+        if params["launcher"] == "srun":
+            return f"install the Slurm client (srun) or set srun to its path (now {params['srun']!r})"
+        if params["interpreter"]:
+            return f"install {params['interpreter'][0]} or fix interpreter"
+        return "check binary, and the interpreter its #! line names"
+
     def validate(self):
         params = self.params
+        self.check_options()
         if params["gpus"] < 1:
             self.fail(f"gpus must be at least 1, got {params['gpus']}")
         if params["timeout"] < 1:
@@ -403,7 +431,8 @@ class NcclTests:
                 return
             nvidia_smi = self.module.get_bin_path("nvidia-smi")
             if not nvidia_smi:
-                self.fail("nvidia-smi not found: cannot count GPUs (set gpus_per_host or count_gpus=false)")
+                fix = "cannot count GPUs: install the NVIDIA driver, or set gpus_per_host or count_gpus=false"
+                self.fail(missing_tool("nvidia-smi", fix, "PATH"))
             rc, out, err = self.module.run_command([nvidia_smi, "-L"], environ_update={"LC_ALL": "C"})
             if rc != 0:
                 self.fail(f"nvidia-smi -L failed (rc {rc}): {(err or out).strip()}")
@@ -434,7 +463,9 @@ class NcclTests:
             self.write(
                 self.result["hostfile"], "".join(f"{host['name']} slots={host['slots']}\n" for host in params["hosts"])
             )
-        rc, raw, timed_out = run_bounded(self.module, cmd, params["timeout"], env)
+        rc, raw, timed_out = run_bounded(
+            self.module, cmd, params["timeout"], env, fix=self.launcher_fix(), result=self.result
+        )
         self.result["rc"] = rc
         self.result["output_tail"] = raw.splitlines()[-30:]
         if params["output_path"]:

@@ -11,6 +11,7 @@ from ansible.module_utils.gpuforge_nvidia_smi import (
     parse_query_xml,
     parse_topo_matrix,
 )
+from ansible.module_utils.gpuforge_run import missing_tool, this_host
 
 DOCUMENTATION = r"""
 ---
@@ -129,7 +130,10 @@ class NvidiaSmiFacts:
         self.result = {"changed": False, "ansible_facts": {}}
 
     def run(self, binary: str, args: list[str]):
-        return self.module.run_command([binary, *args], environ_update={"LC_ALL": "C"})
+        try:
+            return self.module.run_command([binary, *args], environ_update={"LC_ALL": "C"}, handle_exceptions=False)
+        except OSError as exc:  # removed or not executable since get_bin_path found it
+            return 127, "", f"{binary} could not be run on {this_host()}: {exc}"
 
     def optional_view(self, binary: str, args: list[str], parser, what: str):
         rc, out, err = self.run(binary, args)
@@ -157,10 +161,11 @@ class NvidiaSmiFacts:
         }
         binary = self.module.get_bin_path(self.params["executable"])
         if not binary:
-            self.errors.append(
-                f"{self.params['executable']} not found: the NVIDIA driver is not installed. "
+            fix = (
+                "the NVIDIA driver is not installed. "
                 "Fix: run the gpuforge_nvidia_driver role (driver package + nvidia-modprobe)"
             )
+            self.errors.append(missing_tool(self.params["executable"], fix, "PATH"))
             return facts
         rc, out, err = self.run(binary, ["-q", "-x"])
         if rc != 0:

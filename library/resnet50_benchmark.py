@@ -8,7 +8,10 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpuforge_bench_run import COMMON_OPTIONS, run_bounded, verdict_blocks
+from ansible.module_utils.gpuforge_errors import OptionError
+from ansible.module_utils.gpuforge_options import env_vars
 from ansible.module_utils.gpuforge_resnet50 import (
+    EXPECT,
     Resnet50ParseError,
     judge_resnet50,
     judge_scaling,
@@ -291,25 +294,47 @@ class Resnet50Sweep:
 
     def validate(self):
         params = self.params
+        try:
+            params["env"] = env_vars()("env", params["env"] or {})
+            params["expect"] = EXPECT("expect", params["expect"] or {})
+        except OptionError as exc:
+            self.fail(str(exc))
         if params["gpus_per_node"] < 1:
             self.fail("gpus_per_node must be at least 1")
+        if params["timeout"] < 1:
+            self.fail(f"timeout must be at least 1 second, got {params['timeout']}")
         if not params["gpu_counts"]:
             params["gpu_counts"] = sweep_counts(params["gpus_per_node"], max(1, len(params["hosts"])))
         if min(params["gpu_counts"]) < 1:
             self.fail("gpu_counts must list positive GPU counts")
-        if params["output_dir"]:
-            try:
-                os.makedirs(params["output_dir"], exist_ok=True)
-            except OSError as exc:
-                self.fail(f"cannot create output_dir {params['output_dir']}: {exc}")
         if not os.path.isfile(params["script"]):
             self.fail(f"benchmark script {params['script']} not found on {os.uname().nodename}")
+
+    def make_output_dir(self):
+        """Create output_dir; never in check mode (nothing is written then)."""
+        if self.params["output_dir"] and not self.module.check_mode:
+            try:
+                os.makedirs(self.params["output_dir"], exist_ok=True)
+            except OSError as exc:
+                self.fail(f"cannot create output_dir {self.params['output_dir']}: {exc}")
+
+    def launcher_fix(self, cmd):
+        """What to do when timeout(1) cannot start cmd[0] (the launcher)."""
+        params = self.params
+        fixes = {
+            params["torchrun"]: f"install torch (it brings torchrun) or set torchrun (now {params['torchrun']!r})",
+            params["mpirun"]: f"install Open MPI (mpirun) or set mpirun (now {params['mpirun']!r})",
+            params["srun"]: f"install the Slurm client (srun) or set srun (now {params['srun']!r})",
+        }
+        return fixes.get(cmd[0], "install it or give its full path")
 
     def run_one(self, gpus, cmd):
         params = self.params
         run = {"gpus": gpus, "cmd": cmd, "rc": None, "output_path": None, "resnet50": None, "checks": []}
         run["verdict"], run["error"] = "fail", None
-        rc, raw, timed_out = run_bounded(self.module, cmd, params["timeout"], self.run_env())
+        rc, raw, timed_out = run_bounded(
+            self.module, cmd, params["timeout"], self.run_env(), fix=self.launcher_fix(cmd), result=self.result
+        )
         run["rc"] = rc
         if params["output_dir"]:
             path = os.path.join(params["output_dir"], f"resnet50-{gpus}gpu.txt")
@@ -347,6 +372,7 @@ class Resnet50Sweep:
         if self.module.check_mode:
             self.result["runs"] = [{"gpus": gpus, "cmd": cmd} for gpus, cmd in commands]
             self.module.exit_json(**self.result)
+        self.make_output_dir()
         for gpus, cmd in commands:
             self.result["runs"].append(self.run_one(gpus, cmd))
         parsed = [run["resnet50"] for run in self.result["runs"] if run["resnet50"]]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuforge_run import find_tool, run_tool
 from ansible.module_utils.gpuforge_slurm import ParseError, parse_show_node
 
 DOCUMENTATION = r"""
@@ -86,15 +87,18 @@ reason:
 """
 
 
+SCONTROL_FIX = "install the Slurm client (slurm-client, or slurm on EL), or set executable to its path"
+
+
 class SlurmNodeState:
     def __init__(self, module: AnsibleModule):
         self.module = module
         self.params = module.params
         self.result = {"changed": False}
-        self.scontrol = module.get_bin_path(self.params["executable"], required=True)
+        self.scontrol = find_tool(module, self.params["executable"], SCONTROL_FIX, result=self.result)
 
     def scontrol_run(self, args: list[str]):
-        return self.module.run_command([self.scontrol, *args], environ_update={"LC_ALL": "C"})
+        return run_tool(self.module, [self.scontrol, *args], SCONTROL_FIX, result=self.result)
 
     def read(self) -> dict:
         name = self.params["name"]

@@ -4,10 +4,15 @@
 from __future__ import annotations
 
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpuforge_errors import OptionError
+from ansible.module_utils.gpuforge_options import mapping_of, scalar_text
+from ansible.module_utils.gpuforge_run import run_tool
 from ansible.module_utils.gpuforge_spectrum_scale import (
     COMMON,
+    MISSING_HINT,
     ParseError,
     config_changes,
     parse_mmlsconfig,
@@ -89,12 +94,26 @@ scope:
 """
 
 
-def _as_text(value) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, (list, tuple)):
-        return " ".join(str(item) for item in value)
-    return str(value)
+_ATTRIBUTE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
+
+
+def _attribute(path: str, name) -> str:
+    if not isinstance(name, str) or not _ATTRIBUTE.fullmatch(name):
+        raise OptionError(path, "is not a configuration attribute name (letters, digits, _ . -)")
+    return name
+
+
+def _setting(path: str, value) -> str:
+    text = scalar_text(lists=True)(path, value)
+    if not text.strip():
+        raise OptionError(path, "must not be empty (DEFAULT resets an attribute)")
+    if "," in text:
+        raise OptionError(path, f"cannot hold ',' (mmchconfig separates attributes with it), got {text!r}")
+    return text
+
+
+# settings: name -> value as mmchconfig takes it (booleans yes/no, lists space-separated); None is refused.
+SETTINGS = mapping_of(_setting, key=_attribute)
 
 
 class SpectrumScaleConfig:
@@ -102,12 +121,19 @@ class SpectrumScaleConfig:
         self.module = module
         self.bin = module.params["mmfs_bin"]
         self.scope = module.params["node_class"] or COMMON
-        self.wanted = {key: _as_text(value) for key, value in module.params["settings"].items()}
         self.result = {"changed": False, "changes": {}, "command": [], "scope": self.scope}
+        settings = module.params["settings"]
+        try:
+            for name, value in settings.items():
+                if value is None:
+                    raise OptionError(f"settings.{name}", "has no value (null): give one, or DEFAULT to reset it")
+            self.wanted = SETTINGS("settings", settings)
+        except OptionError as exc:
+            module.fail_json(msg=str(exc), **self.result)
 
     def run_mm(self, *args):
         command = [os.path.join(self.bin, args[0]), *args[1:]]
-        rc, out, err = self.module.run_command(command, environ_update={"LC_ALL": "C"})
+        rc, out, err = run_tool(self.module, command, MISSING_HINT, result=self.result)
         return command, rc, out, err
 
     def current(self) -> dict:
@@ -152,7 +178,7 @@ class SpectrumScaleConfig:
                 "after_header": f"mmlsconfig {label}",
             }
         if not self.module.check_mode:
-            rc, out, err = self.module.run_command(command, environ_update={"LC_ALL": "C"})
+            rc, out, err = run_tool(self.module, command, MISSING_HINT, result=self.result)
             if rc != 0:
                 self.module.fail_json(
                     msg=f"mmchconfig failed (rc={rc}): {(err or out).strip()}", stdout=out, stderr=err, **self.result

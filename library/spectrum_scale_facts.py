@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuforge_spectrum_scale import ParseError, parse_mmlscluster_y
+from ansible.module_utils.gpuforge_run import missing_tool, run_tool
+from ansible.module_utils.gpuforge_spectrum_scale import MISSING_HINT, ParseError, parse_mmlscluster_y
 
 DOCUMENTATION = r"""
 ---
@@ -73,9 +74,8 @@ class SpectrumScaleFacts:
     def run(self):
         command = [os.path.join(self.module.params["mmfs_bin"], "mmlscluster"), "-Y"]
         if not os.path.exists(command[0]):
-            missing = f"{command[0]} not found: Storage Scale is not installed on this node"
-            self.module.fail_json(msg=missing, **self.result)
-        rc, out, err = self.module.run_command(command, environ_update={"LC_ALL": "C"})
+            self.module.fail_json(msg=missing_tool(command[0], MISSING_HINT), **self.result)
+        rc, out, err = run_tool(self.module, command, MISSING_HINT, result=self.result)
         if rc != 0:
             if self.module.params["allow_no_cluster"]:
                 self.result["ansible_facts"] = {"spectrum_scale": {"member": False, "cluster": None}}

@@ -1,14 +1,21 @@
 """What the benchmark modules (nccl_tests, resnet50_benchmark) share: the bounded run and the verdict gate.
 
-Pure helpers over an AnsibleModule-like object (run_command, get_bin_path); no global state.
+Pure helpers over an AnsibleModule-like object (run_command, get_bin_path); no global state. The timeout
+wrapper itself is gpuforge_run.run_bounded, which ib_write_bw uses too.
 """
 
 from __future__ import annotations
 
-# Seconds timeout(1) waits after its TERM before it KILLs the process group.
-KILL_AFTER_S = 30
+try:
+    from ansible.module_utils.gpuforge_run import KILL_AFTER_S, TIMED_OUT_RCS
+    from ansible.module_utils.gpuforge_run import run_bounded as _run_bounded
+except ImportError:  # module_utils/ is on sys.path (unit tests, CLI)
+    from gpuforge_run import KILL_AFTER_S, TIMED_OUT_RCS
+    from gpuforge_run import run_bounded as _run_bounded
+
+__all__ = ["COMMON_OPTIONS", "KILL_AFTER_S", "STATUS_RANK", "TIMED_OUT_RCS", "run_bounded", "verdict_blocks"]
+
 STATUS_RANK = {"ok": 0, "warn": 1, "fail": 2}
-TIMED_OUT_RCS = (124, 137)
 
 # Options every benchmark module takes, with the same meaning (see each module's DOCUMENTATION).
 COMMON_OPTIONS = {
@@ -19,13 +26,11 @@ COMMON_OPTIONS = {
 }
 
 
-def run_bounded(module, cmd: list[str], seconds: int, environ: dict[str, str]):
-    """Run cmd under coreutils timeout, which starts it in its own process group and signals the whole
-    group, so a hung rank (mpirun's, torchrun's children) is not left behind. Returns (rc, output, timed_out)."""
-    timeout = module.get_bin_path("timeout", required=True)
-    wrapped = [timeout, f"--kill-after={KILL_AFTER_S}", str(seconds), *cmd]
-    rc, out, err = module.run_command(wrapped, environ_update={"LC_ALL": "C", **environ})
-    return rc, out + (err or ""), rc in TIMED_OUT_RCS
+def run_bounded(module, cmd: list[str], seconds: int, environ: dict[str, str], fix: str = "", result=None):
+    """gpuforge_run.run_bounded with stdout and stderr joined, as the benchmarks read and save them.
+    Returns (rc, output, timed_out); fix is the remedy named when timeout(1) cannot start cmd[0]."""
+    rc, out, err, timed_out = _run_bounded(module, cmd, seconds, environ, fix=fix, result=result)
+    return rc, out + err, timed_out
 
 
 def verdict_blocks(verdict: str, fail_on: str) -> bool:

@@ -1,6 +1,6 @@
 """Parsers for the InfiniBand/RoCE status tools: ibstat, ibstatus, ibv_devinfo, ibdev2netdev.
 
-Pure functions over the tools' text, stdlib only (Ansible ships this file alone inside a module).
+Pure functions over the tools' text, stdlib only (and gpuforge_errors, which Ansible ships with it).
 The returned shapes are documented in docs/parsers-infiniband.md; their key names are a stable
 interface. Common conventions:
 
@@ -18,6 +18,11 @@ from __future__ import annotations
 
 import re
 
+try:
+    from ansible.module_utils.gpuforge_errors import ParseError as _BaseParseError
+except ImportError:  # module_utils/ is on sys.path (unit tests, CLI, filter plugins)
+    from gpuforge_errors import ParseError as _BaseParseError
+
 __all__ = [
     "PHYS_STATE_CODES",
     "STATE_CODES",
@@ -30,7 +35,7 @@ __all__ = [
 ]
 
 
-class ParseError(ValueError):
+class ParseError(_BaseParseError):
     """The text is not output of the tool the parser reads (nothing recognisable in it)."""
 
 

@@ -1,6 +1,6 @@
 """Parsers for kernel state: `lsmod` output and NVIDIA Xid lines from the kernel log.
 
-Pure functions over text, stdlib only (shipped alone inside a module). Shapes are documented in
+Pure functions over text, stdlib only (and gpuforge_errors, shipped with it). Shapes are documented in
 docs/parsers.md (sections lsmod, xid). Malformed lsmod input raises ParseError.
 """
 
@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import re
 
+try:
+    from ansible.module_utils.gpuforge_errors import ParseError as _BaseParseError
+except ImportError:  # module_utils/ is on sys.path (unit tests, CLI, filter plugins)
+    from gpuforge_errors import ParseError as _BaseParseError
+
 __all__ = ["XID_DESCRIPTIONS", "ParseError", "parse_lsmod", "parse_xid_events"]
 
 
-class ParseError(ValueError):
+class ParseError(_BaseParseError):
     """The text is not the output the parser expects (message says which part)."""
 
 

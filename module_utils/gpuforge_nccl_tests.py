@@ -11,7 +11,7 @@ Formats handled (facts from the public nccl-tests output, see tests/fixtures/ncc
 * ``NCCL INFO`` lines (NCCL_DEBUG=INFO) may be interleaved anywhere, even inside the table; they are
   read for the transport NCCL used (``NET/IB`` or ``NET/Socket``, ``GDRDMA``, the IB devices).
 
-Stdlib only: Ansible ships this file alone inside the modules that import it.
+Stdlib only, and the gpuforge_errors/gpuforge_options files Ansible ships with it.
 """
 
 from __future__ import annotations
@@ -19,11 +19,33 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-__all__ = ["NcclTestsParseError", "judge_nccl", "overall_status", "parse_nccl_tests"]
+try:
+    from ansible.module_utils.gpuforge_errors import ParseError as _BaseParseError
+    from ansible.module_utils.gpuforge_options import integer, number, record, string
+except ImportError:  # module_utils/ is on sys.path (unit tests, CLI, filter plugins)
+    from gpuforge_errors import ParseError as _BaseParseError
+    from gpuforge_options import integer, number, record, string
+
+__all__ = ["EXPECT", "NcclTestsParseError", "judge_nccl", "overall_status", "parse_nccl_tests"]
 
 
-class NcclTestsParseError(ValueError):
+class NcclTestsParseError(_BaseParseError):
     """Raised when the text holds neither an nccl-tests header, device list nor result table."""
+
+
+# The keys judge_nccl reads (the nccl_tests module's `expect` option), coerced: EXPECT("expect", value)
+# raises OptionError naming the key for a value of the wrong type and for a key judge_nccl does not know.
+EXPECT = record(
+    {
+        "min_busbw": number(minimum=0),
+        "large_message_bytes": integer(minimum=0),
+        "warn_ratio": number(above=0, maximum=1),
+        "transport": string(choices=("tcp", "ib", "ib_gdr")),
+        "max_small_latency_us": number(above=0),
+        "small_message_bytes": integer(minimum=0),
+        "max_wrong": integer(minimum=0),
+    }
+)
 
 
 _HEADER_INT_KEYS = ("nThread", "nGpus", "minBytes", "maxBytes")
@@ -94,11 +116,13 @@ def _table_columns(line: str) -> list[str] | None:
 
 
 def _parse_row(tokens: list[str], columns: list[str]) -> dict | None:
+    # A row that does not fill the header's columns is unreadable (the caller reports it); this check
+    # stands in for zip(strict=True), which managed nodes' Python (3.8+) lacks.
     if len(tokens) != len(columns):
         return None
     row: dict = {"size": None, "count": None, "type": None, "redop": None, "root": None}
     runs: list[dict] = []
-    for name, token in zip(columns, tokens, strict=True):
+    for name, token in zip(columns, tokens):
         if name in ("size", "count", "root"):
             row[name] = _to_number(token)
         elif name in ("type", "redop"):
@@ -369,8 +393,9 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
                                 when transport is ib or ib_gdr;
       small_message_bytes (1024) rows up to this size are "small";
       max_wrong (0)             tolerated wrong values.
+    A value of the wrong type or an unknown key raises OptionError (see EXPECT).
     """
-    expect = expect or {}
+    expect = EXPECT("expect", expect or {})
     rows = result.get("rows") or []
     checks: list[dict] = []
 

@@ -2,14 +2,31 @@
 
 Inputs are already-parsed facts: the `nvidia_smi` and `infiniband` dicts of the nvidia_smi_facts and
 infiniband_facts modules, a parse_lsmod() result and a parse_xid_events() list (gpuforge_kernel).
-Shipped alone inside the gpu_node_check module and reused by the CLI, so it imports no other
-module_utils file. Every check is {name, status: ok|warn|fail, observed, expected, fault, remedy};
-check names are a stable interface (docs: library/gpu_node_check.py RETURN).
+The expected spec is checked first (check_expected: OptionError naming the key for a malformed one);
+facts with a malformed field give a failed `*_readable` check naming the field, never an exception.
+Every check is {name, status: ok|warn|fail, observed, expected, fault, remedy}; check names are a
+stable interface (docs: library/gpu_node_check.py RETURN).
 """
 
 from __future__ import annotations
 
-__all__ = ["CHECK_NAMES", "judge_node", "summarize"]
+try:
+    from ansible.module_utils.gpuforge_errors import OptionError
+    from ansible.module_utils.gpuforge_options import (
+        anything,
+        boolean,
+        integer,
+        list_of,
+        mapping_of,
+        number,
+        record,
+        string,
+    )
+except ImportError:  # module_utils/ is on sys.path (unit tests, CLI)
+    from gpuforge_errors import OptionError
+    from gpuforge_options import anything, boolean, integer, list_of, mapping_of, number, record, string
+
+__all__ = ["CHECK_NAMES", "EXPECTED", "check_expected", "judge_node", "summarize"]
 
 CHECK_NAMES = (
     "nvidia_smi_readable",
@@ -44,6 +61,122 @@ FALLEN_OFF_MARKERS = ("fallen off the bus", "unable to determine the device hand
 SAME_SOCKET_CODES = ("PIX", "PXB", "PHB", "NODE")
 
 
+LINK_LAYERS = ("InfiniBand", "Ethernet")  # as ibstat prints them
+
+_PORT = record(
+    {
+        "port": integer(minimum=1),
+        "link": string(numbers=True, nonempty=True),
+        "rate_gbps": number(above=0),
+        "link_layer": string(choices=LINK_LAYERS),
+    }
+)
+# The expected spec: a SKU entry merged with a system entry and the global thresholds, so keys this
+# judge does not read (gpu_sku, memory_mib, ...) are kept unchecked; the keys it reads are coerced.
+EXPECTED = record(
+    {
+        "gpu_count": integer(minimum=0),
+        "gpu_model": string(),
+        "driver_branch": string(numbers=True),
+        "persistence_mode": boolean(),
+        "ecc": boolean(),
+        "retired_pages_max": integer(minimum=0),
+        "pcie_gen_max": integer(minimum=1),
+        "pcie_width_max": integer(minimum=1),
+        "nvlink_links": integer(minimum=0),
+        "xid_fatal": list_of(integer(minimum=0)),
+        "hcas": list_of(record({"name": string(numbers=True, nonempty=True), "ports": list_of(_PORT)}, ("name",))),
+        "link_speeds": mapping_of(
+            record({"rate_gbps": number(above=0), "link_layer": string(choices=LINK_LAYERS)}),
+            key=string(numbers=True),
+        ),
+        "peermem": boolean(),
+        "numa_affinity": list_of(
+            record(
+                {
+                    "gpus": list_of(integer(minimum=0)),
+                    "hcas": list_of(string(numbers=True, nonempty=True)),
+                    "numa": integer(minimum=0),
+                },
+                required=("gpus", "numa"),
+            )
+        ),
+    },
+    extra=True,
+)
+
+
+def check_expected(expected) -> dict:
+    """The expected spec with its values coerced ("8" -> 8, "no" -> False); OptionError names a malformed
+    key, and a port link that expected.link_speeds does not define."""
+    spec = EXPECTED("expected", expected)
+    speeds = spec.get("link_speeds") or {}
+    for h, hca in enumerate(spec.get("hcas") or []):
+        for p, port in enumerate(hca.get("ports") or []):
+            link = port.get("link")
+            if link is not None and link not in speeds:
+                known = ", ".join(sorted(speeds)) or "none given"
+                raise OptionError(
+                    f"expected.hcas[{h}].ports[{p}].link", f"{link!r} is not a key of expected.link_speeds ({known})"
+                )
+    return spec
+
+
+def _facts_kinds(note):
+    """Kinds for the fact fields the checks read (nvidia_smi, infiniband). A malformed field is handed to
+    note and left out, so the checks see it as unknown and `*_readable` fails naming it."""
+
+    def rec(fields, required=()):
+        return record(fields, required=required, extra=True, on_error=note)
+
+    count = integer(minimum=0)
+    gpu = rec(
+        {
+            "index": integer(minimum=0),
+            "product_name": string(numbers=True),
+            "persistence_mode": string(),
+            "ecc": rec({"mode_current": string(), "volatile": rec({"uncorrected": count})}),
+            "remapped_rows": rec({"pending": boolean(), "failure": boolean()}),
+            "retired_pages": rec({"single_bit": count, "double_bit": count, "pending": boolean()}),
+            "pcie": rec({name: count for name in ("gen_max", "gen_current", "width_max", "width_current")}),
+            "throttle_reasons": mapping_of(boolean(), on_error=note),
+            "nvlink": rec({"active_links": count}),
+            "numa_affinity": string(numbers=True),
+            "nics": mapping_of(string(), key=string(numbers=True), on_error=note),
+        }
+    )
+    port = rec(
+        {
+            "port": count,
+            "state": string(),
+            "phys_state": string(),
+            "rate_gbps": number(minimum=0),
+            "link_layer": string(),
+        }
+    )
+    hca = rec({"name": string(numbers=True, nonempty=True), "ports": list_of(port, on_error=note)}, ("name",))
+    errors = list_of(anything())
+    smi = rec({"driver_version": string(numbers=True), "errors": errors, "gpus": list_of(gpu, on_error=note)})
+    ib = rec({"errors": errors, "hcas": list_of(hca, on_error=note)})
+    return smi, ib
+
+
+def _clean_facts(nvidia_smi, infiniband):
+    """(nvidia_smi, infiniband, problems of each): facts with malformed fields left out; None when not a dict."""
+    smi_problems: list = []
+    ib_problems: list = []
+    smi_kind = _facts_kinds(lambda exc: smi_problems.append(str(exc)))[0]
+    ib_kind = _facts_kinds(lambda exc: ib_problems.append(str(exc)))[1]
+    smi = smi_kind("nvidia_smi", nvidia_smi) if isinstance(nvidia_smi, dict) else None
+    ib = ib_kind("infiniband", infiniband) if isinstance(infiniband, dict) else None
+    return smi, ib, smi_problems, ib_problems
+
+
+def _sorted(keys):
+    """Sorted GPU indices or names even when facts mix types (None, int, str) without raising."""
+    return sorted(keys, key=lambda key: (0, key, "") if isinstance(key, int) else (1, 0, str(key)))
+
+
 def _d(value):
     """value when it is a dict, else {} (malformed facts must not raise)."""
     return value if isinstance(value, dict) else {}
@@ -70,12 +203,16 @@ def _by_gpu(gpus, select):
     return found
 
 
-def _readable(name, facts, what, remedy):
+def _readable(name, facts, what, remedy, malformed=()):
     if not isinstance(facts, dict):
         return _check(name, "fail", None, "facts", f"could not read {what}: no facts were given", remedy)
     errors = [str(e) for e in facts.get("errors") or []]
     if errors:
         return _check(name, "fail", errors, [], f"could not read all of {what}: {'; '.join(errors)[:400]}", remedy)
+    if malformed:
+        fault = f"{what} hold malformed values, left out of the checks: {'; '.join(malformed)[:400]}"
+        remedy = f"Pass the facts the module gathers, unchanged. {remedy}"
+        return _check(name, "fail", list(malformed), [], fault, remedy)
     return _check(name, "ok", [], [])
 
 
@@ -139,7 +276,7 @@ def _gpu_checks(smi, expected):
                 "fail" if off else "ok",
                 off,
                 "Enabled",
-                f"persistence mode not enabled on GPU(s) {sorted(off)}",
+                f"persistence mode not enabled on GPU(s) {_sorted(off)}",
                 "Enable and start nvidia-persistenced",
             )
         )
@@ -151,7 +288,7 @@ def _gpu_checks(smi, expected):
                 "fail" if off else "ok",
                 off,
                 "Enabled",
-                f"ECC not enabled on GPU(s) {sorted(off)}",
+                f"ECC not enabled on GPU(s) {_sorted(off)}",
                 "nvidia-smi -e 1 on those GPUs, then reboot",
             )
         )
@@ -162,7 +299,7 @@ def _gpu_checks(smi, expected):
             "fail" if dbe else "ok",
             dbe,
             0,
-            f"volatile uncorrectable (double-bit) ECC errors on GPU(s) {sorted(dbe)}",
+            f"volatile uncorrectable (double-bit) ECC errors on GPU(s) {_sorted(dbe)}",
             "Drain the node and reset the GPU (nvidia-smi -r) or reboot; RMA if they come back",
         )
     )
@@ -179,7 +316,7 @@ def _gpu_checks(smi, expected):
             "fail" if remap else "ok",
             remap,
             "none pending or failed",
-            f"row remapping pending/failed on GPU(s) {sorted(remap)}",
+            f"row remapping pending/failed on GPU(s) {_sorted(remap)}",
             "Drain the node and reset the GPU so the remap takes effect; a remap failure means RMA",
         )
     )
@@ -198,7 +335,7 @@ def _gpu_checks(smi, expected):
             "fail" if bad_pages else "ok",
             bad_pages,
             f"< {limit}, none pending" if limit is not None else "none pending",
-            f"page retirement over limit or pending on GPU(s) {sorted(bad_pages)}",
+            f"page retirement over limit or pending on GPU(s) {_sorted(bad_pages)}",
             "Reset the GPU to apply pending retirements; at the limit the board must be replaced",
         )
     )
@@ -220,7 +357,7 @@ def _gpu_checks(smi, expected):
             "fail" if degraded else "ok",
             degraded,
             f"Gen{expected.get('pcie_gen_max')} x{expected.get('pcie_width_max')}",
-            f"PCIe link below its maximum on GPU(s) {sorted(degraded)}",
+            f"PCIe link below its maximum on GPU(s) {_sorted(degraded)}",
             "Reseat the GPU/riser and check the slot; compare lspci -vv LnkSta with LnkCap",
         )
     )
@@ -231,7 +368,7 @@ def _gpu_checks(smi, expected):
             "fail" if throttled else "ok",
             throttled,
             "no HW/thermal/power-brake slowdown",
-            f"GPU(s) {sorted(throttled)} throttled by hardware",
+            f"GPU(s) {_sorted(throttled)} throttled by hardware",
             "Check cooling, fans and PSU/power-brake signals (nvidia-smi -q -d PERFORMANCE,TEMPERATURE)",
         )
     )
@@ -249,7 +386,7 @@ def _gpu_checks(smi, expected):
                 "fail" if down else "ok",
                 down,
                 links,
-                f"GPU(s) {sorted(down)} do not have {links} active NVLinks",
+                f"GPU(s) {_sorted(down)} do not have {links} active NVLinks",
                 "nvidia-smi nvlink --status; reset the GPUs, reseat the baseboard if links stay down",
             )
         )
@@ -258,7 +395,7 @@ def _gpu_checks(smi, expected):
 
 def _xid_check(events, expected):
     fatal = set(expected.get("xid_fatal") or [])
-    seen = sorted({e.get("code") for e in events if isinstance(e, dict)})
+    seen = _sorted({e.get("code") for e in events if isinstance(e, dict)})
     bad = [c for c in seen if c in fatal]
     status = "fail" if bad else ("warn" if seen else "ok")
     return _check(
@@ -280,7 +417,7 @@ def _ib_checks(ib, expected):
         _check(
             "hcas_present",
             "fail" if missing else "ok",
-            sorted(hcas),
+            _sorted(hcas),
             [h.get("name") for h in want],
             f"HCA(s) {missing} not found",
             "Check lspci -d 15b3:, the mlx5_core driver and firmware (mlxfwmanager)",
@@ -306,7 +443,7 @@ def _ib_checks(ib, expected):
             rate = (seen.get("rate_gbps"), seen.get("link_layer"))
             # A port that is not up reports a placeholder rate (ibstat: 10); its fault is the state alone.
             want_rate = (port.get("rate_gbps") if up else None, port.get("link_layer"))
-            if any(w is not None and w != s for w, s in zip(want_rate, rate, strict=True)):
+            if any(w is not None and w != s for w, s in zip(want_rate, rate)):
                 bad_rate[key] = f"{rate[0]} Gb/s {rate[1]}"
     checks.append(
         _check(
@@ -380,15 +517,18 @@ def judge_node(nvidia_smi, infiniband, lsmod, xid_events, expected, unreadable=N
 
     unreadable: {source name: message} for inputs that could not be read (e.g. {"lsmod": "..."});
     such a source yields a failed `<source>_readable` check and the checks built on it are skipped.
+    A malformed expected spec raises OptionError (check_expected); None is an empty spec.
     """
-    expected = expected if isinstance(expected, dict) else {}
+    expected = check_expected(expected if expected is not None else {})
     unreadable = dict(unreadable or {})
+    nvidia_smi, infiniband, smi_malformed, ib_malformed = _clean_facts(nvidia_smi, infiniband)
     checks = [
         _readable(
             "nvidia_smi_readable",
             nvidia_smi,
             "the nvidia-smi facts",
             "Run nvidia-smi -q -x on the node; see the message for the cause",
+            smi_malformed,
         ),
     ]
     smi = nvidia_smi if isinstance(nvidia_smi, dict) else {}
@@ -400,6 +540,7 @@ def judge_node(nvidia_smi, infiniband, lsmod, xid_events, expected, unreadable=N
                 infiniband,
                 "the InfiniBand facts",
                 "Install infiniband-diags (ibstat) and check the mlx5 drivers",
+                ib_malformed,
             )
         )
         checks += _ib_checks(infiniband if isinstance(infiniband, dict) else {}, expected)

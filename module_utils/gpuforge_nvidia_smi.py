@@ -1,6 +1,6 @@
 """Parsers for nvidia-smi output: -q -x (XML), -q (text), --query-gpu CSV, -L, topo -m, nvlink --status.
 
-Pure functions over text, stdlib only (Ansible ships this file alone inside a module). The returned
+Pure functions over text, stdlib only (and gpuforge_errors, which Ansible ships with it). The returned
 shapes are documented in docs/parsers.md and are a stable interface: -q -x and -q text normalise to
 the same GPU dictionary, so a check does not care which one it was given. Malformed input raises
 ParseError; values nvidia-smi reports as N/A, [N/A] or [Not Supported] become None.
@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+
+try:
+    from ansible.module_utils.gpuforge_errors import ParseError as _BaseParseError
+except ImportError:  # module_utils/ is on sys.path (unit tests, CLI, filter plugins)
+    from gpuforge_errors import ParseError as _BaseParseError
 
 __all__ = [
     "ParseError",
@@ -23,7 +28,7 @@ __all__ = [
 ]
 
 
-class ParseError(ValueError):
+class ParseError(_BaseParseError):
     """The text is not the nvidia-smi output the parser expects (message says which part)."""
 
 
@@ -399,7 +404,8 @@ def parse_query_gpu_csv(text: str, fields: list[str] | None = None, header: bool
             raise ParseError(
                 f"nvidia-smi --query-gpu: line {number} has {len(values)} values for {len(names)} fields: {line!r}"
             )
-        rows.append({name: _csv_value(value, units.get(name)) for name, value in zip(names, values, strict=True)})
+        # The length check above stands in for zip(strict=True) (3.10+): managed nodes run Python 3.8+.
+        rows.append({name: _csv_value(value, units.get(name)) for name, value in zip(names, values)})
     return {"fields": names, "units": units, "rows": rows}
 
 
@@ -464,7 +470,7 @@ def parse_topo_matrix(text: str) -> dict:
             raise ParseError(f"nvidia-smi topo -m: row {name!r} is not a column of the header")
         if len(values) < len(devices):
             raise ParseError(f"nvidia-smi topo -m: row {name} has {len(values)} cells for {len(devices)} devices")
-        matrix[name] = dict(zip(devices, values[: len(devices)], strict=True))
+        matrix[name] = dict(zip(devices, values[: len(devices)]))  # as many values as devices: checked above
         rest = values[len(devices) :]
         affinity[name] = {
             _AFFINITY_COLUMNS[col]: _clean(rest[i]) if i < len(rest) else None for i, col in enumerate(extras)

@@ -1,6 +1,6 @@
 """Parser for perftest bandwidth output (ib_write_bw, ib_read_bw, ib_send_bw).
 
-Pure function over the tool's text, stdlib only (Ansible ships this file alone inside a module).
+Pure function over the tool's text, stdlib only (and gpuforge_errors, which Ansible ships with it).
 Shape documented in docs/parsers-infiniband.md ("perftest-bw"); key names are a stable interface.
 
 perftest prints a header (test name, then "Key : value" lines, two per line when a tab pair
@@ -14,6 +14,11 @@ from __future__ import annotations
 
 import re
 
+try:
+    from ansible.module_utils.gpuforge_errors import ParseError as _BaseParseError
+except ImportError:  # module_utils/ is on sys.path (unit tests, CLI, filter plugins)
+    from gpuforge_errors import ParseError as _BaseParseError
+
 __all__ = ["ParseError", "mbps_to_gbps", "parse_perftest_bw"]
 
 # perftest divides bytes/s by 0x100000 for MB/sec and by 125000000 for Gb/sec.
@@ -21,7 +26,7 @@ _MB_BYTES = 0x100000
 _GB_BYTES = 125_000_000
 
 
-class ParseError(ValueError):
+class ParseError(_BaseParseError):
     """The text holds no perftest header, result row or perftest error message."""
 
 
@@ -105,7 +110,7 @@ def _address(fields: str) -> dict:
     """'LID 0x0d QPN 0x16cb PSN 0xa2ff90 RKey 0x038f5c VAddr 0x007fa65e670000' -> dict."""
     tokens = fields.split()
     address = {}
-    for name, value in zip(tokens[::2], tokens[1::2], strict=False):
+    for name, value in zip(tokens[::2], tokens[1::2]):
         key = name.lower()
         if key == "lid":
             address["lid"] = int(value, 16) if re.fullmatch(r"(0x)?[0-9a-fA-F]+", value) else value

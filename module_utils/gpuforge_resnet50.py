@@ -1,7 +1,7 @@
 """Parse ResNet-50 throughput output (gpuforge's resnet50_bench.py and tf_cnn_benchmarks), compute scaling
 efficiency against linear scaling, and judge per-GPU throughput against per-SKU references from the seeds.
 
-Stdlib only: Ansible ships this file alone inside the modules that import it.
+Stdlib only, and the gpuforge_errors/gpuforge_options files Ansible ships with it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,15 @@ import math
 import re
 import shlex
 
+try:
+    from ansible.module_utils.gpuforge_errors import ParseError as _BaseParseError
+    from ansible.module_utils.gpuforge_options import integer, number, record, string
+except ImportError:  # module_utils/ is on sys.path (unit tests, CLI, filter plugins)
+    from gpuforge_errors import ParseError as _BaseParseError
+    from gpuforge_options import integer, number, record, string
+
 __all__ = [
+    "EXPECT",
     "REFERENCES",
     "Resnet50ParseError",
     "judge_resnet50",
@@ -22,8 +30,24 @@ __all__ = [
 ]
 
 
-class Resnet50ParseError(ValueError):
+class Resnet50ParseError(_BaseParseError):
     """Raised when the text holds no ResNet-50 result (no RESULT line, no ``total images/sec``)."""
+
+
+# The resnet50_benchmark module's `expect` option: the keys judge_resnet50 reads, world_size (the module
+# sets it per run) and the sweep's judge_scaling inputs. EXPECT("expect", value) coerces numeric strings
+# and raises OptionError naming the key for a value of the wrong type or a key nothing reads.
+EXPECT = record(
+    {
+        "sku": string(),
+        "min_per_gpu": number(above=0),
+        "ratio": number(above=0),
+        "fail_ratio": number(above=0),
+        "world_size": integer(minimum=1),
+        "min_scaling_efficiency": number(minimum=0),
+        "scaling_warn_margin": number(minimum=0),
+    }
+)
 
 
 # Per-SKU reference throughput, total images/sec by GPU count, with the run that produced it. These are
@@ -281,9 +305,10 @@ def judge_resnet50(result: dict, expect: dict | None = None) -> list[dict]:
       ratio (0.9)         fraction of the reference that is ok; below it is a warning ...
       fail_ratio (0.75)   ... and below this a failure;
       world_size          expected number of ranks (a smaller job is a failure).
-    A NaN loss is a failure whatever the throughput.
+    A NaN loss is a failure whatever the throughput. A value of the wrong type or an unknown key raises
+    OptionError (see EXPECT).
     """
-    expect = expect or {}
+    expect = EXPECT("expect", expect or {})
     checks = []
     world = result.get("world_size")
     if expect.get("world_size") is not None:

@@ -1,6 +1,6 @@
 """Parsers for Slurm command output: `scontrol show node -o` and `sinfo -h -N -o "%N %T"`.
 
-Pure functions over text, stdlib only (shipped alone inside modules).
+Pure functions over text, stdlib only (and gpuforge_errors, shipped with it).
 
 `scontrol show node -o` prints one line per node of space-separated Key=Value pairs. Two values can
 hold spaces: OS= ("Linux 6.1.0-18-amd64 #1 SMP ...") and Reason= ("gpu 3 xid 79 [root@2024-05-01T10:00:00]");
@@ -11,6 +11,11 @@ kept in the preceding value.
 from __future__ import annotations
 
 import re
+
+try:
+    from ansible.module_utils.gpuforge_errors import ParseError as _BaseParseError
+except ImportError:  # module_utils/ is on sys.path (unit tests, CLI, filter plugins)
+    from gpuforge_errors import ParseError as _BaseParseError
 
 # Node fields of `scontrol show node` in Slurm 20.11-23.11 (man scontrol, "NODES - SPECIFICATIONS FOR
 # SHOW NODE"). Only these start a new field; anything else continues the previous value.
@@ -89,7 +94,7 @@ BASE_STATES = {
 _BUSY_STATES = {"ALLOCATED", "MIXED", "COMPLETING"}
 
 
-class ParseError(ValueError):
+class ParseError(_BaseParseError):
     """Raised when Slurm output cannot be read (empty, truncated or not the expected format)."""
 
 

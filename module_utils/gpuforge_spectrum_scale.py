@@ -1,6 +1,6 @@
 """Parsers for IBM Storage Scale (GPFS) configuration output, and the diff the config module applies.
 
-Pure functions, stdlib only (shipped alone inside Ansible modules). The configuration is returned as
+Pure functions, stdlib only (and gpuforge_errors, shipped with it). The configuration is returned as
 {scope: {attribute: value}}: scope "common" for cluster-wide values, else the node list or node class
 of an mmlsconfig stanza (`[dgx]` -> "dgx").
 """
@@ -9,11 +9,18 @@ from __future__ import annotations
 
 from urllib.parse import unquote
 
+try:
+    from ansible.module_utils.gpuforge_errors import ParseError as _BaseParseError
+except ImportError:  # module_utils/ is on sys.path (unit tests, CLI, filter plugins)
+    from gpuforge_errors import ParseError as _BaseParseError
+
 COMMON = "common"
+# The fix the modules name when an mm command is missing (gpuforge_run.missing_tool).
+MISSING_HINT = "is IBM Storage Scale (gpfs.base) installed? If it is, set mmfs_bin to the directory of its mm commands"
 _Y_HEADER = ["mmlsconfig", "", "HEADER", "version", "reserved", "reserved", "configParameter", "value", "nodeList"]
 
 
-class ParseError(ValueError):
+class ParseError(_BaseParseError):
     """mmlsconfig output that could not be read; the message names the line."""
 
 
@@ -114,7 +121,7 @@ def _y_sections(text: str, command: str) -> dict[str, list[dict[str, str]]]:
             raise ParseError(f"{command} -Y line {number}: {section or 'record'} data before its HEADER")
         names = headers[section]
         sections.setdefault(section, []).append(
-            {name: unquote(value) for name, value in zip(names[3:], fields[3:], strict=False) if name}
+            {name: unquote(value) for name, value in zip(names[3:], fields[3:]) if name}
         )
     if not headers:
         raise ParseError(f"{command} -Y output has no HEADER record (empty or truncated output)")

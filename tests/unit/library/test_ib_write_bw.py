@@ -58,7 +58,7 @@ def test_client_seed_run_passes_default_fraction(run_module, fixture_text):
         *("-s", "65536", "-q", "1", "-F", "dgx02"),
     ]
     [(argv, kwargs)] = runner.bench
-    assert argv[:3] == ["/usr/bin/timeout", "--kill-after=5", "65"]  # duration 5 + 60 for a client
+    assert argv[:3] == ["/usr/bin/timeout", "--kill-after=30", "65"]  # duration 5 + 60 for a client
     assert kwargs == {"environ_update": {"LC_ALL": "C"}}
     assert result["result"]["header"]["device"] == "mlx5_1"
 

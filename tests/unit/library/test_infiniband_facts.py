@@ -76,7 +76,8 @@ def test_ibstat_only_roce_with_down_ports(run_module, real_output):
         None,
     )
     assert facts["errors"] == []
-    assert tools.calls == [(["/usr/sbin/ibstat"], {"environ_update": {"LC_ALL": "C"}})]
+    # handle_exceptions=False: a tool that cannot start fails naming it, not "Error executing command."
+    assert tools.calls == [(["/usr/sbin/ibstat"], {"environ_update": {"LC_ALL": "C"}, "handle_exceptions": False})]
 
 
 def test_partial_ibstat_exit_255_keeps_adapters(run_module, real_output):

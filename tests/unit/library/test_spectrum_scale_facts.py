@@ -63,4 +63,5 @@ def test_truncated_output_is_a_clear_failure(ansible_module, mmfs_bin):
 
 def test_not_installed(ansible_module, tmp_path):
     result = ansible_module(spectrum_scale_facts, {"mmfs_bin": str(tmp_path)}, answer(0, ""), True)
-    assert "not installed" in result["msg"]
+    assert result["msg"].startswith(f"mmlscluster not found at {tmp_path} on ")
+    assert "is IBM Storage Scale (gpfs.base) installed?" in result["msg"]

@@ -21,6 +21,25 @@ from gpuforge.lab.profiles import hardware_document, load_profile
 ROOT = Path(__file__).resolve().parents[3]
 SIMKERNEL = ROOT / "lab/image/overlay/usr/local/lib/gpuforge-lab/simkernel.py"
 EXPECTED = ROOT / "roles/gpuforge/defaults/main/expected_hardware.yml"
+PINS = ROOT / "roles/gpuforge/defaults/main/gpu_stack.yml"
+# Lab nodes run Debian 12: the driver release pinned for it, and the branch validation expects of it.
+LAB_DRIVER_RELEASE = yaml.safe_load(PINS.read_text(encoding="utf-8"))["gpuforge_nvidia_driver_versions"]["cuda"][
+    "debian12"
+]
+
+
+def lab_driver_data() -> str:
+    """The nvidia-driver.json the lab mirror builds into the pinned nvidia-smi package (from the registry)."""
+    from gpuforge.lab import mirror
+
+    package = next(
+        p
+        for p in mirror.expand(mirror.load_definitions())
+        if "/usr/bin/nvidia-smi" in (p.get("commands") or {}) and p["version"].startswith(LAB_DRIVER_RELEASE + "-")
+    )
+    return package["files"]["/usr/lib/gpuforge-lab/nvidia-driver.json"]
+
+
 GPU_PROFILES = [
     "dgx1-v100-edr",
     "supermicro-4029gp-v100",
@@ -37,7 +56,8 @@ def expected_for(system: str) -> dict:
     merged = {**data["gpuforge_expected_gpu_skus"][spec["gpu_sku"]], **spec}
     merged.update(
         link_speeds=data["gpuforge_expected_link_speeds"],
-        driver_branch=data["gpuforge_expected_driver_branch"],
+        # expected_hardware.yml takes the branch from the driver pin (a template); the lab's is Debian 12's.
+        driver_branch=LAB_DRIVER_RELEASE.split(".")[0],
         retired_pages_max=data["gpuforge_expected_retired_pages_max"],
         xid_fatal=data["gpuforge_expected_xid_fatal"],
     )
@@ -67,8 +87,9 @@ class SimNode:
             ("ib_core", [], "kernel-modules"),
             ("nvidia_peermem", ["nvidia", "ib_core"], "modules"),
         ):
-            meta = {"size": 16384, "depends": depends, "version": "535.183.01-1"}
+            meta = {"size": 16384, "depends": depends, "version": LAB_DRIVER_RELEASE + "-1"}
             (tmp_path / "lib" / directory / f"{name}.ko").write_text(json.dumps(meta), encoding="utf-8")
+        (tmp_path / "lib" / "nvidia-driver.json").write_text(lab_driver_data(), encoding="utf-8")
         # nvidia-persistenced "runs" as long as this test process does.
         (tmp_path / "persistenced" / "nvidia-persistenced.pid").write_text(str(os.getpid()), encoding="ascii")
         spec = importlib.util.spec_from_file_location(f"simkernel_{id(tmp_path)}", SIMKERNEL)

@@ -190,6 +190,9 @@ def test_topo_strips_ansi_underline_and_rejects_truncation():
     assert nv.parse_topo_matrix(text)["gpus"][1]["links"] == {"GPU0": "NV2"}
     with pytest.raises(nv.ParseError, match="no row for GPU1"):
         nv.parse_topo_matrix("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV2\t0-9\n")
+    # A short row is reported, never zipped short against the header.
+    with pytest.raises(nv.ParseError, match="row GPU1 has 1 cells for 2 devices"):
+        nv.parse_topo_matrix("\tGPU0\tGPU1\tCPU Affinity\nGPU0\t X \tNV2\t0-9\nGPU1\tNV2\n")
     with pytest.raises(nv.ParseError, match="GPU0"):
         nv.parse_topo_matrix("garbage")
 

@@ -1,0 +1,759 @@
+"""Bad input never crashes a module and never passes silently: every module of library/ against malformed
+free-form options, empty, truncated, binary and 10 MB tool output, a missing tool, and check mode.
+
+Case ids are ``module/family``. The harness (conftest.py) turns fail_json and exit_json into exceptions and
+pytest.raises catches only those two, so a TypeError or AttributeError escaping a module fails its case with
+the traceback. On top of that each case asserts what it ended in: fail_json with a message that names the
+option path or the tool, or exit_json with a clean result (that Ansible could serialise).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import platform
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import gpu_node_check
+import ib_write_bw
+import infiniband_facts
+import k8s_manifest_validate
+import kernel_module
+import nccl_tests
+import nvidia_smi_facts
+import pytest
+import resnet50_benchmark
+import slurm_node_state
+import spectrum_scale_config
+import spectrum_scale_facts
+import yaml
+from ansible.module_utils.common.warnings import get_warning_messages
+
+ROOT = Path(__file__).resolve().parents[3]
+FIXTURES = ROOT / "tests" / "fixtures"
+REAL_OUTPUTS = ROOT.parent / "shared" / "real-outputs"
+EXPECTED_HARDWARE = ROOT / "roles" / "gpuforge" / "defaults" / "main" / "expected_hardware.yml"
+HOST = platform.node()
+HUGE = 10 * 1024 * 1024  # characters of the 10 MB output
+MODULES = {
+    module.__name__: module
+    for module in (
+        gpu_node_check,
+        ib_write_bw,
+        infiniband_facts,
+        k8s_manifest_validate,
+        kernel_module,
+        nccl_tests,
+        nvidia_smi_facts,
+        resnet50_benchmark,
+        slurm_node_state,
+        spectrum_scale_config,
+        spectrum_scale_facts,
+    )
+}
+
+
+def test_the_matrix_covers_every_module_in_library():
+    assert sorted(path.stem for path in (ROOT / "library").glob("*.py")) == sorted(MODULES)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Inputs: real outputs (tests/fixtures, ../shared/real-outputs) and what becomes of them.
+
+
+def fixture(relative: str) -> str:
+    return (FIXTURES / relative).read_text(encoding="utf-8")
+
+
+def real(name: str) -> str:
+    path = REAL_OUTPUTS / name
+    if not path.is_file():
+        pytest.skip(f"real output {name} not available (../shared/real-outputs absent)")
+    return path.read_text(encoding="utf-8")
+
+
+# Synthetic where the repository holds no real capture; shaped as the tools print them.
+LSMOD = (
+    "Module                  Size  Used by\n"
+    "nvidia_peermem         16384  0\n"
+    "nvidia_uvm           1523712  0\n"
+    "nvidia              56799232  2 nvidia_uvm,nvidia_peermem\n"
+    "ib_core               434176  1 nvidia_peermem\n"
+)
+DMESG = (
+    "[    0.000000] Linux version 6.1.0-18-amd64\n"
+    "[ 1234.567890] NVRM: Xid (PCI:0000:34:00): 48, pid=1234, name=python, An uncorrectable double bit error\n"
+)
+IBDEV2NETDEV = "mlx5_0 port 1 ==> ib0 (Up)\n"
+NODE_MANIFEST = "apiVersion: v1\nkind: Node\nmetadata:\n  name: dgx01\n  labels: {scale: 'true'}\n"
+MMLSCONFIG_Y = (
+    "mmlsconfig::HEADER:version:reserved:reserved:configParameter:value:nodeList:\n"
+    "mmlsconfig::0:1:::pagepool:1G::\n"
+    "mmlsconfig::0:1:::pagepool:128G:dgx:\n"
+)
+
+
+def empty(text: str) -> str:
+    return ""
+
+
+def truncated(text: str) -> str:
+    return text[: len(text) // 2]
+
+
+def garbage(text: str) -> str:
+    """64 KiB of seeded random bytes, as run_command hands undecodable output over (surrogateescape)."""
+    return random.Random(20240501).randbytes(65536).decode("utf-8", "surrogateescape")
+
+
+@functools.lru_cache(maxsize=1)
+def _filler() -> str:
+    line = "gpuforge filler: a line of no tool, repeated until the output is 10 MB long\n"
+    return line * (HUGE // len(line) + 1)
+
+
+def huge(text: str) -> str:
+    """The real output followed by noise lines, 10 MB in all (a runaway debug log)."""
+    return (text + _filler())[:HUGE]
+
+
+OUTPUTS = {"empty-output": empty, "truncated-output": truncated, "binary-garbage": garbage, "huge-output": huge}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Assertions
+
+
+def assert_no_traceback_and_serialisable(result: dict) -> None:
+    json.dumps(result)  # exit_json/fail_json serialise the result; a set or bytes would crash there
+    if result.get("failed"):
+        assert isinstance(result.get("msg"), str) and result["msg"].strip(), result
+
+
+def assert_handled(result: dict, names: tuple[str, ...]) -> None:
+    """fail_json naming one of names (the tool), or exit_json."""
+    assert_no_traceback_and_serialisable(result)
+    if result.get("failed"):
+        assert any(name in result["msg"] for name in names), f"{result['msg']!r} names none of {names}"
+
+
+def assert_option_failure(result: dict, path: str, fragment: str = "") -> None:
+    assert_no_traceback_and_serialisable(result)
+    assert result.get("failed"), f"{path}: the module accepted the value: {result}"
+    assert result["msg"].startswith(f"{path} "), result["msg"]
+    assert fragment in result["msg"], result["msg"]
+
+
+def check_by_name(result: dict) -> dict:
+    return {check["name"]: check for check in result["checks"]}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# One runner per module: run(ansible_module, tmp_path, change, args) -> result, where change maps each real
+# tool output to the family's output and args override the module's baseline arguments.
+
+
+class Runner:
+    """run_command stand-in: answer(argv) -> (rc, out, err), or an exception to raise; records every call."""
+
+    def __init__(self, answer: Callable):
+        self.answer, self.calls = answer, []
+
+    def __call__(self, argv, **kwargs):
+        self.calls.append(list(argv))
+        reply = self.answer(list(argv))
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+
+def bins(*names: str, where: str = "/usr/bin") -> Callable:
+    paths = {name: f"{where}/{name}" for name in names}
+    return paths.get
+
+
+def expected_spec() -> dict:
+    data = yaml.safe_load(EXPECTED_HARDWARE.read_text(encoding="utf-8"))
+    system = data["gpuforge_expected_systems"]["dgx1-v100-edr"]
+    return {
+        **data["gpuforge_expected_gpu_skus"][system["gpu_sku"]],
+        **system,
+        "link_speeds": data["gpuforge_expected_link_speeds"],
+        "driver_branch": "535",
+        "retired_pages_max": data["gpuforge_expected_retired_pages_max"],
+        "xid_fatal": data["gpuforge_expected_xid_fatal"],
+    }
+
+
+def smi_facts() -> dict:
+    gpus = [
+        {
+            "index": index,
+            "product_name": "Tesla V100-SXM2-16GB",
+            "persistence_mode": "Enabled",
+            "ecc": {"mode_current": "Enabled", "volatile": {"corrected": 0, "uncorrected": 0}},
+            "retired_pages": {"single_bit": 0, "double_bit": 0, "pending": False},
+            "pcie": {"gen_max": 3, "gen_current": 3, "width_max": 16, "width_current": 16},
+            "throttle_reasons": {"hw_slowdown": False, "gpu_idle": True},
+            "nvlink": {"active_links": 6},
+            "numa_affinity": "0" if index < 4 else "1",
+            "nics": {f"mlx5_{n}": ("PIX" if n // 2 == index // 4 else "SYS") for n in range(4)},
+        }
+        for index in range(8)
+    ]
+    return {"driver_version": "535.183.01", "errors": [], "gpus": gpus}
+
+
+def ib_facts() -> dict:
+    port = {"port": 1, "state": "Active", "phys_state": "LinkUp", "rate_gbps": 100, "link_layer": "InfiniBand"}
+    return {"errors": [], "hcas": [{"name": f"mlx5_{n}", "ports": [dict(port)]} for n in range(4)]}
+
+
+def run_gpu_node_check(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    answers = {"lsmod": change(LSMOD), "dmesg": change(DMESG)}
+    runner = Runner(answer or (lambda argv: (0, answers[Path(argv[0]).name], "")))
+    base = {"nvidia_smi": smi_facts(), "infiniband": ib_facts(), "expected": expected_spec()}
+    result = ansible_module(
+        gpu_node_check, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths or bins("lsmod", "dmesg")
+    )
+    return result, runner
+
+
+def run_nvidia_smi_facts(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    answers = {
+        "-q": change(real("nvidia-smi-q-x__netdata-go.d.plugin__a100-sxm4-40gb-mig_drv510.xml")),
+        "topo": change(fixture("nvidia-smi/seed001_dgx1_topo_m_drv440.txt")),
+        "nvlink": change(real("nvidia-smi-nvlink-status__leptonai-gpud__a100.txt")),
+    }
+    runner = Runner(answer or (lambda argv: (0, answers[argv[1]], "")))
+    result = ansible_module(
+        nvidia_smi_facts, dict(args or {}), runner, None, check_mode, bin_path=paths or bins("nvidia-smi")
+    )
+    return result, runner
+
+
+def run_infiniband_facts(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    answers = {
+        "ibstat": change(real("ibstat__leptonai-gpud__a100_mt4126_mixed_eth_ib.txt")),
+        "ibv_devinfo": change(real("ibv_devinfo__deepseek-ai-DeepEP__issue55__mt4126_ib_EXCERPT_one_hca.txt")),
+        "ibdev2netdev": change(IBDEV2NETDEV),
+    }
+    runner = Runner(answer or (lambda argv: (0, answers[Path(argv[0]).name], "")))
+    paths = paths or bins("ibstat", "ibv_devinfo", "ibdev2netdev", where="/usr/sbin")
+    result = ansible_module(infiniband_facts, dict(args or {}), runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
+def run_nccl_tests(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    binary = tmp_path / "all_reduce_perf"
+    binary.write_text("#!/bin/sh\n", encoding="ascii")
+    binary.chmod(0o755)
+    output = change(fixture("nccl-tests/seed001_ex4-1_1x8xv100_nvlink_legacy.txt"))
+    runner = Runner(answer or (lambda argv: (0, output, "")))
+    base = {"binary": str(binary), "gpus": 8, "count_gpus": False, "expect": {"min_busbw": 100}}
+    result = ansible_module(
+        nccl_tests, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths or bins("timeout", "nvidia-smi")
+    )
+    return result, runner
+
+
+def run_resnet50_benchmark(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    script = tmp_path / "resnet50_bench.py"
+    script.write_text("print()\n", encoding="ascii")
+    output = change(fixture("resnet50/tf_seed001_dgx1_8xv100.txt"))
+    runner = Runner(answer or (lambda argv: (0, output, "")))
+    base = {"script": str(script), "gpu_counts": [8], "expect": {"sku": "Tesla V100-SXM2-16GB"}}
+    paths = paths or bins("timeout", "torchrun", "mpirun", "srun")
+    result = ansible_module(resnet50_benchmark, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
+def run_ib_write_bw(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    output = change(fixture("ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt"))
+    runner = Runner(answer or (lambda argv: (0, output, "")))
+    base = {"device": "mlx5_1", "server": "dgx01", "line_rate_gbps": 100}
+    paths = paths or bins("timeout", "ib_write_bw")
+    result = ansible_module(ib_write_bw, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
+def run_kernel_module(ansible_module, tmp_path, change, args=None, check_mode=True, answer=None, paths=None):
+    output = change(LSMOD)
+    runner = Runner(answer or (lambda argv: (0, output, "") if argv[0].endswith("lsmod") else (0, "", "")))
+    base = {
+        "name": "nvidia_peermem",
+        "persistent": "present",
+        "params": "peerdirect_support=1",
+        "modules_load_dir": str(tmp_path / "modules-load.d"),
+        "modprobe_dir": str(tmp_path / "modprobe.d"),
+    }
+    paths = paths or bins("lsmod", "modprobe", where="/usr/sbin")
+    result = ansible_module(kernel_module, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
+def run_slurm_node_state(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    output = change(fixture("slurm/scontrol_show_node_o.txt"))
+    runner = Runner(answer or (lambda argv: (0, output, "") if argv[1] == "show" else (0, "", "")))
+    base = {"name": "node008", "state": "query"}
+    paths = paths or bins("scontrol")
+    result = ansible_module(slurm_node_state, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
+def run_spectrum_scale_config(ansible_module, tmp_path, change, args=None, check_mode=True, answer=None, paths=None):
+    y_text, plain = change(MMLSCONFIG_Y), change(fixture("mmlsconfig/seed001_dgx_common.txt"))
+
+    def default(argv):
+        if argv[0].endswith("mmlsconfig"):
+            return (0, y_text, "") if "-Y" in argv else (0, plain, "")
+        return 0, "", ""
+
+    runner = Runner(answer or default)
+    base = {"settings": {"pagepool": "128G"}, "node_class": "dgx"}
+    result = ansible_module(spectrum_scale_config, {**base, **(args or {})}, runner, None, check_mode)
+    return result, runner
+
+
+def run_spectrum_scale_facts(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    (tmp_path / "mmlscluster").write_text("#!/bin/sh\n", encoding="ascii")
+    output = change(fixture("mmlscluster/seed001_Y.txt"))
+    runner = Runner(answer or (lambda argv: (0, output, "")))
+    base = {"mmfs_bin": str(tmp_path)}
+    result = ansible_module(spectrum_scale_facts, {**base, **(args or {})}, runner, None, check_mode)
+    return result, runner
+
+
+def run_k8s_manifest_validate(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    """The 'tool output' of this module is the manifest: given as content, and read from a file as bytes."""
+    raw = change(NODE_MANIFEST).encode("utf-8", "surrogateescape")
+    on_disk = tmp_path / "rendered.yaml"
+    on_disk.write_bytes(raw)
+    manifest = tmp_path / "written" / "node.yaml"
+    base = {
+        "kubernetes_version": "1.33",
+        # Module arguments travel as JSON, which carries no undecodable bytes: they arrive replaced.
+        "manifests": [{"path": str(manifest), "content": raw.decode("utf-8", "replace")}],
+        "paths": [str(on_disk)],
+    }
+    result = ansible_module(k8s_manifest_validate, {**base, **(args or {})}, None, None, check_mode)
+    return result, Runner(lambda argv: (0, "", ""))
+
+
+RUNNERS = {
+    "gpu_node_check": (run_gpu_node_check, ("lsmod", "dmesg")),
+    "ib_write_bw": (run_ib_write_bw, ("ib_write_bw",)),
+    "infiniband_facts": (run_infiniband_facts, ("ibstat", "ibv_devinfo", "ibdev2netdev")),
+    "k8s_manifest_validate": (run_k8s_manifest_validate, ("manifest", "YAML", "rendered.yaml", "node.yaml")),
+    "kernel_module": (run_kernel_module, ("lsmod",)),
+    "nccl_tests": (run_nccl_tests, ("nccl-tests", "NCCL", "benchmark", "result rows")),
+    "nvidia_smi_facts": (run_nvidia_smi_facts, ("nvidia-smi",)),
+    "resnet50_benchmark": (run_resnet50_benchmark, ("ResNet-50", "benchmark output", "GPUs")),
+    "slurm_node_state": (run_slurm_node_state, ("scontrol",)),
+    "spectrum_scale_config": (run_spectrum_scale_config, ("mmlsconfig",)),
+    "spectrum_scale_facts": (run_spectrum_scale_facts, ("mmlscluster",)),
+}
+
+
+def test_every_module_has_a_runner():
+    assert sorted(RUNNERS) == sorted(MODULES)
+
+
+def _unchanged(text: str) -> str:
+    return text
+
+
+@pytest.mark.parametrize("module", sorted(RUNNERS))
+def test_baseline_runs_clean(ansible_module, tmp_path, module):
+    """The baseline every family changes one thing of: it must end in exit_json (or fail only on a verdict)."""
+    run, names = RUNNERS[module]
+    result, _ = run(ansible_module, tmp_path, _unchanged)
+    assert_handled(result, names)
+    assert not result.get("failed") or "verdict" in result["msg"], result["msg"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Tool output: empty, truncated (a real output cut in half), binary garbage (seeded), 10 MB.
+
+
+@pytest.mark.parametrize(
+    ("module", "family"),
+    [(module, family) for module in sorted(RUNNERS) for family in OUTPUTS],
+    ids=[f"{module}/{family}" for module in sorted(RUNNERS) for family in OUTPUTS],
+)
+def test_tool_output(ansible_module, tmp_path, module, family):
+    run, names = RUNNERS[module]
+    result, _ = run(ansible_module, tmp_path, OUTPUTS[family])
+    assert_handled(result, names)
+    if module == "k8s_manifest_validate" and family == "empty-output":  # valid, but said out loud
+        assert any("holds no YAML document" in warning for warning in get_warning_messages())
+    if module == "gpu_node_check":  # a report, never a failed task: unreadable text is a failed *_readable check
+        checks = check_by_name(result)
+        assert checks["lsmod_readable"]["status"] in ("ok", "fail")
+        if family == "empty-output" or family == "binary-garbage":
+            assert checks["lsmod_readable"]["status"] == "fail"
+            assert "lsmod" in checks["lsmod_readable"]["fault"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A missing tool: the message names the tool, this host and the fix.
+
+
+def _missing_tool_cases():
+    """module -> (args override, bin_path override or None, run_command answer or None, words of the message)."""
+
+    def not_found(argv):
+        return FileNotFoundError(2, "No such file or directory", argv[0])
+
+    def timeout_cannot_start(argv):
+        command = argv[3]
+        return 127, "", f"timeout: failed to run command '{command}': No such file or directory\n"
+
+    return {
+        "gpu_node_check": ({}, bins(), None, ("lsmod not found in PATH on", "install kmod")),
+        "ib_write_bw": ({}, bins("timeout"), None, ("ib_write_bw not found in PATH on", "perftest")),
+        "infiniband_facts": ({}, bins(), None, ("Neither ibstat nor ibv_devinfo is installed on", "infiniband-diags")),
+        "k8s_manifest_validate": ({}, None, None, ("kubernetes-validate",)),
+        "kernel_module": ({}, bins(), None, ("lsmod not found in PATH, /usr/local/sbin", "install kmod")),
+        "nccl_tests": (
+            {"launcher": "mpirun", "np": 8},
+            None,
+            timeout_cannot_start,
+            ("mpirun not found on", "install Open MPI"),
+        ),
+        "nvidia_smi_facts": ({}, bins(), None, ("nvidia-smi not found in PATH on", "NVIDIA driver")),
+        "resnet50_benchmark": ({}, None, timeout_cannot_start, ("torchrun not found on", "install torch")),
+        "slurm_node_state": ({}, bins(), None, ("scontrol not found in PATH on", "Slurm client")),
+        "spectrum_scale_config": (
+            {},
+            None,
+            not_found,
+            ("mmlsconfig not found at /usr/lpp/mmfs/bin on", "is IBM Storage Scale (gpfs.base) installed?"),
+        ),
+        "spectrum_scale_facts": ({}, None, None, ("mmlscluster not found at", "is IBM Storage Scale (gpfs.base)")),
+    }
+
+
+MISSING_TOOL = _missing_tool_cases()
+
+
+@pytest.mark.parametrize("module", sorted(MISSING_TOOL), ids=[f"{m}/missing-tool" for m in sorted(MISSING_TOOL)])
+def test_missing_tool(ansible_module, tmp_path, monkeypatch, module):
+    args, paths, answer, words = MISSING_TOOL[module]
+    run, _names = RUNNERS[module]
+    if module == "k8s_manifest_validate":
+        monkeypatch.setattr(k8s_manifest_validate, "KV_IMPORT_ERROR", "Traceback: No module named kubernetes_validate")
+    if module == "spectrum_scale_facts":
+        args = {"mmfs_bin": str(tmp_path / "no-gpfs")}
+    result, _ = run(ansible_module, tmp_path, _unchanged, args, answer=answer, paths=paths)
+    assert_no_traceback_and_serialisable(result)
+    if module == "gpu_node_check":  # reported, not failed: the module judges what it can
+        fault = check_by_name(result)["lsmod_readable"]["fault"]
+        assert all(word in fault for word in words), fault
+        assert HOST in fault
+        return
+    assert result.get("failed"), result
+    assert all(word in result["msg"] for word in words), result["msg"]
+    if module != "k8s_manifest_validate":  # missing_required_lib names the Python, not the host
+        assert HOST in result["msg"], result["msg"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Check mode writes nothing and changes nothing.
+
+
+@pytest.mark.parametrize("module", sorted(RUNNERS), ids=[f"{m}/check-mode" for m in sorted(RUNNERS)])
+def test_check_mode_writes_nothing(ansible_module, tmp_path, module):
+    run, names = RUNNERS[module]
+    target = tmp_path / "target"
+    args = {
+        "nccl_tests": {
+            "output_path": str(target / "nccl" / "out.txt"),
+            "launcher": "mpirun",
+            "hosts": [{"name": "a", "slots": 8}],
+        },
+        "resnet50_benchmark": {"output_dir": str(target / "resnet50")},
+        "k8s_manifest_validate": {
+            "manifests": [{"path": str(target / "manifests" / "node.yaml"), "content": NODE_MANIFEST}],
+            "paths": [],
+        },
+        "kernel_module": {
+            "modules_load_dir": str(target / "modules-load.d"),
+            "modprobe_dir": str(target / "modprobe.d"),
+            "name": "nouveau",
+        },
+        "slurm_node_state": {"state": "drain", "reason": "gpu 3 xid 79"},
+        "spectrum_scale_config": {"settings": {"pagepool": "256G"}},
+    }.get(module, {})
+    result, runner = run(ansible_module, tmp_path, _unchanged, args, check_mode=True)
+    assert_handled(result, names)
+    # Every path a module could write (output, hostfile, manifests, modules-load.d) is under target.
+    assert not target.exists(), f"check mode wrote {sorted(target.rglob('*'))}"
+    changing = [argv for argv in runner.calls if Path(argv[0]).name in ("modprobe", "mmchconfig", "timeout")]
+    changing += [argv for argv in runner.calls if "update" in argv]
+    assert changing == [], f"check mode ran {changing}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Free-form dict options: malformed values fail naming the option path; what -e produces is coerced.
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    args: dict
+    path: str | None = None  # None: the module must accept the value
+    fragment: str = ""
+
+
+EXPECTED_BAD = expected_spec()
+
+OPTION_CASES: dict[tuple[str, str], list[Case]] = {
+    ("nccl_tests", "expect"): [
+        Case("word", {"expect": {"min_busbw": "fifty"}}, "expect.min_busbw", "must be a number, got 'fifty'"),
+        Case("numeric string (-e)", {"expect": {"min_busbw": "50"}}),
+        Case("boolean", {"expect": {"min_busbw": True}}, "expect.min_busbw", "must be a number"),
+        Case("list", {"expect": {"min_busbw": [50]}}, "expect.min_busbw", "must be a number"),
+        Case("dict", {"expect": {"warn_ratio": {"a": 1}}}, "expect.warn_ratio", "must be a number"),
+        Case("nan", {"expect": {"min_busbw": "nan"}}, "expect.min_busbw", "finite"),
+        Case("negative", {"expect": {"max_wrong": -1}}, "expect.max_wrong", "at least 0"),
+        Case("ratio above 1", {"expect": {"warn_ratio": 2}}, "expect.warn_ratio", "at most 1"),
+        Case("misspelt key", {"expect": {"min_bus_bw": 50}}, "expect.min_bus_bw", "known: large_message_bytes"),
+        Case("unknown transport", {"expect": {"transport": "infiniband"}}, "expect.transport", "tcp, ib, ib_gdr"),
+        Case("bytes with a unit", {"expect": {"small_message_bytes": "1k"}}, "expect.small_message_bytes"),
+        Case("integral string", {"expect": {"large_message_bytes": "1048576", "max_wrong": "0"}}),
+        Case("null value", {"expect": {"min_busbw": None}}),
+        Case("not a dict", {"expect": "fifty"}, "argument 'expect'"),
+    ],
+    ("nccl_tests", "env"): [
+        Case("boolean", {"env": {"NCCL_IB_DISABLE": True}}, "env.NCCL_IB_DISABLE", "is a boolean"),
+        Case("null", {"env": {"NCCL_SOCKET_IFNAME": None}}, "env.NCCL_SOCKET_IFNAME", "got None"),
+        Case("list", {"env": {"NCCL_IB_HCA": ["mlx5_0"]}}, "env.NCCL_IB_HCA", "string or a number"),
+        Case("bad name", {"env": {"A=B": "1"}}, "env.A=B", "environment variable name"),
+        Case("number", {"env": {"NCCL_IB_DISABLE": 1, "NCCL_BUFFSIZE": 4194304}}),
+        Case("null option", {"env": None}, "argument 'env'", "unable to convert to dict"),
+    ],
+    ("nccl_tests", "hosts"): [
+        Case("no slots", {"launcher": "mpirun", "hosts": [{"name": "a", "slots": 0}]}, "hosts[0].slots"),
+        Case("slots word", {"launcher": "mpirun", "hosts": [{"name": "a", "slots": "x"}]}, "argument 'slots'", "hosts"),
+    ],
+    ("resnet50_benchmark", "expect"): [
+        Case("word", {"expect": {"min_per_gpu": "fast"}}, "expect.min_per_gpu", "must be a number, got 'fast'"),
+        Case("numeric string (-e)", {"expect": {"min_per_gpu": "800", "min_scaling_efficiency": "0.9"}}),
+        Case("boolean ratio", {"expect": {"ratio": False}}, "expect.ratio", "must be a number"),
+        Case("zero floor", {"expect": {"min_per_gpu": 0}}, "expect.min_per_gpu", "greater than 0"),
+        Case("fractional ranks", {"expect": {"world_size": "2.5"}}, "expect.world_size", "integer"),
+        Case("sku number", {"expect": {"sku": 100}}, "expect.sku", "must be a string"),
+        Case("misspelt key", {"expect": {"min_scaling_eff": 0.9}}, "expect.min_scaling_eff", "known:"),
+        Case("negative margin", {"expect": {"scaling_warn_margin": -0.1}}, "expect.scaling_warn_margin"),
+        Case("list", {"expect": {"fail_ratio": [0.5]}}, "expect.fail_ratio", "must be a number"),
+    ],
+    ("resnet50_benchmark", "env"): [
+        Case("boolean", {"env": {"NCCL_IB_DISABLE": False}}, "env.NCCL_IB_DISABLE", "is a boolean"),
+        Case("dict", {"env": {"GLOO_SOCKET_IFNAME": {"a": 1}}}, "env.GLOO_SOCKET_IFNAME", "string or a number"),
+        Case("number", {"env": {"OMP_NUM_THREADS": 4}}),
+    ],
+    ("gpu_node_check", "expected"): [
+        Case("count as -e string", {"expected": {**EXPECTED_BAD, "gpu_count": "8", "retired_pages_max": "60"}}),
+        Case("count word", {"expected": {**EXPECTED_BAD, "gpu_count": "eight"}}, "expected.gpu_count", "integer"),
+        Case("limit list", {"expected": {**EXPECTED_BAD, "retired_pages_max": [60]}}, "expected.retired_pages_max"),
+        Case("bool as string", {"expected": {**EXPECTED_BAD, "persistence_mode": "no", "ecc": "yes"}}),
+        Case("bool word", {"expected": {**EXPECTED_BAD, "ecc": "maybe"}}, "expected.ecc", "boolean"),
+        Case("width fraction", {"expected": {**EXPECTED_BAD, "pcie_width_max": 16.5}}, "expected.pcie_width_max"),
+        Case("width string", {"expected": {**EXPECTED_BAD, "pcie_width_max": "16", "pcie_gen_max": "3"}}),
+        Case("xid not a list", {"expected": {**EXPECTED_BAD, "xid_fatal": "48"}}, "expected.xid_fatal", "list"),
+        Case("xid as strings", {"expected": {**EXPECTED_BAD, "xid_fatal": ["48", 79]}}),
+        Case("xid null item", {"expected": {**EXPECTED_BAD, "xid_fatal": [48, None]}}, "expected.xid_fatal[1]"),
+        Case("nvlinks word", {"expected": {**EXPECTED_BAD, "nvlink_links": "six"}}, "expected.nvlink_links"),
+        Case("driver branch number", {"expected": {**EXPECTED_BAD, "driver_branch": 535}}),
+        Case("model number", {"expected": {**EXPECTED_BAD, "gpu_model": 100}}, "expected.gpu_model", "string"),
+        Case("empty spec", {"expected": {}}),
+    ],
+    ("gpu_node_check", "expected.hcas"): [
+        Case("a string", {"expected": {**EXPECTED_BAD, "hcas": "mlx5_0"}}, "expected.hcas", "must be a list"),
+        Case("names only", {"expected": {**EXPECTED_BAD, "hcas": ["mlx5_0"]}}, "expected.hcas[0]", "must be a dict"),
+        Case(
+            "missing name",
+            {"expected": {**EXPECTED_BAD, "hcas": [{"ports": [{"port": 1, "link": "EDR"}]}]}},
+            "expected.hcas[0].name",
+            "is required",
+        ),
+        Case(
+            "ports a dict",
+            {"expected": {**EXPECTED_BAD, "hcas": [{"name": "mlx5_0", "ports": {"port": 1}}]}},
+            "expected.hcas[0].ports",
+            "must be a list",
+        ),
+        Case(
+            "port word",
+            {"expected": {**EXPECTED_BAD, "hcas": [{"name": "mlx5_0", "ports": [{"port": "one"}]}]}},
+            "expected.hcas[0].ports[0].port",
+            "integer",
+        ),
+        Case(
+            "port string (-e)",
+            {"expected": {**EXPECTED_BAD, "hcas": [{"name": "mlx5_0", "ports": [{"port": "1", "link": "EDR"}]}]}},
+        ),
+        Case(
+            "unknown link",
+            {"expected": {**EXPECTED_BAD, "hcas": [{"name": "mlx5_0", "ports": [{"port": 1, "link": "EDRR"}]}]}},
+            "expected.hcas[0].ports[0].link",
+            "is not a key of expected.link_speeds",
+        ),
+        Case(
+            "link layer case",
+            {"expected": {**EXPECTED_BAD, "hcas": [{"name": "mlx5_0", "ports": [{"link_layer": "infiniband"}]}]}},
+            "expected.hcas[0].ports[0].link_layer",
+            "InfiniBand, Ethernet",
+        ),
+        Case(
+            "misspelt key",
+            {"expected": {**EXPECTED_BAD, "hcas": [{"name": "mlx5_0", "prots": []}]}},
+            "expected.hcas[0].prots",
+            "known: name, ports",
+        ),
+        Case(
+            "rate word",
+            {"expected": {**EXPECTED_BAD, "hcas": [{"name": "mlx5_0", "ports": [{"rate_gbps": "fast"}]}]}},
+            "expected.hcas[0].ports[0].rate_gbps",
+        ),
+    ],
+    ("gpu_node_check", "expected.numa_affinity"): [
+        Case(
+            "a dict",
+            {"expected": {**EXPECTED_BAD, "numa_affinity": {"gpus": [0], "numa": 0}}},
+            "expected.numa_affinity",
+            "must be a list",
+        ),
+        Case(
+            "gpu range string",
+            {"expected": {**EXPECTED_BAD, "numa_affinity": [{"gpus": "0-3", "hcas": ["mlx5_0"], "numa": 0}]}},
+            "expected.numa_affinity[0].gpus",
+            "must be a list",
+        ),
+        Case(
+            "missing numa",
+            {"expected": {**EXPECTED_BAD, "numa_affinity": [{"gpus": [0], "hcas": ["mlx5_0"]}]}},
+            "expected.numa_affinity[0].numa",
+            "is required",
+        ),
+        Case(
+            "indices as strings (-e)",
+            {"expected": {**EXPECTED_BAD, "numa_affinity": [{"gpus": ["0", "1"], "hcas": ["mlx5_0"], "numa": "0"}]}},
+        ),
+        Case("a number", {"expected": {**EXPECTED_BAD, "numa_affinity": [5]}}, "expected.numa_affinity[0]", "dict"),
+        Case(
+            "hca list of lists",
+            {"expected": {**EXPECTED_BAD, "numa_affinity": [{"gpus": [0], "hcas": [["mlx5_0"]], "numa": 0}]}},
+            "expected.numa_affinity[0].hcas[0]",
+            "string",
+        ),
+    ],
+    ("gpu_node_check", "expected.link_speeds"): [
+        Case(
+            "rate only",
+            {"expected": {**EXPECTED_BAD, "link_speeds": {"EDR": 100}}},
+            "expected.link_speeds.EDR",
+            "must be a dict",
+        ),
+        Case(
+            "rate word",
+            {"expected": {**EXPECTED_BAD, "link_speeds": {"EDR": {"rate_gbps": "fast", "link_layer": "InfiniBand"}}}},
+            "expected.link_speeds.EDR.rate_gbps",
+        ),
+    ],
+    ("spectrum_scale_config", "settings"): [
+        Case("null", {"settings": {"pagepool": None}}, "settings.pagepool", "has no value"),
+        Case("dict", {"settings": {"pagepool": {"size": "1G"}}}, "settings.pagepool", "string, number or boolean"),
+        Case("list of lists", {"settings": {"verbsPorts": [["mlx5_0/1"]]}}, "settings.verbsPorts[0]"),
+        Case("bad name", {"settings": {"page pool": "1G"}}, "settings.page pool", "attribute name"),
+        Case("comma", {"settings": {"pagepool": "1G,2G"}}, "settings.pagepool", "cannot hold ','"),
+        Case("empty", {"settings": {"pagepool": ""}}, "settings.pagepool", "must not be empty"),
+        Case("list and bool", {"settings": {"verbsPorts": ["mlx5_0/1", "mlx5_1/1"], "verbsRdma": True}}),
+    ],
+}
+
+# Facts are reported, not failed (gpu_node_check's contract): a malformed field fails `*_readable`, naming it.
+FACTS_CASES: dict[str, list[tuple[str, dict, str, str]]] = {
+    "nvidia_smi": [
+        ("gpus a number", {"gpus": 5}, "nvidia_smi_readable", "nvidia_smi.gpus must be a list"),
+        ("gpu a string", {"gpus": ["GPU0"]}, "nvidia_smi_readable", "nvidia_smi.gpus[0] must be a dict"),
+        ("index a list", {"gpus": [{"index": [0]}]}, "nvidia_smi_readable", "nvidia_smi.gpus[0].index"),
+        (
+            "width a word",
+            {"gpus": [{"index": 0, "pcie": {"width_current": "x16", "width_max": 16}}]},
+            "nvidia_smi_readable",
+            "nvidia_smi.gpus[0].pcie.width_current must be an integer",
+        ),
+        (
+            "pages a word",
+            {"gpus": [{"index": 0, "retired_pages": {"single_bit": "many"}}]},
+            "nvidia_smi_readable",
+            "nvidia_smi.gpus[0].retired_pages.single_bit",
+        ),
+        ("errors a string", {"errors": "boom"}, "nvidia_smi_readable", "nvidia_smi.errors must be a list"),
+        (
+            "indices mixed",
+            {"gpus": [{"index": 0, "persistence_mode": "Disabled"}, {"persistence_mode": "Disabled"}]},
+            "persistence_mode",
+            "persistence mode not enabled",
+        ),
+    ],
+    "infiniband": [
+        ("hcas a dict", {"hcas": {"mlx5_0": {}}}, "infiniband_readable", "infiniband.hcas must be a list"),
+        ("no name", {"hcas": [{"ports": []}]}, "infiniband_readable", "infiniband.hcas[0].name is required"),
+        (
+            "port word",
+            {"hcas": [{"name": "mlx5_0", "ports": [{"port": "one", "state": "Active"}]}]},
+            "infiniband_readable",
+            "infiniband.hcas[0].ports[0].port",
+        ),
+        (
+            "rate word",
+            {"hcas": [{"name": "mlx5_0", "ports": [{"port": 1, "rate_gbps": "EDR"}]}]},
+            "infiniband_readable",
+            "infiniband.hcas[0].ports[0].rate_gbps",
+        ),
+    ],
+}
+
+OPTION_IDS = sorted(OPTION_CASES)
+
+
+@pytest.mark.parametrize(("module", "family"), OPTION_IDS, ids=[f"{m}/{f}" for m, f in OPTION_IDS])
+def test_free_form_option(ansible_module, tmp_path, module, family):
+    run, names = RUNNERS[module]
+    for case in OPTION_CASES[(module, family)]:
+        (tmp_path / case.name).mkdir()
+        result, _ = run(ansible_module, tmp_path / case.name, _unchanged, case.args)
+        if case.path is None:
+            assert_handled(result, names)
+            assert not result.get("failed") or "verdict" in result["msg"], f"{case.name}: {result['msg']}"
+        else:
+            assert_option_failure(result, case.path, case.fragment)
+
+
+@pytest.mark.parametrize("source", sorted(FACTS_CASES), ids=[f"gpu_node_check/{s}-facts" for s in sorted(FACTS_CASES)])
+def test_malformed_facts_are_reported(ansible_module, tmp_path, source):
+    for name, facts, check, fragment in FACTS_CASES[source]:
+        result, _ = run_gpu_node_check(ansible_module, tmp_path, _unchanged, {source: facts})
+        assert_no_traceback_and_serialisable(result)
+        assert not result.get("failed"), f"{name}: {result}"
+        found = check_by_name(result)[check]
+        assert found["status"] == "fail", f"{name}: {found}"
+        assert fragment in found["fault"], f"{name}: {found['fault']}"
+
+
+def test_coerced_values_reach_the_judges(ansible_module, tmp_path):
+    """What -e hands a module ("50") is judged as the number, not skipped and not compared as text."""
+    result, _ = run_nccl_tests(ansible_module, tmp_path, _unchanged, {"expect": {"min_busbw": "500"}})
+    assert result["failed"] and result["msg"].startswith("NCCL verdict fail: large_message_busbw=")
+    assert check_by_name(result)["large_message_busbw"]["expected"] == ">= 500.0 GB/s"
+    result, _ = run_gpu_node_check(
+        ansible_module, tmp_path, _unchanged, {"expected": {**EXPECTED_BAD, "gpu_count": "8", "nvlink_links": "6"}}
+    )
+    checks = check_by_name(result)
+    assert (checks["gpu_count"]["status"], checks["nvlink_active"]["status"]) == ("ok", "ok")
