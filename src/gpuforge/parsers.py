@@ -1,7 +1,7 @@
 """`gpuforge parse KIND FILE`: the module_utils parsers, reachable from the CLI.
 
-module_utils/ is not a package (Ansible ships each file alone inside a module), so this is the one
-place that puts it on sys.path; everything else asks `parse()` or `resolve()` here.
+module_utils/ is not a package (its files are Ansible module_utils, packed into modules by Ansible), so this
+is the one place in the CLI that puts it on sys.path; everything else asks `parse()` or `resolve()` here.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ import json
 
 import yaml
 
+from gpuforge.paths import PROJECT_ROOT
+
 
 def test_toolkit_pinned_from_mirror(host):
     for name in (
@@ -47,6 +49,9 @@ def test_cdi_spec_lists_the_8_gpus(host):
 def test_container_cli_sees_driver(host):
     listing = host.check_output("nvidia-container-cli -k list").splitlines()
     assert "/dev/nvidiactl" in listing
-    assert "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.183.01" in listing
+    # The driver the nvidia_driver role pinned for Debian 12 (roles/gpuforge/defaults/main/gpu_stack.yml).
+    pins = yaml.safe_load((PROJECT_ROOT / "roles/gpuforge/defaults/main/gpu_stack.yml").read_text(encoding="utf-8"))
+    release = pins["gpuforge_nvidia_driver_versions"]["cuda"]["debian12"]
+    assert f"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.{release}" in listing
     info = host.check_output("nvidia-container-cli info")
     assert info.count("Model:          Tesla V100-SXM2-16GB") == 8

@@ -1,28 +1,68 @@
-"""nvidia_driver on a DGX-1 lab node: packages from the mirror, nouveau replaced, modules, daemons, nvidia-smi."""
+"""nvidia_driver on a DGX-1 lab node: packages from the mirror, nouveau replaced, modules, daemons, nvidia-smi.
+
+Package names and the published versions come from the vendor facts registry (vendor_facts/nvidia-cuda/
+debian12.yml), the release from the pin table: the mirror also publishes newer competing builds, and the
+closure must still be on the pinned release. side_effect.yml removes the pin and upgrades (what an unpinned
+install does), checks that the role's verify step catches the floated driver, and converges back."""
 
 import json
+
+import yaml
+
+from gpuforge import vendor_facts
+from gpuforge.paths import PROJECT_ROOT
+
+CUDA = vendor_facts.repository("nvidia-cuda/debian12")
+PINS = yaml.safe_load((PROJECT_ROOT / "roles/gpuforge/defaults/main/gpu_stack.yml").read_text(encoding="utf-8"))
+RELEASE = PINS["gpuforge_nvidia_driver_versions"]["cuda"]["debian12"]
+BRANCH = RELEASE.split(".")[0]
 
 
 def _lsmod_names(host) -> list[str]:
     return [line.split()[0] for line in host.check_output("lsmod").splitlines()[1:]]
 
 
-def test_driver_packages_pinned_from_mirror(host):
+def test_driver_closure_on_the_pinned_release_although_newer_builds_are_published(host):
     # V100 (Volta) needs the proprietary kernel modules: the open flavour must not be installed.
-    for name in ("cuda-drivers-535", "nvidia-driver-535", "nvidia-kernel-dkms-535", "nvidia-smi-535"):
+    newest = CUDA.versions("nvidia-driver")[-1]
+    assert newest != f"{RELEASE}-1", "the registry publishes no newer build: the pin would prove nothing"
+    for name in (f"cuda-drivers-{BRANCH}", "nvidia-driver", "nvidia-kernel-dkms", "nvidia-smi", "nvidia-modprobe"):
         package = host.package(name)
         assert package.is_installed, name
-        assert package.version == "535.183.01-1", name
-    assert not host.package("nvidia-kernel-open-dkms-535").is_installed
-    assert not host.package("nvidia-fabricmanager-535").is_installed
-    policy = host.check_output("apt-cache policy cuda-drivers-535")
-    assert "http://mirror/cuda/repos/debian12/x86_64" in policy
+        assert package.version == f"{RELEASE}-1", name
+        assert package.version in CUDA.versions(name), name
+    assert not host.package("nvidia-kernel-open-dkms").is_installed
+    assert not host.package(f"nvidia-fabricmanager-{BRANCH}").is_installed
+    policy = host.check_output("apt-cache policy nvidia-driver")
+    assert f"http://mirror/{CUDA.lab_path}" in policy
+    assert newest in policy
 
 
-def test_cuda_repository_is_signed(host):
+def test_cuda_repository_is_signed_and_pinned(host):
     source = host.file("/etc/apt/sources.list.d/cuda.sources")
-    assert source.contains("URIs: http://mirror/cuda/repos/debian12/x86_64/")
+    assert source.contains(f"URIs: http://mirror/{CUDA.lab_path}/")
     assert source.contains("Signed-By: /etc/apt/keyrings/cuda.asc")
+    pins = vendor_facts.parse_preferences(host.file("/etc/apt/preferences.d/cuda.pref").content_string)
+    assert [(pin.version, pin.priority) for pin in pins] == [(f"{RELEASE}-*", 1001)]
+
+
+def test_cuda_keyrings_own_source_was_taken_over(host):
+    # prepare.yml wrote cuda-keyring's list for the same URI with another Signed-By; apt would refuse both.
+    assert not host.file("/etc/apt/sources.list.d/cuda-debian12-x86_64.list").exists
+    assert host.run("apt-get update").rc == 0
+
+
+def test_debian_contrib_enabled_for_the_driver(host):
+    # NVIDIA's Debian instructions enable contrib: the kernel module package needs nvidia-installer-cleanup.
+    assert host.file("/etc/apt/sources.list.d/debian.sources").contains("^Components: main contrib$")
+    assert host.package("nvidia-installer-cleanup").is_installed
+
+
+def test_side_effect_caught_the_floated_driver(host):
+    record = json.loads(host.file("/root/gpuforge-side-effect.json").content_string)
+    assert record["floated_to"] == CUDA.versions("nvidia-smi")[-1].rsplit("-", 1)[0]
+    assert record["failed_task"] == "The driver answers with the pinned release and the expected GPUs"
+    assert f"wanted {RELEASE}" in record["message"]
 
 
 def test_nouveau_blacklisted_and_initramfs_rebuilt(host):
@@ -32,9 +72,10 @@ def test_nouveau_blacklisted_and_initramfs_rebuilt(host):
     records = [
         json.loads(line) for line in host.file("/var/lib/gpuforge-lab/initramfs.log").content_string.splitlines()
     ]
-    # Rebuilt once (idempotence: the second converge must not rebuild again), after the blacklist existed.
-    assert len(records) == 1
-    assert records[0]["argv"] == ["-u"]
+    # Rebuilt by the first converge and by side_effect.yml's converge that downgraded the floated packages;
+    # the idempotence step between them must not have rebuilt it (it reports changed=0).
+    assert len(records) == 2
+    assert [record["argv"] for record in records] == [["-u"], ["-u"]]
     assert "nouveau" in records[0]["blacklisted"]
 
 

@@ -36,7 +36,9 @@ def test_rolling_upgrade_is_one_node_at_a_time_and_stops_on_failure():
     play = plays[1]
     assert (play["serial"], play["max_fail_percentage"]) == (1, 0)
     names = [task["name"] for task in play["tasks"]]
-    assert names.index("Drain the node in Slurm") < names.index("Upgrade the NVIDIA driver")
+    assert names.index("Drain the node in Slurm") < names.index("Upgrade MLNX_OFED")
+    # OFED before the driver, as in site.yml (nvidia-peermem's DKMS build needs OFED's ib_core).
+    assert names.index("Upgrade MLNX_OFED") < names.index("Upgrade the NVIDIA driver")
     assert names.index("Validate the node") < names.index("Keep an unhealthy node drained and stop the rollout")
     assert names.index("Keep an unhealthy node drained and stop the rollout") < names.index("Resume the node in Slurm")
 

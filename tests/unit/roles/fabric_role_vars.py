@@ -22,9 +22,12 @@ FACTS = {
 
 def templar(role: str, os_name: str, **extra) -> Templar:
     role_dir = ROOT / "roles" / role
+    main_vars = role_dir / "vars" / "main.yml"
     variables = {
+        **_load(ROOT / "roles" / "gpuforge" / "defaults" / "main" / "gpu_stack.yml"),
         **_load(ROOT / "roles" / "gpuforge" / "defaults" / "main" / "fabric_storage.yml"),
         **_load(role_dir / "defaults" / "main.yml"),
+        **(_load(main_vars) if main_vars.is_file() else {}),
         **_load(role_dir / "vars" / f"{os_name}.yml"),
         "ansible_facts": FACTS[os_name],
         "ansible_play_hosts": ["gpu01", "gpu02"],

@@ -35,7 +35,11 @@ def test_nvidia_container_on_rhel_uses_the_container_template():
         "nvidia_container.te.j2", gpu_selinux_semodule_list=_semodule("container", "virt")
     )
     assert "policy_module(nvidia_container, 1.0)" in text
-    assert "\ncontainer_domain_template(nvidia_container)\n" in text
+    # container-selinux >= 2.201 takes (prefix, file_prefix); its template neither declares nor requires
+    # $2_file_t, so the module requires container_file_t itself (vendor_facts/selinux-policy/container-selinux.yml).
+    assert "\ncontainer_domain_template(nvidia_container, container)\n" in text
+    assert "\ncontainer_domain_template(nvidia_container)\n" not in text
+    assert "gen_require(`\n\ttype container_file_t;\n')\ncontainer_domain_template(" in text
     assert "\ntype nvidia_container_t;" not in text
     assert "dev_rw_xserver_misc(nvidia_container_t)" in text
     assert "capability" not in text.split("policy_module")[1].replace("grants no capability", "")
@@ -49,12 +53,18 @@ def test_nvidia_container_without_container_module_is_a_plain_domain():
     assert "container_domain_template" not in text.split("policy_module")[1]
 
 
-def test_infiniband_module_optional_per_domain():
-    text = RoleRender("gpu_selinux", "debian12").template("infiniband.te.j2")
+@pytest.mark.parametrize("os_name", ["debian12", "rhel9"])
+def test_infiniband_module_optional_per_domain(os_name):
+    # One source for both policy flavours: m4 ifdef picks RHEL's or refpolicy's interface name.
+    text = RoleRender("gpu_selinux", os_name).template("infiniband.te.j2")
     assert "policy_module(infiniband, 1.0)" in text
     assert text.count("optional_policy(`") == 3
     for domain in ("container_t", "spc_t", "nvidia_container_t"):
-        assert f"dev_rw_infiniband({domain})" in text
+        assert (
+            f"ifdef(`dev_rw_infiniband_dev', `dev_rw_infiniband_dev({domain})', `dev_rw_infiniband({domain})')"
+        ) in text
+        assert f"ifdef(`corenet_ib_access_unlabeled_pkeys', `corenet_ib_access_unlabeled_pkeys({domain})', `" in text
+        assert f"allow {domain} unlabeled_t:infiniband_pkey access;" in text
 
 
 def test_only_enforcing_is_accepted():

@@ -5,20 +5,49 @@ from __future__ import annotations
 import pytest
 from fabric_role_vars import render, render_file
 
+# What the build host's `dpkg-parsechangelog -S Version` printed: nv_peer_memory 1.3-0's debian/changelog still
+# starts with nvidia-peer-memory (1.2-0), so dpkg-buildpackage writes 1.2-0 packages (Mellanox/nv_peer_memory #106).
+CHANGELOG = {"gpu01": {"gpudirect_rdma_legacy_changelog": {"stdout": "1.2-0\n", "rc": 0}}}
+TOPDIR = "/var/cache/gpuforge/nv_peer_memory/rpmbuild"
+
 
 @pytest.mark.parametrize(
-    ("os_name", "orig", "cmd", "packages"),
+    ("os_name", "orig", "cmd", "output_dir", "packages"),
     [
-        ("Debian", "/tmp/nvidia-peer-memory_1.3.orig.tar.gz", ["dpkg-buildpackage", "-us", "-uc"],
-         ["nvidia-peer-memory_1.3-0_all.deb", "nvidia-peer-memory-dkms_1.3-0_all.deb"]),
+        ("Debian", "/tmp/nvidia-peer-memory_1.3.orig.tar.gz", ["dpkg-buildpackage", "-us", "-uc", "-b"],
+         "/var/cache/gpuforge/nv_peer_memory",
+         ["nvidia-peer-memory_1.2-0_all.deb", "nvidia-peer-memory-dkms_1.2-0_all.deb"]),
+        ("Ubuntu", "/tmp/nvidia-peer-memory_1.3.orig.tar.gz", ["dpkg-buildpackage", "-us", "-uc", "-b"],
+         "/var/cache/gpuforge/nv_peer_memory",
+         ["nvidia-peer-memory_1.2-0_all.deb", "nvidia-peer-memory-dkms_1.2-0_all.deb"]),
         ("RedHat", "/tmp/nvidia_peer_memory-1.3-0.src.rpm",
-         ["rpmbuild", "--rebuild", "/tmp/nvidia_peer_memory-1.3-0.src.rpm"], ["nvidia_peer_memory-1.3-0.x86_64.rpm"]),
+         ["rpmbuild", "--rebuild", "--define", f"_topdir {TOPDIR}", "--define", "dist %{nil}",
+          "/tmp/nvidia_peer_memory-1.3-0.src.rpm"],
+         f"{TOPDIR}/RPMS/x86_64", ["nvidia_peer_memory-1.3-0.x86_64.rpm"]),
     ],
 )  # fmt: skip
-def test_legacy_build(os_name, orig, cmd, packages):
+def test_legacy_build(os_name, orig, cmd, output_dir, packages):
     assert render("gpudirect_rdma", os_name, "{{ gpudirect_rdma_legacy_orig }}") == orig
     assert render("gpudirect_rdma", os_name, "{{ gpudirect_rdma_legacy_build_cmd }}") == cmd
-    assert render("gpudirect_rdma", os_name, "{{ gpudirect_rdma_legacy_packages }}") == packages
+    assert render("gpudirect_rdma", os_name, "{{ gpudirect_rdma_legacy_output_dir }}") == output_dir
+    assert render("gpudirect_rdma", os_name, "{{ gpudirect_rdma_legacy_packages }}", hostvars=CHANGELOG) == packages
+
+
+def test_deb_version_is_read_from_the_changelog_on_the_build_host():
+    assert render("gpudirect_rdma", "Debian", "{{ gpudirect_rdma_legacy_version_cmd }}") == [
+        "dpkg-parsechangelog", "-S", "Version",
+    ]  # fmt: skip
+    assert render("gpudirect_rdma", "RedHat", "{{ gpudirect_rdma_legacy_version_cmd }}") == []
+    # Before the build host has read it (or when it did not build in this play), the version is empty and
+    # legacy.yml stops with a message instead of copying files that do not exist.
+    unread = render("gpudirect_rdma", "Debian", "{{ gpudirect_rdma_legacy_package_version }}", hostvars={"gpu01": {}})
+    assert unread == ""
+
+
+def test_rpmbuild_tree_is_created_under_the_build_directory():
+    dirs = render("gpudirect_rdma", "RedHat", "{{ gpudirect_rdma_legacy_extra_dirs }}")
+    assert dirs == [f"{TOPDIR}/{name}" for name in ("BUILD", "RPMS", "SOURCES", "SPECS", "SRPMS")]
+    assert render("gpudirect_rdma", "Debian", "{{ gpudirect_rdma_legacy_extra_dirs }}") == []
 
 
 def test_legacy_build_host_and_artifacts():

@@ -11,9 +11,9 @@ from fabric_role_vars import render
 @pytest.mark.parametrize(
     ("os_name", "url", "package"),
     [
-        ("Debian", "https://linux.mellanox.com/public/repo/doca/2.9.1/debian12/x86_64", "doca-ofed=2.9.1-1"),
-        ("Ubuntu", "https://linux.mellanox.com/public/repo/doca/2.9.1/ubuntu22.04/x86_64", "doca-ofed=2.9.1-1"),
-        ("RedHat", "https://linux.mellanox.com/public/repo/doca/2.9.1/rhel9.4/x86_64", "doca-ofed-2.9.1-1"),
+        ("Debian", "https://linux.mellanox.com/public/repo/doca/2.9.1/debian12.5/x86_64", "doca-ofed=2.9.1-*"),
+        ("Ubuntu", "https://linux.mellanox.com/public/repo/doca/2.9.1/ubuntu22.04/x86_64", "doca-ofed=2.9.1-*"),
+        ("RedHat", "https://linux.mellanox.com/public/repo/doca/2.9.1/rhel9.4/x86_64", "doca-ofed-2.9.1-*"),
     ],
 )
 def test_doca_repo_and_package(os_name, url, package):
@@ -47,10 +47,10 @@ def test_tarball_url_checksum_and_installer_argv():
     [
         ("debian12", "6.1.0-26-amd64", True),
         ("debian12", "6.12.9-amd64", False),
-        ("ubuntu22.04", "5.15.0-119-generic", True),
-        ("ubuntu24.04", "6.8.0-45-generic", True),
-        ("rhel9.4", "5.14.0-427.13.1.el9_4.x86_64", True),
-        ("rhel9.4", "5.14.0-503.11.1.el9_5.x86_64", False),
+        ("ubuntu2204", "5.15.0-119-generic", True),
+        ("ubuntu2404", "6.8.0-45-generic", True),
+        ("rhel9", "5.14.0-427.13.1.el9_4.x86_64", True),
+        ("rhel9", "5.14.0-503.11.1.el9_5.x86_64", False),
     ],
 )
 def test_supported_kernel_table(distro, kernel, supported):
@@ -58,6 +58,8 @@ def test_supported_kernel_table(distro, kernel, supported):
     assert bool(re.search(table[distro], kernel)) is supported
 
 
-@pytest.mark.parametrize(("os_name", "service"), [("Debian", "opensmd"), ("RedHat", "opensm")])
-def test_opensm_service_name(os_name, service):
-    assert render("mlnx_ofed", os_name, "{{ mlnx_ofed_opensm_service }}") == service
+@pytest.mark.parametrize("os_name", ["Debian", "Ubuntu", "RedHat"])
+@pytest.mark.parametrize(("source", "service"), [("inbox", "opensm"), ("doca", "opensmd"), ("tarball", "opensmd")])
+def test_opensm_service_follows_the_stack_not_the_os(os_name, source, service):
+    # In-box opensm ships opensm.service on every OS; MLNX_OFED/DOCA's ships /etc/init.d/opensmd.
+    assert render("mlnx_ofed", os_name, "{{ mlnx_ofed_opensm_service }}", mlnx_ofed_source=source) == service

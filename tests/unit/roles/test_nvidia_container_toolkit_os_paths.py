@@ -16,15 +16,32 @@ PINNED = [
 ]
 
 
+FINGERPRINT = "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
+
+
+def repository(render: RoleRender, os_name: str, tasks_file: str) -> tuple[dict, RoleRender]:
+    """The vars the role hands to vendor_repository, and vendor_repository rendered with them."""
+    role, included = render.included_role(tasks_file, "Trust the libnvidia-container repository")
+    assert role == "vendor_repository"
+    return included, RoleRender("vendor_repository", os_name, **included)
+
+
 @pytest.mark.parametrize("os_name", ["debian12", "ubuntu2204", "ubuntu2404"])
 def test_apt_repository_key_and_packages(os_name):
     render = RoleRender("nvidia_container_toolkit", os_name)
     assert render.var("nvidia_container_toolkit_repo_url") == f"{BASE}/stable/deb/amd64"
-    key = render.task("setup-Debian.yml", "Download the libnvidia-container repository key")
-    assert key["url"] == f"{BASE}/gpgkey"
-    assert key["dest"] == "/etc/apt/keyrings/nvidia-container-toolkit.asc"
-    assert render.var("gpuforge_libnvidia_container_key_fingerprint") == "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
-    repo = render.task("setup-Debian.yml", "Add the libnvidia-container repository")
+    included, vendor = repository(render, os_name, "setup-Debian.yml")
+    # Same file names as before vendor_repository, so existing hosts converge on the same source and key.
+    assert included["vendor_repository_name"] == "nvidia-container-toolkit"
+    assert (included["vendor_repository_key_url"], included["vendor_repository_key_fingerprint"]) == (
+        f"{BASE}/gpgkey",
+        FINGERPRINT,
+    )
+    key = vendor.task_args("setup-Debian.yml", "Download the signing key")
+    assert (key["url"], key["dest"]) == (f"{BASE}/gpgkey", "/etc/apt/keyrings/nvidia-container-toolkit.asc")
+    assert vendor.conditions("setup-Debian.yml", "Read the key fingerprint")[0] is True  # the fingerprint is checked
+    repo = vendor.task_args("setup-Debian.yml", "Add the repository, trusting only its key")
+    assert repo["name"] == "nvidia-container-toolkit"
     assert repo["signed_by"] == "/etc/apt/keyrings/nvidia-container-toolkit.asc"
     assert (repo["uris"], repo["suites"]) == (f"{BASE}/stable/deb/amd64/", ["/"])
     packages = render.task("setup-Debian.yml", "Install the NVIDIA Container Toolkit")["name"]
@@ -34,11 +51,16 @@ def test_apt_repository_key_and_packages(os_name):
 @pytest.mark.parametrize("os_name", ["rhel8", "rhel9"])
 def test_rpm_repository_key_and_packages(os_name):
     render = RoleRender("nvidia_container_toolkit", os_name)
-    repo = render.task("setup-RedHat.yml", "Add the libnvidia-container repository")
+    included, vendor = repository(render, os_name, "setup-RedHat.yml")
+    assert included["vendor_repository_name"] == "nvidia-container-toolkit"
+    repo = vendor.task_args("setup-RedHat.yml", "Add the repository with signature checking")
+    assert repo["name"] == "nvidia-container-toolkit"
     assert repo["baseurl"] == f"{BASE}/stable/rpm/$basearch"
+    # Stricter than NVIDIA's own .repo (repo_gpgcheck=1, gpgcheck=0): the packages' signatures are checked too.
     assert (repo["gpgcheck"], repo["repo_gpgcheck"], repo["gpgkey"]) == (True, True, f"{BASE}/gpgkey")
-    key = render.task("setup-RedHat.yml", "Import the libnvidia-container signing key")
-    assert key["fingerprint"] == "C95B321B61E88C1809C4F759DDCAE044F796ECB0"
+    key = vendor.task_args("setup-RedHat.yml", "Import the signing key")
+    assert (key["key"], key["fingerprint"]) == (f"{BASE}/gpgkey", FINGERPRINT)
+    assert vendor.conditions("setup-RedHat.yml", "Import the signing key") == [True]
     packages = render.task("setup-RedHat.yml", "Install the NVIDIA Container Toolkit")["name"]
     assert packages == [f"{name}-1.17.8-1" for name in PINNED]
 

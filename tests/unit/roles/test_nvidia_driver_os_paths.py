@@ -45,18 +45,24 @@ def test_flavour_follows_gpu_generation_unless_set():
 
 
 def _apt_names(render: RoleRender) -> list[str]:
-    return render.task("setup-Debian.yml", "Install the driver packages of the pinned branch")["name"]
+    return render.task("setup-Debian.yml", "Install the driver packages")["name"]
 
 
-def test_debian12_packages_pinned_with_flavour():
-    assert _apt_names(driver("debian12", gpuforge_gpu_architecture="Volta")) == [
-        "nvidia-kernel-dkms-535=535.183.01-*",
-        "cuda-drivers-535=535.183.01-*",
+def test_debian12_packages_are_unversioned_with_the_release_pinned():
+    # NVIDIA's debian12 repository: nvidia-kernel(-open)-dkms carry no branch in the name (vendor_facts).
+    assert _apt_names(driver("debian12", gpuforge_gpu_architecture="Volta"))[:2] == [
+        "nvidia-kernel-dkms=550.90.07-*",
+        "cuda-drivers-550=550.90.07-*",
     ]
-    assert (
-        _apt_names(driver("debian12", gpuforge_gpu_architecture="Hopper"))[0]
-        == "nvidia-kernel-open-dkms-535=535.183.01-*"
-    )
+    hopper = driver("debian12", gpuforge_gpu_architecture="Hopper")
+    assert _apt_names(hopper)[0] == "nvidia-kernel-open-dkms=550.90.07-*"
+
+
+def test_site_release_sets_the_branch():
+    render = driver("debian12", gpuforge_gpu_architecture="Volta", gpuforge_nvidia_driver_version="570.195.03")
+    assert render.var("nvidia_driver_branch") == "570"
+    assert _apt_names(render)[:2] == ["nvidia-kernel-dkms=570.195.03-*", "cuda-drivers-570=570.195.03-*"]
+    assert all(name.endswith("=570.195.03-*") for name in _apt_names(render))
 
 
 @pytest.mark.parametrize("os_name", ["ubuntu2204", "ubuntu2404"])
@@ -64,9 +70,10 @@ def test_ubuntu_cuda_and_canonical_sources(os_name):
     assert _apt_names(driver(os_name, gpuforge_gpu_architecture="Hopper")) == [
         "nvidia-driver-535-open=535.183.01-*",
         "cuda-drivers-535=535.183.01-*",
+        "nvidia-modprobe=535.183.01-*",
     ]
     canonical = driver(os_name, gpuforge_gpu_architecture="Volta", nvidia_driver_source="canonical")
-    assert _apt_names(canonical) == ["nvidia-headless-535-server=535.183.01-*", "nvidia-utils-535-server=535.183.01-*"]
+    assert _apt_names(canonical) == ["nvidia-headless-535-server=535.309.01-*", "nvidia-utils-535-server=535.309.01-*"]
     assert canonical.var("nvidia_driver_header_packages")[0].startswith("linux-headers-")
 
 
@@ -84,14 +91,19 @@ def test_rhel_streams_epel_and_key(os_name, major):
     dkms = driver(os_name, gpuforge_gpu_architecture="Volta")
     assert dkms.var("nvidia_driver_rhel_packages")[:2] == ["@nvidia-driver:535-dkms", "nvidia-driver-535.183.01"]
     assert dkms.var("nvidia_driver_rhel_needs_epel") is True
-    assert dkms.task("setup-RedHat.yml", "Install the EPEL release")["name"] == (
-        f"https://dl.fedoraproject.org/pub/epel/epel-release-latest-{major}.noarch.rpm"
-    )
-    key = dkms.task("setup-RedHat.yml", "Import the CUDA repository signing key")
-    assert key["key"] == f"{CUDA}/rhel{major}/x86_64/D42D0685.pub"
-    assert key["fingerprint"] == "610C7B14E068A878070DA4E99CD0A493D42D0685"
-    repo = dkms.task("setup-RedHat.yml", "Add the CUDA repository")
-    assert (repo["baseurl"], repo["gpgcheck"]) == (f"{CUDA}/rhel{major}/x86_64", True)
+    from role_yaml import trusted
+
+    tasks = {
+        t["name"]: t
+        for t in __import__("yaml").safe_load(
+            (dkms.role_dir / "tasks" / "setup-RedHat.yml").read_text(encoding="utf-8")
+        )
+    }
+    cuda = dkms.templar.template(trusted(next(t for n, t in tasks.items() if n.startswith("Trust the CUDA"))["vars"]))
+    assert cuda["vendor_repository_key_url"] == f"{CUDA}/rhel{major}/x86_64/D42D0685.pub"
+    assert cuda["vendor_repository_key_fingerprint"] == "610C7B14E068A878070DA4E99CD0A493D42D0685"
+    assert cuda["vendor_repository_url"] == f"{CUDA}/rhel{major}/x86_64"
+    assert cuda["vendor_repository_dnf_versionlock"][0] == "nvidia-driver-535.183.01"
     open_stream = driver(os_name, gpuforge_gpu_architecture="Hopper")
     assert open_stream.var("nvidia_driver_rhel_packages")[0] == "@nvidia-driver:535-open"
     precompiled = driver(os_name, gpuforge_gpu_architecture="Hopper", nvidia_driver_rhel_install="precompiled")
@@ -105,7 +117,8 @@ def test_rhel_streams_epel_and_key(os_name, major):
 
 
 def test_fabricmanager_package_names():
-    assert driver("debian12").var("nvidia_driver_fabricmanager_package") == "nvidia-fabricmanager-535"
+    assert driver("debian12").var("nvidia_driver_fabricmanager_package") == "nvidia-fabricmanager-550"
+    assert driver("ubuntu2204").var("nvidia_driver_fabricmanager_package") == "nvidia-fabricmanager-535"
     assert driver("rhel9").var("nvidia_driver_fabricmanager_package") == "nvidia-fabric-manager-535.183.01"
     assert driver("debian12", gpuforge_gpu_nvswitch=True).var("nvidia_driver_fabricmanager") is True
     assert driver("debian12").var("nvidia_driver_fabricmanager") is False

@@ -1,0 +1,47 @@
+"""One naming convention for per-OS task files across all roles: <step>-<os_family>.yml (setup-Debian.yml,
+doca-RedHat.yml), chosen with ansible_facts.os_family; no role keys a task file on a package manager name."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROLES = Path(__file__).resolve().parents[3] / "roles"
+OS_FAMILIES = ("Debian", "RedHat")
+ROOTS_PLAYBOOKS = ROLES.parent / "playbooks"
+
+
+def _task_files():
+    return sorted(ROLES.glob("*/tasks/*.yml"))
+
+
+@pytest.mark.parametrize("path", _task_files(), ids=lambda p: f"{p.parts[-3]}/{p.name}")
+def test_per_os_task_files_are_named_step_dash_os_family(path):
+    name = path.stem
+    per_os = re.search(r"(apt|dnf|yum|Debian|RedHat|Ubuntu)", name)
+    if per_os:
+        assert re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*-(Debian|RedHat)", name), (
+            f"{path.parts[-3]}/tasks/{path.name}: per-OS task files are <step>-<os_family>.yml"
+        )
+
+
+def test_every_per_os_file_has_its_other_family_and_is_included_by_os_family():
+    for role in sorted(p for p in ROLES.iterdir() if (p / "tasks").is_dir()):
+        tasks = role / "tasks"
+        steps = {p.stem.rsplit("-", 1)[0] for p in tasks.glob("*-*.yml") if p.stem.endswith(OS_FAMILIES)}
+        for step in steps:
+            for family in OS_FAMILIES:
+                assert (tasks / f"{step}-{family}.yml").is_file(), f"{role.name}: {step}-{family}.yml missing"
+        text = "\n".join(p.read_text(encoding="utf-8") for p in tasks.glob("*.yml"))
+        assert "pkg_mgr" not in text, f"{role.name}: task files are chosen by os_family, not by a package manager"
+
+
+def test_site_installs_the_rdma_stack_before_the_gpu_driver():
+    # NVIDIA GPUDirect RDMA documentation: install MLNX_OFED before the driver's peer memory module is built.
+    import yaml
+
+    site = yaml.safe_load((ROOTS_PLAYBOOKS / "site.yml").read_text(encoding="utf-8"))
+    order = [play["ansible.builtin.import_playbook"] for play in site]
+    assert order.index("rdma_stack.yml") < order.index("gpu_stack.yml") < order.index("fabric_gpu.yml")

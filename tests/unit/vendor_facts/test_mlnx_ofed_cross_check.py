@@ -1,0 +1,89 @@
+"""mlnx_ofed against the vendor facts registry: per OS and install source, the repository directory, the
+profile package version, the release string the verify step accepts, the installer's options and the
+OpenSM unit are the ones NVIDIA (or the distribution) actually publishes."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+
+import pytest
+from gpu_stack_render import RoleRender
+
+from gpuforge import vendor_facts
+
+OSES = ["debian12", "ubuntu2204", "ubuntu2404", "rhel8", "rhel9"]
+
+
+def _render(os_name: str, **extra) -> RoleRender:
+    return RoleRender("mlnx_ofed", os_name, **extra)
+
+
+@pytest.mark.parametrize("os_name", OSES)
+def test_doca_repository_directory_is_nvidias(os_name):
+    doca = vendor_facts.repository(f"nvidia-doca/{os_name}")
+    render = _render(os_name)
+    assert render.var("mlnx_ofed_distro") == doca.fact("distro_directory")
+    assert render.var("mlnx_ofed_doca_repo_url") + "/" == doca.url
+
+
+@pytest.mark.parametrize("os_name", OSES)
+def test_doca_profile_package_matches_a_published_version(os_name):
+    doca = vendor_facts.repository(f"nvidia-doca/{os_name}")
+    (spec,) = _render(os_name).var("mlnx_ofed_doca_packages")
+    name, version = re.match(r"^(doca-ofed)[=-](.+)$", spec).groups()
+    assert any(fnmatch.fnmatchcase(v, version) for v in doca.versions(name)), (spec, doca.versions(name))
+
+
+@pytest.mark.parametrize("os_name", OSES)
+def test_verify_accepts_what_a_doca_install_prints_and_only_the_pinned_release(os_name):
+    doca = vendor_facts.repository(f"nvidia-doca/{os_name}")
+    pattern = _render(os_name).var("mlnx_ofed_release_patterns")["doca"]
+    assert re.search(pattern, doca.fact("ofed_info_s"))
+    # The other DOCA spelling (no trailing .0, as on Rocky 8.10) of the same release, and not another release.
+    assert re.search(pattern, "OFED-internal-24.10-1.1.4:")
+    assert not re.search(pattern, "OFED-internal-24.10-2.1.8:")
+    assert not re.search(pattern, vendor_facts.repository("mlnx-ofed/tarball").fact("ofed_info_s"))
+
+
+def test_verify_accepts_what_the_tarball_installer_prints():
+    tarball = vendor_facts.repository("mlnx-ofed/tarball")
+    pattern = _render("ubuntu2204").var("mlnx_ofed_release_patterns")["tarball"]
+    assert re.search(pattern, tarball.fact("ofed_info_s"))
+    assert not re.search(pattern, vendor_facts.repository("nvidia-doca/debian12").fact("ofed_info_s"))
+
+
+@pytest.mark.parametrize("os_name", OSES)
+def test_tarball_name_uses_nvidias_distro_label(os_name):
+    labels = vendor_facts.repository("mlnx-ofed/tarball").fact("distro_labels")
+    name = _render(os_name).var("mlnx_ofed_tarball_name")
+    assert name == f"MLNX_OFED_LINUX-24.10-1.1.4.0-{labels[os_name]}-x86_64"
+
+
+def test_installer_options_are_ones_mlnxofedinstall_accepts():
+    tarball = vendor_facts.repository("mlnx-ofed/tarball")
+    flags = _render("ubuntu2204").var("mlnx_ofed_install_flags")
+    kernel_flags = [f for f in flags if "kernel-support" in f]
+    assert kernel_flags and set(kernel_flags) <= set(tarball.fact("installer_kernel_support_options"))
+
+
+@pytest.mark.parametrize("os_name", OSES)
+@pytest.mark.parametrize("source", ["doca", "tarball"])
+def test_opensm_unit_of_the_nvidia_stack(os_name, source):
+    facts = vendor_facts.repository(f"nvidia-doca/{os_name}" if source == "doca" else "mlnx-ofed/tarball")
+    assert _render(os_name, mlnx_ofed_source=source).var("mlnx_ofed_opensm_service") == facts.fact("opensm_service")
+
+
+def test_opensm_unit_of_the_inbox_stack_is_the_distributions():
+    bookworm = vendor_facts.repository("debian/bookworm")
+    (opensm,) = {p.units for p in bookworm.packages if p.name == "opensm"}
+    service = _render("debian12", mlnx_ofed_source="inbox").var("mlnx_ofed_opensm_service")
+    assert f"{service}.service" in opensm
+
+
+def test_lab_publishes_doca_where_the_role_looks():
+    # The lab mirror publishes the registry repository at its lab_path; the role with the lab's base URL must
+    # ask for exactly that path.
+    doca = vendor_facts.repository("nvidia-doca/debian12")
+    url = _render("debian12", gpuforge_doca_ofed_base_url="http://mirror/doca").var("mlnx_ofed_doca_repo_url")
+    assert url == "http://mirror/" + doca.lab_path
