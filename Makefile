@@ -19,6 +19,7 @@ help:
 
 setup:
 	@bash scripts/setup.sh
+	gpuforge doctor
 
 demo: setup
 	gpuforge demo
@@ -29,6 +30,7 @@ test: setup lint unit molecule smoke
 lint: setup
 	ruff check $(PY_PATHS)
 	ruff format --check $(PY_PATHS)
+	vermin --no-config-file --no-tips --violations --target=3.8- module_utils library
 	yamllint --strict .
 	ansible-lint --profile production -q
 

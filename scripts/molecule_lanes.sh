@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Run `molecule test` for each scenario given, in MOLECULE_LANES parallel lanes (default 2). Lab runs
-# spend most of their time waiting on podman, systemd and apt, so two lanes finish well before one on a
+# Run `molecule test` for each scenario given, in MOLECULE_LANES parallel lanes (default 3). Lab runs
+# spend most of their time waiting on podman, systemd and apt rather than on the CPU, so lanes run side by side on a
 # two-core machine. Scenarios on the shared platform (.config/molecule/config.yml: one container named
 # `instance`) cannot run beside each other, so they share lane 1; the others are spread over all lanes.
 # Each lane logs to .gpuforge/molecule/<scenario>.log; a failed scenario's log is printed in full.
 set -u -o pipefail
-lanes=${MOLECULE_LANES:-2}
+lanes=${MOLECULE_LANES:-3}
 log_dir=.gpuforge/molecule
 mkdir -p "$log_dir"
 declare -a lane_items lane_counts

@@ -12,9 +12,11 @@ PYTHON=${GPUFORGE_PYTHON:-python3}
 
 # Control-machine packages: podman + runc run the lab, debootstrap builds its image,
 # apt-utils (apt-ftparchive), dpkg-dev and gnupg build and sign the lab's vendor mirror.
-SYSTEM_PACKAGES=(podman runc netavark debootstrap apt-utils dpkg-dev gnupg iproute2 ca-certificates make git)
+SYSTEM_PACKAGES=(podman runc netavark aardvark-dns iptables debootstrap apt-utils dpkg-dev gnupg iproute2 ca-certificates make git)
 # Headless browser for the report test; Open MPI + mpi4py + NumPy for the nccl-tests stand-in's tests.
 SYSTEM_PACKAGES+=(chromium openmpi-bin python3-mpi4py python3-numpy)
+# SELinux policy toolchain for the gpu_selinux compile test (Debian refpolicy and a RHEL-like tree).
+SYSTEM_PACKAGES+=(selinux-policy-dev checkpolicy semodule-utils policycoreutils m4)
 
 die() { echo "gpuforge setup: $*" >&2; exit 1; }
 
@@ -91,4 +93,7 @@ install_system_packages
 write_containers_conf
 check_podman
 install_python
+# An older CPython (3.9, from Debian 11) for the managed-node Python check of module_utils (modules run on
+# the node's Python; ansible-core 2.19 supports targets from 3.8, RHEL 9's python3 is 3.9).
+bash "$ROOT/scripts/setup_old_python.sh" || die "could not set up Python 3.9 for the target-Python tests (scripts/setup_old_python.sh)"
 echo "gpuforge setup: ready (venv: .venv, CONTAINERS_CONF=$STATE/containers.conf)"

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from gpuforge import __version__, paths
+from gpuforge.inventory_check import InventoryError, check_inventory
 from gpuforge.lab.mirror import MirrorError
 from gpuforge.lab.podman import PodmanError
 
@@ -25,6 +26,8 @@ def _lab(args: argparse.Namespace) -> int:
     from gpuforge.lab import cluster, spec
 
     if args.lab_command == "up":
+        if not args.skip_doctor and not _preflight("lab up", print):
+            return 1
         lab_spec = spec.from_file(Path(args.spec)) if args.spec else spec.from_counts(args.nodes, args.profile)
         nodes = cluster.up(lab_spec)
         _print_nodes(nodes)
@@ -48,6 +51,23 @@ def _print_nodes(nodes) -> None:
     print(f"{'NODE':<12} {'PROFILE':<24} {'ADDRESS':<14} STATE")
     for node in nodes:
         print(f"{node.name:<12} {node.profile:<24} {node.ip:<14} {node.state}")
+
+
+def _preflight(command: str, log) -> bool:
+    """gpuforge doctor before the lab starts: False (and the failed checks logged) when it would fail."""
+    from gpuforge import doctor
+
+    return doctor.preflight(command, log=log)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from gpuforge import doctor
+
+    try:
+        return doctor.main(json_output=args.json)
+    except KeyboardInterrupt:
+        print("gpuforge doctor: interrupted (its network and containers were removed)", file=sys.stderr)
+        return 130
 
 
 def _view_factory(args: argparse.Namespace):
@@ -76,6 +96,8 @@ def _emit(args: argparse.Namespace, summary: dict) -> int:
         print(json.dumps(summary, indent=2))
         return summary["rc"]
     print(f"{summary['command']}: {summary['status']} (rc {summary['rc']}) in {summary['duration_s']:.0f}s")
+    if summary.get("error"):
+        print(f"  {summary['error']}")
     for task in summary["failed_tasks"]:
         print(f"  {task['status']}: {task['host']} / {task['task']}: {task['msg']}")
     for host, result in sorted((summary.get("validation") or {}).items()):
@@ -101,15 +123,47 @@ def _playbook(args: argparse.Namespace) -> int:
         command, playbook = f"runbook {args.name}", f"runbooks/{args.name}.yml"
     else:
         command, playbook = args.command, PLAYBOOKS[args.command]
+    request = _request(args, command, playbook)
+    try:  # a missing or unparsable inventory, or a --limit that leaves no host, fails before anything runs
+        check_inventory(request.inventory, request.limit, request.ansible_config)
+    except InventoryError as exc:
+        return _input_error(args, command, str(exc))
     run_dir = paths.ARTIFACTS_DIR / new_run_id()
-    summary = run_playbook(_request(args, command, playbook), run_dir, _view_factory(args)(command))
-    return _emit(args, summary)
+    summary = run_playbook(request, run_dir, _view_factory(args)(command))
+    return _emit(args, _require_hosts(summary, run_dir))
+
+
+def _input_error(args: argparse.Namespace, command: str, message: str) -> int:
+    """Nothing ran: the message on stderr (and, with --json, a small document on stdout); exit 1."""
+    print(f"gpuforge {command}: {message}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"command": command, "rc": 1, "status": "inventory-error", "error": message}, indent=2))
+    return 1
+
+
+def _require_hosts(summary: dict, run_dir: Path) -> dict:
+    """A run that processed no host (the plays' hosts: patterns matched nothing) checked nothing: a failure."""
+    from gpuforge.runner import write_summary
+
+    if summary["rc"] == 0 and not summary.get("hosts"):
+        summary.update(
+            rc=1,
+            status="no-hosts",
+            error="no host was processed: the playbook's hosts: patterns matched no host of the inventory "
+            f"{summary.get('inventory')}"
+            + (f" with --limit {summary['limit']!r}" if summary.get("limit") else "")
+            + "; check -i and --limit",
+        )
+        write_summary(run_dir, summary)
+    return summary
 
 
 def _demo(args: argparse.Namespace) -> int:
     from gpuforge import demo
 
     log = (lambda line: print(line, file=sys.stderr)) if args.json else print
+    if not args.skip_doctor and not _preflight("demo", log):
+        return 1
     return demo.run(args, _view_factory(args), log=log)
 
 
@@ -160,6 +214,33 @@ def _k8s(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inventory(args: argparse.Namespace) -> int:
+    """`inventory capture NODE`: a known-good node's hardware as inventory variables (YAML on stdout)."""
+    from gpuforge import inventory_capture
+
+    try:
+        if args.from_facts:
+            facts, source = inventory_capture.load_facts(Path(args.from_facts)), args.from_facts
+        else:
+            inventory = Path(args.inventory).resolve()
+            facts = inventory_capture.gather_facts(args.node, inventory, become=args.become)
+            source = f"the nvidia_smi_facts and infiniband_facts modules on {args.node} ({inventory})"
+        result = inventory_capture.capture(facts, args.node, system=args.system)
+    except inventory_capture.CaptureError as exc:
+        print(f"gpuforge inventory capture: {exc}", file=sys.stderr)
+        return 1
+    result.source = source
+    text = inventory_capture.render(result)
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"inventory capture: {args.node} -> {args.out} (system {result.system})", file=sys.stderr)
+    else:
+        print(text, end="")
+    for note in result.notes:
+        print(f"inventory capture: note: {note}", file=sys.stderr)
+    return 0
+
+
 def _playbook_options() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-i", "--inventory", default=str(DEFAULT_INVENTORY), help="inventory (default: the lab's)")
@@ -183,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--nodes", type=int, default=2, help="number of nodes (default 2)")
     up.add_argument("--profile", action="append", default=[], help="hardware profile (repeat to alternate)")
     up.add_argument("--spec", help="YAML lab description (nodes with profiles, faults, groups)")
+    up.add_argument("--skip-doctor", action="store_true", help="start without the gpuforge doctor checks")
     lab_commands.add_parser("prepare", help="image, network, mirror and hardware documents; prints the image tag")
     lab_commands.add_parser("down", help="remove the lab's containers and network")
     lab_commands.add_parser("status", help="list lab nodes and their state")
@@ -202,7 +284,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser("demo", parents=[common], help="lab up, provision, validate, bench, k8s, report")
     demo.add_argument("--spec", default=str(paths.LAB_DIR / "specs" / "demo.yml"), help="lab spec file")
+    demo.add_argument("--skip-doctor", action="store_true", help="start without the gpuforge doctor checks")
     demo.set_defaults(handler=_demo)
+
+    doctor = commands.add_parser("doctor", help="check that this machine can run the lab (podman, DNS, disk...)")
+    doctor.add_argument("--json", action="store_true", help="print the checks as JSON")
+    doctor.set_defaults(handler=_doctor)
 
     report = commands.add_parser("report", help="HTML + Markdown report from a run's JSON artifacts")
     report.add_argument("run_dir", nargs="?", help="artifacts/<run-id> (default: the latest run)")
@@ -228,6 +315,24 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--k8s-version", default=DEFAULT_K8S_VERSION, help="Kubernetes minor version")
     render.add_argument("--json", action="store_true")
     k8s.set_defaults(handler=_k8s)
+
+    inventory = commands.add_parser("inventory", help="site inventory helpers")
+    inventory_commands = inventory.add_subparsers(dest="inventory_command", required=True)
+    capture = inventory_commands.add_parser(
+        "capture", help="print a known-good node's hardware as inventory variables (its expected system)"
+    )
+    capture.add_argument("node", help="inventory host to read (or the name to write with --from-facts)")
+    capture.add_argument("-i", "--inventory", default=str(DEFAULT_INVENTORY), help="inventory (default: the lab's)")
+    capture.add_argument(
+        "--from-facts",
+        metavar="FILE",
+        help="JSON of the node's nvidia_smi and infiniband facts (e.g. .gpuforge/facts/NODE) instead of running "
+        "the fact modules on it",
+    )
+    capture.add_argument("--system", help="name of the expected system (default: NODE-captured)")
+    capture.add_argument("--no-become", dest="become", action="store_false", help="run the modules without sudo")
+    capture.add_argument("-o", "--out", help="write the YAML here (host_vars/NODE.yml) instead of stdout")
+    inventory.set_defaults(handler=_inventory)
     return parser
 
 
@@ -239,3 +344,6 @@ def main(argv: list[str] | None = None) -> int:
     except (PodmanError, MirrorError, ValueError, FileNotFoundError) as exc:
         print(f"gpuforge: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"gpuforge {args.command}: interrupted", file=sys.stderr)
+        return 130
