@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuforge_bench_run import COMMON_OPTIONS, run_bounded, verdict_blocks
+from ansible.module_utils.gpuforge_bench_run import COMMON_OPTIONS, check_common_options, run_bounded, verdict_blocks
 from ansible.module_utils.gpuforge_errors import OptionError
 from ansible.module_utils.gpuforge_nccl_tests import (
     EXPECT,
@@ -15,7 +15,6 @@ from ansible.module_utils.gpuforge_nccl_tests import (
     overall_status,
     parse_nccl_tests,
 )
-from ansible.module_utils.gpuforge_options import env_vars
 from ansible.module_utils.gpuforge_run import missing_tool
 
 DOCUMENTATION = r"""
@@ -374,8 +373,7 @@ class NcclTests:
         """env and expect, coerced ("50" -> 50.0); a malformed value fails naming its key, before anything runs."""
         params = self.params
         try:
-            params["env"] = env_vars()("env", params["env"] or {})
-            params["expect"] = EXPECT("expect", params["expect"] or {})
+            check_common_options(params, EXPECT)
         except OptionError as exc:
             self.fail(str(exc))
         for index, host in enumerate(params["hosts"]):

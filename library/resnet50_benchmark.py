@@ -7,9 +7,8 @@ import math
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuforge_bench_run import COMMON_OPTIONS, run_bounded, verdict_blocks
+from ansible.module_utils.gpuforge_bench_run import COMMON_OPTIONS, check_common_options, run_bounded, verdict_blocks
 from ansible.module_utils.gpuforge_errors import OptionError
-from ansible.module_utils.gpuforge_options import env_vars
 from ansible.module_utils.gpuforge_resnet50 import (
     EXPECT,
     Resnet50ParseError,
@@ -295,8 +294,7 @@ class Resnet50Sweep:
     def validate(self):
         params = self.params
         try:
-            params["env"] = env_vars()("env", params["env"] or {})
-            params["expect"] = EXPECT("expect", params["expect"] or {})
+            check_common_options(params, EXPECT)
         except OptionError as exc:
             self.fail(str(exc))
         if params["gpus_per_node"] < 1:

@@ -7,13 +7,23 @@ wrapper itself is gpuforge_run.run_bounded, which ib_write_bw uses too.
 from __future__ import annotations
 
 try:
+    from ansible.module_utils.gpuforge_options import env_vars
     from ansible.module_utils.gpuforge_run import KILL_AFTER_S, TIMED_OUT_RCS
     from ansible.module_utils.gpuforge_run import run_bounded as _run_bounded
 except ImportError:  # module_utils/ is on sys.path (unit tests, CLI)
+    from gpuforge_options import env_vars
     from gpuforge_run import KILL_AFTER_S, TIMED_OUT_RCS
     from gpuforge_run import run_bounded as _run_bounded
 
-__all__ = ["COMMON_OPTIONS", "KILL_AFTER_S", "STATUS_RANK", "TIMED_OUT_RCS", "run_bounded", "verdict_blocks"]
+__all__ = [
+    "COMMON_OPTIONS",
+    "KILL_AFTER_S",
+    "STATUS_RANK",
+    "TIMED_OUT_RCS",
+    "check_common_options",
+    "run_bounded",
+    "verdict_blocks",
+]
 
 STATUS_RANK = {"ok": 0, "warn": 1, "fail": 2}
 
@@ -24,6 +34,13 @@ COMMON_OPTIONS = {
     "expect": {"type": "dict", "default": {}},
     "fail_on": {"type": "str", "choices": ["fail", "warn", "never"], "default": "fail"},
 }
+
+
+def check_common_options(params: dict, expect_spec) -> None:
+    """env and expect of COMMON_OPTIONS checked and coerced in place ("50" -> 50.0) with expect_spec, the
+    module's own expectation record; raises OptionError naming the key of a malformed value."""
+    params["env"] = env_vars()("env", params["env"] or {})
+    params["expect"] = expect_spec("expect", params["expect"] or {})
 
 
 def run_bounded(module, cmd: list[str], seconds: int, environ: dict[str, str], fix: str = "", result=None):
