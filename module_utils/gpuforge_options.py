@@ -167,6 +167,22 @@ def anything():
     return check
 
 
+def _store(result, slot, kind, where: str, item, on_error) -> None:
+    """kind(where, item) into result[slot] (appended when result is a list); a failing item goes to on_error
+    and is left out, or raises when there is no on_error."""
+    try:
+        checked = kind(where, item)
+    except OptionError as exc:
+        if on_error is None:
+            raise
+        on_error(exc)
+        return
+    if isinstance(result, list):
+        result.append(checked)
+    else:
+        result[slot] = checked
+
+
 def list_of(kind, on_error=None):
     """A list whose every item is of kind (item paths are ``path[i]``). on_error: as for record(), an item
     that does not pass is handed to it and left out."""
@@ -176,12 +192,7 @@ def list_of(kind, on_error=None):
             raise OptionError(path, f"must be a list, got {show(value)}")
         result = []
         for index, item in enumerate(value):
-            try:
-                result.append(kind(f"{path}[{index}]", item))
-            except OptionError as exc:
-                if on_error is None:
-                    raise
-                on_error(exc)
+            _store(result, None, kind, f"{path}[{index}]", item, on_error)
         return result
 
     return check
@@ -199,11 +210,13 @@ def mapping_of(kind, key=None, on_error=None):
                 continue
             where = f"{path}.{name}"
             try:
-                result[key(where, name) if key else name] = kind(where, item)
+                slot = key(where, name) if key else name
             except OptionError as exc:
                 if on_error is None:
                     raise
                 on_error(exc)
+                continue
+            _store(result, slot, kind, where, item, on_error)
         return result
 
     return check
@@ -231,12 +244,7 @@ def record(fields: dict, required=(), extra=False, on_error=None):
         for name, kind in fields.items():
             if value.get(name) is None:
                 continue
-            try:
-                result[name] = kind(f"{path}.{name}", value[name])
-            except OptionError as exc:
-                if on_error is None:
-                    raise
-                on_error(exc)
+            _store(result, name, kind, f"{path}.{name}", value[name], on_error)
         return result
 
     return check

@@ -5,6 +5,7 @@ of the nvidia_smi_facts / infiniband_facts modules. Shared by the node-health an
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import io
 import json
@@ -28,6 +29,7 @@ LAB_DRIVER_RELEASE = yaml.safe_load(PINS.read_text(encoding="utf-8"))["gpuforge_
 ]
 
 
+@functools.cache
 def lab_driver_data() -> str:
     """The nvidia-driver.json the lab mirror builds into the pinned nvidia-smi package (from the registry)."""
     from gpuforge.lab import mirror
