@@ -12,10 +12,10 @@ export PYTHONUNBUFFERED := 1
 SCENARIOS ?= $(shell grep -v "^\#" molecule/ci-scenarios.txt)
 PY_PATHS := src module_utils library filter_plugins lab/sim lab/image/overlay/usr/local/lib benchmarks tests molecule
 
-.PHONY: setup demo test lint unit molecule smoke lab-prepare clean help
+.PHONY: setup demo test lint unit collection sanity ee molecule smoke lab-prepare bench-toolkit clean help
 
 help:
-	@echo "make setup | demo | test (lint unit molecule smoke) | lint | unit | molecule [SCENARIOS='a b'] | smoke | clean"
+	@echo "make setup | demo | test (lint unit sanity ee molecule smoke) | lint | unit | collection | sanity | ee | molecule [SCENARIOS='a b'] | smoke | bench-toolkit | clean"
 
 setup:
 	@bash scripts/setup.sh
@@ -24,7 +24,11 @@ setup:
 demo: setup
 	gpuforge demo
 
-test: setup lint unit molecule smoke
+# ansible-test sanity (CPU-bound) runs beside the Molecule lanes (mostly waiting on podman, systemd and apt):
+# CI stays well under an hour on two cores.
+test: setup lint unit
+	$(MAKE) --no-print-directory -j 2 sanity ee molecule
+	$(MAKE) --no-print-directory smoke
 	@echo "make test: all stages passed"
 
 lint: setup
@@ -37,6 +41,18 @@ lint: setup
 unit: setup
 	pytest -q -m "not lab" tests
 
+# The gpuforge.cluster collection tarball in dist/, installed in build/installed (docs/development.md).
+collection: setup
+	bash scripts/build_collection.sh
+
+# ansible-test sanity on the built collection, no ignore file.
+sanity: collection
+	bash scripts/sanity.sh
+
+# The AWX/AAP execution environment's build context (checks execution-environment.yml against ansible-builder).
+ee: collection
+	ansible-builder create -f execution-environment.yml --context build/ee
+
 lab-prepare: setup
 	gpuforge lab prepare > .gpuforge/lab-image-tag
 
@@ -47,6 +63,14 @@ molecule: lab-prepare
 smoke: setup
 	pytest -q -m lab tests/lab
 
+# The toolkit's own speed on fresh labs (takes the lab down and rebuilds it; not part of make test):
+# make bench-toolkit [BENCH_GPUS="1 4 8 16"] [BENCH_RUNS=3] [BENCH_REPEATS=1]. Results: docs/performance.md.
+BENCH_GPUS ?= 1 4
+BENCH_RUNS ?= 3
+BENCH_REPEATS ?= 1
+bench-toolkit: setup
+	python benchmarks/toolkit/bench_toolkit.py --gpus $(BENCH_GPUS) --runs $(BENCH_RUNS) --repeats $(BENCH_REPEATS) --docs
+
 clean:
 	-gpuforge lab down
-	rm -rf .gpuforge/lab/build artifacts
+	rm -rf .gpuforge/lab/build artifacts build dist

@@ -2,21 +2,20 @@
 
 gpuforge_bench_attribution: benchmark results -> verdicts and the slow nodes or links
 (module_utils/gpuforge_bench_attribution.py holds the logic; this file only exposes it).
+gpuforge_ib_schedule: nodes and their infiniband facts -> the ib_write_bw rounds of disjoint pairs per rail.
+gpuforge_nccl_next_probe: the NCCL bisection's runs so far -> the next run or the conclusion
+(both in module_utils/gpuforge_localize.py).
 """
 
 from __future__ import annotations
 
-import os
-import sys
-
-try:
-    from ansible.module_utils.gpuforge_bench_attribution import attribute_results
-except ImportError:  # controller-side plugins do not see the project's module_utils through ansible's path
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils"))
-    from gpuforge_bench_attribution import attribute_results
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_attribution import attribute_results
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_localize import ib_schedule, next_probe
 
 
-def gpuforge_bench_attribution(results, baseline="absolute", min_fraction=0.9, median_fraction=0.5, expected_gbps=None):
+def gpuforge_bench_attribution(
+    results, baseline="absolute", min_fraction=0.9, median_fraction=0.5, expected_gbps=None, bisection=None
+):
     """{{ results | gpuforge_bench_attribution(baseline='median') }} -> {results, slow_nodes, ...}."""
     return attribute_results(
         list(results or []),
@@ -24,9 +23,24 @@ def gpuforge_bench_attribution(results, baseline="absolute", min_fraction=0.9, m
         min_fraction=float(min_fraction),
         median_fraction=float(median_fraction),
         expected_gbps=None if expected_gbps in (None, "") else float(expected_gbps),
+        bisection=dict(bisection) if bisection else None,
     )
+
+
+def gpuforge_ib_schedule(nodes, infiniband):
+    """{{ ansible_play_hosts | gpuforge_ib_schedule(infiniband_facts_by_node) }} -> rounds of pairs per rail."""
+    return ib_schedule(list(nodes or []), dict(infiniband or {}))
+
+
+def gpuforge_nccl_next_probe(state):
+    """{{ {'nodes': [...], 'runs': [...]} | gpuforge_nccl_next_probe }} -> {done, probe, verdict, ...}."""
+    return next_probe(dict(state or {}))
 
 
 class FilterModule:
     def filters(self):
-        return {"gpuforge_bench_attribution": gpuforge_bench_attribution}
+        return {
+            "gpuforge_bench_attribution": gpuforge_bench_attribution,
+            "gpuforge_ib_schedule": gpuforge_ib_schedule,
+            "gpuforge_nccl_next_probe": gpuforge_nccl_next_probe,
+        }

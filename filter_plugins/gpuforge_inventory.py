@@ -37,7 +37,10 @@ from urllib.parse import urlsplit
 
 import yaml
 
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+# A checkout keeps this file in filter_plugins/ (collection/ links resolved); an installed gpuforge.cluster collection
+# in plugins/filter/. Either way the roles and playbooks the names come from are beside it.
+_HERE = Path(__file__).resolve().parent
+PROJECT_ROOT = _HERE.parent if (_HERE.parent / "roles").is_dir() else _HERE.parents[1]
 EXPECTED_HARDWARE_FILE = "roles/gpuforge/defaults/main/expected_hardware.yml"
 
 # Groups whose hosts have HCAs: the RDMA stack, IPoIB and validation run on them.
@@ -53,6 +56,7 @@ KNOWN_GROUPS = (
     "spectrum_scale_clients",
     "spectrum_scale_cluster",
     "ib_subnet_manager",
+    "monitoring_server",
 )
 # nvidia_driver derives the kernel module flavour from these (roles/nvidia_driver/vars/main.yml).
 GPU_ARCHITECTURES = ("Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell")
@@ -65,7 +69,17 @@ BOOL_STRINGS = {"y", "yes", "on", "1", "true", "t", "n", "no", "off", "0", "fals
 # Variable-name prefixes gpuforge owns besides the role names (for the typo check).
 OWNED_PREFIXES = ("gpuforge_",)
 # Where the names the project knows are read from (defaults, specs, tasks, templates, the lab inventory).
-KNOWN_NAME_SOURCES = ("roles", "playbooks", "library", "filter_plugins", "src/gpuforge", "inventories/lab", "lab")
+# library/ and filter_plugins/ in a checkout are plugins/ in an installed collection; missing folders are skipped.
+KNOWN_NAME_SOURCES = (
+    "roles",
+    "playbooks",
+    "library",
+    "filter_plugins",
+    "plugins",
+    "src/gpuforge",
+    "inventories/lab",
+    "lab",
+)
 KNOWN_NAME_SUFFIXES = (".yml", ".yaml", ".j2", ".py", ".md")
 
 _URL_VARIABLE = re.compile(r"^gpuforge_\w+_url$")
@@ -474,8 +488,8 @@ class InventoryChecker:
                 )
 
         systems, systems_from = self.effective(view, "gpuforge_expected_systems")
-        skus, _ = self.effective(view, "gpuforge_expected_gpu_skus")
-        speeds, _ = self.effective(view, "gpuforge_expected_link_speeds")
+        skus = self.effective(view, "gpuforge_expected_gpu_skus")[0]
+        speeds = self.effective(view, "gpuforge_expected_link_speeds")[0]
         for name, table in (
             ("gpuforge_expected_systems", systems),
             ("gpuforge_expected_gpu_skus", skus),
@@ -712,8 +726,8 @@ class InventoryChecker:
                 f"add it to storage_nodes or head_nodes (the host whose HCA runs OpenSM), or take it out of {sm_group}",
             )
             return
-        systems, _ = self.effective(view, "gpuforge_expected_systems")
-        speeds, _ = self.effective(view, "gpuforge_expected_link_speeds")
+        systems = self.effective(view, "gpuforge_expected_systems")[0]
+        speeds = self.effective(view, "gpuforge_expected_link_speeds")[0]
         name = self.value(view, "gpuforge_expected_system", report=False)
         system = systems.get(name) if isinstance(systems, dict) and isinstance(name, str) else None
         if not isinstance(system, dict) or not isinstance(speeds, dict) or not system.get("hcas"):
@@ -866,7 +880,7 @@ class InventoryChecker:
         names = {n for n in self.defaults if _URL_VARIABLE.match(n)}
         names |= {n for n in view.names() if _URL_VARIABLE.match(n)}
         for name in sorted(names):
-            value, _ = self.effective(view, name)
+            value = self.effective(view, name)[0]
             if view.defines(name) and value is None and _is_template(view.raw(name)):
                 continue  # could not be evaluated: value() already warned
             base = name.endswith("_base_url")

@@ -37,8 +37,8 @@ def _facts(hostvars, host):
     return facts if isinstance(facts, dict) else {}
 
 
-def _active_ports(host, infiniband, wanted_hcas):
-    """Return [(hca, port dict)] for the node's active ports, HCAs in natural order."""
+def _node_ports(host, infiniband, wanted_hcas):
+    """Return [(hca, port dict, active)] for every port of the node's HCAs (or of wanted_hcas)."""
     hcas = {hca.get("name"): hca for hca in infiniband.get("hcas") or [] if isinstance(hca, dict)}
     active = set(infiniband.get("active_ports") or [])
     names = sorted(hcas, key=_natural_key)
@@ -49,26 +49,28 @@ def _active_ports(host, infiniband, wanted_hcas):
                 f"node {host} has no HCA named {', '.join(missing)} (it has {', '.join(names) or 'none'})"
             )
         names = sorted(wanted_hcas, key=_natural_key)
-    ports = []
-    for name in names:
-        hca_ports = [p for p in hcas[name].get("ports") or [] if f"{name}/{p.get('port')}" in active]
-        if wanted_hcas and not hca_ports:
-            raise AnsibleFilterError(f"HCA {name} on node {host} has no active port")
-        ports.extend((name, port) for port in hca_ports)
-    return ports
+    return [
+        (name, port, f"{name}/{port.get('port')}" in active)
+        for name in names
+        for port in hcas[name].get("ports") or []
+        if isinstance(port, dict)
+    ]
 
 
 def rdma_config_list(hostvars, nodes, hcas=None, rdma_hca_max=100, prefixes=None):
     """Build the RDMA shared device plugin configList from the nodes' infiniband facts.
 
-    One resource per active port index and link layer: the i-th active InfiniBand port of every
-    node (HCAs in natural order) becomes shared_ib<i>, selected by its netdev name (ifNames).
-    Netdev names that differ between nodes are merged into the same resource's ifNames list.
+    Resources are keyed by HCA port identity (the rail), never by which ports happen to be Active:
+    every HCA port seen on any node, of one link layer, in natural order (mlx5_0/1, mlx5_1/1, ...,
+    mlx5_10/1) is numbered once for the whole cluster, so mlx5_2/1 is shared_ib2 on every node even
+    where its link is Down today. Each resource selects its port by netdev name (selectors.ifNames);
+    netdev names that differ between nodes are merged into the resource's list, and a netdev name
+    that belongs to two different HCA ports on two nodes is an error (one device in two resources).
     """
     if not nodes:
         raise AnsibleFilterError("no RDMA nodes: the node group is empty")
     prefixes = prefixes or DEFAULT_PREFIXES
-    resources = {}
+    layers, if_names, owners, any_active = {}, {}, {}, False
     for host in nodes:
         infiniband = _facts(hostvars, host).get("infiniband")
         if not isinstance(infiniband, dict):
@@ -76,27 +78,52 @@ def rdma_config_list(hostvars, nodes, hcas=None, rdma_hca_max=100, prefixes=None
                 f"node {host} has no ansible_facts.infiniband: collect facts first or set "
                 "rdma_shared_device_plugin_config_list"
             )
-        counters = {}
-        for hca, port in _active_ports(host, infiniband, hcas or []):
+        for hca, port, active in _node_ports(host, infiniband, hcas or []):
+            identity = (hca, port.get("port"))
+            label = f"{hca}/{port.get('port')}"
             layer = port.get("link_layer")
             if layer not in prefixes:
-                raise AnsibleFilterError(f"{hca}/{port.get('port')} on {host}: unknown link layer {layer!r}")
-            if not port.get("netdev"):
+                raise AnsibleFilterError(f"{label} on {host}: unknown link layer {layer!r}")
+            seen_layer = layers.setdefault(identity, (layer, host))
+            if seen_layer[0] != layer:
                 raise AnsibleFilterError(
-                    f"{hca}/{port.get('port')} on {host} is active but has no netdev to select; set "
-                    "rdma_shared_device_plugin_config_list"
+                    f"{label} is {layer} on {host} but {seen_layer[0]} on {seen_layer[1]}: one resource per "
+                    "HCA port needs the same link layer on every node; set rdma_shared_device_plugin_config_list"
                 )
-            index = counters.get(layer, 0)
-            counters[layer] = index + 1
-            names = resources.setdefault(f"{prefixes[layer]}{index}", [])
-            if port["netdev"] not in names:
-                names.append(port["netdev"])
-    if not resources:
+            any_active = any_active or active
+            netdev = port.get("netdev")
+            if not netdev:
+                if active:
+                    raise AnsibleFilterError(
+                        f"{label} on {host} is active but has no netdev to select; set "
+                        "rdma_shared_device_plugin_config_list"
+                    )
+                continue
+            owner = owners.setdefault(netdev, (label, host))
+            if owner[0] != label:
+                raise AnsibleFilterError(
+                    f"netdev {netdev} is {label} on {host} but {owner[0]} on {owner[1]}: it would select two "
+                    "HCA ports; rename the netdevs (udev) or set rdma_shared_device_plugin_config_list"
+                )
+            names = if_names.setdefault(identity, [])
+            if netdev not in names:
+                names.append(netdev)
+    if not any_active:
         raise AnsibleFilterError(f"no active RDMA port on any of {', '.join(nodes)}")
-    return [
-        {"resourceName": name, "rdmaHcaMax": int(rdma_hca_max), "selectors": {"ifNames": if_names}}
-        for name, if_names in sorted(resources.items(), key=lambda item: _natural_key(item[0]))
-    ]
+    resources, counters = [], {}
+    for identity in sorted(layers, key=lambda item: (_natural_key(item[0]), str(item[1]))):
+        layer = layers[identity][0]
+        index = counters.get(layer, 0)
+        counters[layer] = index + 1
+        if identity in if_names:
+            resources.append(
+                {
+                    "resourceName": f"{prefixes[layer]}{index}",
+                    "rdmaHcaMax": int(rdma_hca_max),
+                    "selectors": {"ifNames": if_names[identity]},
+                }
+            )
+    return sorted(resources, key=lambda item: _natural_key(item["resourceName"]))
 
 
 def gpu_product_label(hostvars, host):

@@ -1,13 +1,10 @@
 #!/usr/bin/python
+# Copyright: (c) 2026, gpuforge maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module: judge one GPU node against its expected hardware spec (thin wrapper)."""
 
 from __future__ import annotations
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuforge_errors import OptionError
-from ansible.module_utils.gpuforge_kernel import ParseError, parse_lsmod, parse_xid_events
-from ansible.module_utils.gpuforge_node_health import check_expected, judge_node
-from ansible.module_utils.gpuforge_run import missing_tool
 
 DOCUMENTATION = r"""
 ---
@@ -16,9 +13,14 @@ short_description: Judge a GPU node against its expected hardware spec
 description:
   - Compares the facts of C(nvidia_smi_facts) and C(infiniband_facts), the loaded kernel modules and
     the kernel log with an expected spec and returns one check per property - GPU count and model,
-    driver branch, persistence mode, ECC, volatile double-bit errors, row remapping, retired pages,
-    PCIe link, throttling, Xid events, NVLinks, HCAs present, port state and rate, nvidia-peermem
-    loaded, GPU to HCA NUMA affinity.
+    driver branch, persistence mode, ECC, volatile double-bit errors, lifetime SRAM/DRAM ECC counts, row
+    remapping (pending, failure, uncorrectable remaps over the limit), retired pages, PCIe link, clock
+    event reasons over a sampling window, Xid events by NVIDIA's Xid catalogue, NVLinks active and their
+    error counters, HCAs present, port state and rate, InfiniBand link flaps in the log (IPoIB C(Lost carrier)
+    and mlx5 C(Link down) lines per netdev), nvidia-peermem loaded, GPU to HCA NUMA affinity.
+  - Every GPU verdict names the board by PCI bus ID (and serial). A GPU that fell off the bus is failed by
+    name while the others are still judged; a check that fails only because another failed (the GPU
+    count, the Xid 79 that reports it) names that check in C(caused_by) and is not counted again.
   - Facts that are missing or cannot be read give a failed C(*_readable) check naming what could not
     be read; the module itself does not fail, so a broken node yields a report, not an aborted play.
   - Runs C(lsmod) and C(dmesg) when I(lsmod) / I(kernel_log) are not given. Reads only; check mode
@@ -41,29 +43,43 @@ options:
       - The expected spec - a GPU SKU entry of C(gpuforge_expected_gpu_skus) combined with the system
         entry of C(gpuforge_expected_systems) (roles/gpuforge/defaults/main/expected_hardware.yml).
       - Keys - gpu_count, gpu_model, driver_branch, persistence_mode (bool), ecc (bool),
-        retired_pages_max, pcie_gen_max, pcie_width_max, nvlink_links, xid_fatal (list of codes),
+        retired_pages_max, pcie_gen_max, pcie_width_max, nvlink_links, xid_fatal (list of codes that
+        always fail), xid_fail_actions (Xid action classes that fail), remap_uncorrectable_max,
+        sram_uncorrectable_max, sram_correctable_max, dram_errors_max, clock_event_reasons,
+        clock_event_max_fraction, clock_event_min_samples, nvlink_error_max (counter name to per-link max),
         hcas (list of name and ports with port and link, or rate_gbps and link_layer), link_speeds
-        (link name to rate_gbps and link_layer), peermem (bool), numa_affinity (list of gpus, hcas, numa).
+        (link name to rate_gbps and link_layer), peermem (bool), numa_affinity (list of gpus, hcas, numa),
+        ib_link_flaps_max (link-down events of one netdev in the log that still pass; more fail).
       - Keys that are absent are not checked.
     type: dict
     required: true
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reads state only; check mode runs the same reads.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 author:
-  - gpuforge
+  - gpuforge maintainers (@gpuforge)
 notes:
   - Supports check mode.
 """
 
 EXAMPLES = r"""
 - name: Gather what can be read, even on a broken node
-  nvidia_smi_facts:
+  gpuforge.cluster.nvidia_smi_facts:
     fail_on_error: false
 
 - name: Gather InfiniBand facts
-  infiniband_facts:
+  gpuforge.cluster.infiniband_facts:
     fail_on_missing: false
 
 - name: Judge the node
-  gpu_node_check:
+  gpuforge.cluster.gpu_node_check:
     nvidia_smi: "{{ ansible_facts.nvidia_smi }}"
     infiniband: "{{ ansible_facts.infiniband }}"
     expected: "{{ gpuforge_expected_gpu_skus[system.gpu_sku] | combine(system) }}"
@@ -83,8 +99,13 @@ healthy:
   returned: always
   type: bool
   sample: false
+caused_failures:
+  description: Failed checks whose failure another failed check explains - check name to root cause.
+  returned: always
+  type: dict
+  sample: {gpu_count: gpu_fallen_off_bus}
 failed_checks:
-  description: Names of the failed checks.
+  description: Names of the failed checks that are root causes (see caused_failures for the others).
   returned: always
   type: list
   elements: str
@@ -93,8 +114,9 @@ checks:
   description:
     - One entry per check. Names are stable - nvidia_smi_readable, infiniband_readable, lsmod_readable,
       kernel_log_readable, gpu_count, gpu_model, gpu_fallen_off_bus, driver_branch, persistence_mode,
-      ecc_enabled, ecc_volatile_dbe, row_remap, retired_pages, pcie_link, throttle, xid, nvlink_active,
-      hcas_present, ib_port_state, ib_port_rate, peermem_loaded, gpu_hca_affinity.
+      ecc_enabled, ecc_volatile_dbe, ecc_aggregate, row_remap, retired_pages, pcie_link, throttle, xid,
+      nvlink_active, nvlink_errors, hcas_present, ib_port_state, ib_port_rate, ib_link_flaps, peermem_loaded,
+      gpu_hca_affinity.
     - Checks whose spec key is absent (or whose input could not be read) are left out.
   returned: always
   type: list
@@ -107,7 +129,7 @@ checks:
       description: C(ok), C(warn) or C(fail).
       type: str
     observed:
-      description: What the node shows (per GPU index or C(hca/port) where it concerns some of them).
+      description: What the node shows (per GPU bus ID or C(hca/port) where it concerns some of them).
       type: raw
     expected:
       description: What the spec asks for.
@@ -118,21 +140,47 @@ checks:
     remedy:
       description: What to do about it (empty when ok).
       type: str
+    caused_by:
+      description: The failed check this failure follows from (null when it is a root cause or ok).
+      type: str
   sample:
     - name: ecc_volatile_dbe
       status: fail
-      observed: {"1": 2}
+      observed: {"00000000:07:00.0": 2}
       expected: 0
-      fault: volatile uncorrectable (double-bit) ECC errors on GPU(s) [1]
+      fault: volatile uncorrectable (double-bit) ECC errors on 00000000:07:00.0 (GPU 1, serial 0321618000101)
       remedy: Drain the node and reset the GPU (nvidia-smi -r) or reboot; RMA if they come back
+      caused_by: null
 """
 
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_kernel import (
+    ParseError,
+    parse_lsmod,
+    parse_xid_events,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import check_expected, judge_node
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import parse_link_flaps
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import missing_tool
 
 # What installs each command the module runs when its text is not given.
 TOOL_FIXES = {
     "lsmod": "install kmod, or pass lsmod",
     "dmesg": "install util-linux, or pass kernel_log (journalctl -k)",
 }
+
+
+def netdevs(infiniband) -> list:
+    """Network devices of the HCA ports in the infiniband facts (ibdev2netdev), for the link-flap scan."""
+    hcas = (infiniband or {}).get("hcas") if isinstance(infiniband, dict) else None
+    return [
+        p.get("netdev")
+        for h in hcas or []
+        if isinstance(h, dict)
+        for p in h.get("ports") or []
+        if isinstance(p, dict) and p.get("netdev")
+    ]
 
 
 class GpuNodeCheck:
@@ -173,6 +221,7 @@ class GpuNodeCheck:
                 self.unreadable["lsmod"] = str(exc)
         log = self.text("kernel_log", "dmesg")
         events = parse_xid_events(log) if log is not None else []
+        flaps = parse_link_flaps(log, netdevs(self.params["infiniband"])) if log is not None else None
         result = judge_node(
             self.params["nvidia_smi"],
             self.params["infiniband"],
@@ -180,6 +229,7 @@ class GpuNodeCheck:
             events,
             expected,
             unreadable=self.unreadable,
+            link_flaps=flaps,
         )
         self.module.exit_json(changed=False, **result)
 

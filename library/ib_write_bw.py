@@ -1,11 +1,10 @@
 #!/usr/bin/python
+# Copyright: (c) 2026, gpuforge maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module: run one side of a perftest ib_write_bw pair and judge the bandwidth."""
 
 from __future__ import annotations
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuforge_perftest import ParseError, mbps_to_gbps, parse_perftest_bw
-from ansible.module_utils.gpuforge_run import missing_tool, run_bounded
 
 DOCUMENTATION = r"""
 ---
@@ -88,8 +87,18 @@ options:
     description: Fail the task when the verdict is C(fail). When false the verdict is only reported.
     type: bool
     default: true
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: partial
+    details: Checks the tool and returns the command it would run; the benchmark is not run, so no verdict is returned.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 author:
-  - gpuforge
+  - gpuforge maintainers (@gpuforge)
 notes:
   - Supports check mode (nothing is run).
   - In the gpuforge lab the tool is a simulator that moves real data over TCP and reports
@@ -100,7 +109,7 @@ EXAMPLES = r"""
 # A pair: start the server in the background on one node, run the client on its peer, then collect
 # the server. The server exits by itself after one client (or is killed by its timeout).
 - name: Start ib_write_bw server on node A
-  ib_write_bw:
+  gpuforge.cluster.ib_write_bw:
     device: mlx5_0
     duration: 5
     fail_on_verdict: false
@@ -110,7 +119,7 @@ EXAMPLES = r"""
   delegate_to: node-a
 
 - name: Run ib_write_bw client on node B against node A
-  ib_write_bw:
+  gpuforge.cluster.ib_write_bw:
     device: mlx5_0
     server: node-a
     duration: 5
@@ -128,7 +137,7 @@ EXAMPLES = r"""
   delegate_to: node-a
 
 - name: Seed 001's exact EDR check (at least 11,000 MB/sec)
-  ib_write_bw:
+  gpuforge.cluster.ib_write_bw:
     device: mlx5_1
     server: dgx02
     min_mbps: 11000
@@ -196,6 +205,14 @@ verdict:
     line_rate_gbps: 100
     remedy: ""
 """
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perftest import (
+    ParseError,
+    mbps_to_gbps,
+    parse_perftest_bw,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import missing_tool, run_bounded
 
 MB_PER_GBPS = 1e9 / 8 / 0x100000  # perftest MB/sec in one Gb/s
 

@@ -1,16 +1,10 @@
 #!/usr/bin/python
+# Copyright: (c) 2026, gpuforge maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module: gather InfiniBand/RoCE facts from ibstat, ibv_devinfo and ibdev2netdev."""
 
 from __future__ import annotations
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuforge_infiniband import (
-    ParseError,
-    parse_ibdev2netdev,
-    parse_ibstat,
-    parse_ibv_devinfo,
-)
-from ansible.module_utils.gpuforge_run import run_tool, this_host
 
 DOCUMENTATION = r"""
 ---
@@ -39,8 +33,18 @@ options:
     description: Also run C(ibv_devinfo -v) when it is installed (width, speed and MTU).
     type: bool
     default: true
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reads state only; check mode runs the same reads.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
 author:
-  - gpuforge
+  - gpuforge maintainers (@gpuforge)
 notes:
   - Supports check mode.
   - Package names are Debian/Ubuntu and RHEL ones; MLNX_OFED ships all three tools.
@@ -48,7 +52,7 @@ notes:
 
 EXAMPLES = r"""
 - name: Gather InfiniBand facts
-  infiniband_facts:
+  gpuforge.cluster.infiniband_facts:
 
 - name: Require four active EDR ports
   ansible.builtin.assert:
@@ -62,7 +66,7 @@ EXAMPLES = r"""
     scale_verbs_ports: "{{ ansible_facts.infiniband.active_ports | join(' ') }}"
 
 - name: Facts on a node that may have no RDMA stack
-  infiniband_facts:
+  gpuforge.cluster.infiniband_facts:
     fail_on_missing: false
 """
 
@@ -119,6 +123,15 @@ ansible_facts:
           elements: str
           sample: ["ibpanic: [1400444] main: stat of IB device 'mlx5_8' failed: No such file or directory"]
 """
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_infiniband import (
+    ParseError,
+    parse_ibdev2netdev,
+    parse_ibstat,
+    parse_ibv_devinfo,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import run_tool, this_host
 
 PORT_KEYS = (
     "port",

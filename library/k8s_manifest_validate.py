@@ -1,30 +1,10 @@
 #!/usr/bin/python
+# Copyright: (c) 2026, gpuforge maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module: validate rendered Kubernetes manifests before anything applies them."""
 
 from __future__ import annotations
-
-import os
-import traceback
-
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
-from ansible.module_utils.gpuforge_k8s_structural import check_object, embedded_pod_templates, has_check
-
-try:
-    import yaml
-
-    # libyaml's loader where PyYAML has it: the pure-Python one is about ten times slower on large files.
-    SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    YAML_IMPORT_ERROR = None
-except ImportError:
-    YAML_IMPORT_ERROR = traceback.format_exc()
-
-try:
-    import kubernetes_validate
-    from kubernetes_validate import utils as kv_utils
-
-    KV_IMPORT_ERROR = None
-except ImportError:
-    KV_IMPORT_ERROR = traceback.format_exc()
 
 DOCUMENTATION = r"""
 ---
@@ -34,17 +14,33 @@ description:
   - Reads YAML manifest files (one or more documents each) on the controller.
   - Core Kubernetes objects are validated with kubernetes-validate against the JSON schema of the
     requested Kubernetes version (strict mode rejects unknown fields).
-  - Custom resources gpuforge renders (MPIJob kubeflow.org/v2beta1, OpenShift
-    SecurityContextConstraints, CSIScaleOperator csi.ibm.com/v1) get structural checks for the fields
-    gpuforge sets; the pod templates inside an MPIJob are also validated as core PodTemplate objects.
-  - An object that is neither a core kind of that version nor a checked custom resource is an error.
+  - Custom resources whose CRD schema is stored in I(crd_schema_dir) (C(<group>_<version>_<Kind>.json),
+    see k8s_schemas/SOURCES.md) are validated against it with jsonschema, with Kubernetes semantics (a field
+    the schema does not name is an error unless the schema preserves unknown fields there).
+  - Custom resources gpuforge renders also get structural checks for the fields and policies gpuforge
+    promises (MPIJob, SecurityContextConstraints, CSIScaleOperator, OLM Subscription and OperatorGroup,
+    MachineConfig, NodeFeatureDiscovery); the pod templates inside an MPIJob are also validated as core
+    PodTemplate objects.
+  - An object that is neither a core kind of that version nor a custom resource with a stored schema or a
+    structural check is an error.
   - With I(manifests), the module first writes each rendered content to its path (creating directories,
     rewriting only files whose content differs), then validates those files. gpuforge keeps rendered
     manifests as controller artifacts; writing them all in one module call keeps rendering fast.
   - With neither I(paths) nor I(manifests) the module only checks that the Kubernetes version is supported.
   - Validation reads I(manifests) from their content, so check mode (which writes nothing) validates the same.
 version_added: "0.1.0"
-author: gpuforge
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Validates the manifests and reports the files it would write, without writing them.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+author:
+  - gpuforge maintainers (@gpuforge)
 options:
   paths:
     description: Manifest files to validate.
@@ -79,8 +75,15 @@ options:
     description: Use the strict schemas (unknown fields are errors).
     type: bool
     default: true
+  crd_schema_dir:
+    description:
+      - Controller directory holding stored CRD schemas, one C(<group>_<version>_<Kind>.json) each.
+      - When empty, custom resources get only their structural checks.
+    type: path
+    default: ""
 requirements:
   - kubernetes-validate (python, on the controller)
+  - jsonschema (python, on the controller; only when a stored CRD schema is used)
   - PyYAML
 notes:
   - Supports check mode.
@@ -88,21 +91,21 @@ notes:
 
 EXAMPLES = r"""
 - name: Validate the RDMA device plugin manifests for Kubernetes 1.33
-  k8s_manifest_validate:
+  gpuforge.cluster.k8s_manifest_validate:
     paths:
       - artifacts/k8s/lab/rdma_shared_device_plugin/configmap.yaml
       - artifacts/k8s/lab/rdma_shared_device_plugin/daemonset.yaml
     kubernetes_version: "1.33"
 
 - name: Write rendered manifests and validate them
-  k8s_manifest_validate:
+  gpuforge.cluster.k8s_manifest_validate:
     manifests:
       - path: artifacts/k8s/lab/mpi_operator/namespace.yaml
         content: "{{ lookup('ansible.builtin.template', 'namespace.yaml.j2') }}"
     kubernetes_version: "1.30"
 
 - name: Only check that the configured Kubernetes version is supported
-  k8s_manifest_validate:
+  gpuforge.cluster.k8s_manifest_validate:
     kubernetes_version: "{{ gpuforge_k8s_version }}"
 """
 
@@ -134,12 +137,81 @@ objects:
       name: mpijobs.kubeflow.org
       namespace: null
       validated_by: schema
+    - path: artifacts/k8s/lab/openshift_gpu_operators/clusterpolicy.yaml
+      kind: ClusterPolicy
+      name: gpu-cluster-policy
+      namespace: null
+      validated_by: crd-schema
 errors:
   description: "Validation errors, each C(<path>: <kind>/<name>: <message>)."
   returned: on failure
   type: list
   elements: str
 """
+
+import json
+import os
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_k8s_structural import (
+    check_object,
+    embedded_pod_templates,
+    has_check,
+)
+
+try:
+    import yaml
+
+    # libyaml's loader where PyYAML has it: the pure-Python one is about ten times slower on large files.
+    SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    YAML_IMPORT_ERROR = None
+except ImportError:
+    YAML_IMPORT_ERROR = traceback.format_exc()
+
+try:
+    import kubernetes_validate
+    from kubernetes_validate import utils as kv_utils
+
+    KV_IMPORT_ERROR = None
+except ImportError:
+    KV_IMPORT_ERROR = traceback.format_exc()
+
+try:
+    import jsonschema
+
+    JSONSCHEMA_IMPORT_ERROR = None
+except ImportError:
+    JSONSCHEMA_IMPORT_ERROR = traceback.format_exc()
+
+
+def kubernetes_semantics(schema):
+    """Copy of a CRD openAPIV3Schema where objects with properties reject fields they do not name.
+
+    The API server prunes (or, with strict field validation, rejects) fields a structural schema does not
+    name; x-kubernetes-preserve-unknown-fields and additionalProperties keep a subtree open.
+    """
+    if isinstance(schema, list):
+        return [kubernetes_semantics(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result = {key: kubernetes_semantics(value) for key, value in schema.items()}
+    if (
+        "properties" in schema
+        and "additionalProperties" not in schema
+        and not schema.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        result["additionalProperties"] = False
+    return result
+
+
+def crd_schema_file(directory, obj):
+    """Path of the stored schema for an object's apiVersion/kind (None for core kinds: no group)."""
+    api_version = str(obj.get("apiVersion", ""))
+    if "/" not in api_version:
+        return None
+    group, version = api_version.split("/", 1)
+    return os.path.join(directory, f"{group}_{version}_{obj.get('kind')}.json")
 
 
 def _major_minor(version):
@@ -160,6 +232,37 @@ class ManifestValidator:
     def __init__(self, module):
         self.module = module
         self.result = {"changed": False, "objects": [], "errors": []}
+        self.crd_validators = {}
+
+    def crd_validator(self, obj):
+        """jsonschema validator of the stored CRD schema for obj, or None when none is stored."""
+        directory = self.module.params["crd_schema_dir"]
+        if directory and not os.path.isdir(directory):
+            self.module.fail_json(msg=f"crd_schema_dir {directory} is not a directory", **self.result)
+        path = crd_schema_file(directory, obj) if directory else None
+        if path is None or not os.path.isfile(path):
+            return None
+        if path not in self.crd_validators:
+            if JSONSCHEMA_IMPORT_ERROR:
+                self.module.fail_json(
+                    msg=missing_required_lib("jsonschema") + f" (needed to validate against {path})",
+                    exception=JSONSCHEMA_IMPORT_ERROR,
+                )
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    schema = kubernetes_semantics(json.load(handle))
+                jsonschema.Draft7Validator.check_schema(schema)
+            except (OSError, ValueError, jsonschema.SchemaError) as exc:
+                self.module.fail_json(msg=f"cannot use the stored CRD schema {path}: {exc}", **self.result)
+            self.crd_validators[path] = jsonschema.Draft7Validator(schema)
+        return self.crd_validators[path]
+
+    def crd_errors(self, validator, obj):
+        errors = []
+        for error in sorted(validator.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path]):
+            location = ".".join(str(p) for p in error.absolute_path) or "(root)"
+            errors.append(f"{location}: {error.message} (stored CRD schema)")
+        return errors
 
     def supported_versions(self, minimum):
         versions = {_major_minor(v) for v in kv_utils.all_versions()}
@@ -214,18 +317,25 @@ class ManifestValidator:
             return
         metadata = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         label = f"{path}: {obj['kind']}/{metadata.get('name')}"
-        if has_check(obj):
-            errors = check_object(obj)
+        validator = self.crd_validator(obj)
+        if validator is not None or has_check(obj):
+            errors, checks = [], []
+            if validator is not None:
+                errors += self.crd_errors(validator, obj)
+                checks.append("crd-schema")
+            if has_check(obj):
+                errors += check_object(obj)
+                checks.append("structural")
             for template in embedded_pod_templates(obj):
                 errors += [f"{template['metadata']['name']}: {e}" for e in self.schema_errors(template, version) or []]
-            validated_by = "structural"
+            validated_by = "+".join(checks)
         else:
             errors = self.schema_errors(obj, version)
             validated_by = "schema"
             if errors is None:
                 errors = [
                     f"apiVersion {obj['apiVersion']} is not in the Kubernetes {version} schema and has no "
-                    "gpuforge structural check"
+                    "stored CRD schema or gpuforge structural check"
                 ]
         self.result["errors"].extend(f"{label}: {error}" for error in errors)
         self.result["objects"].append(
@@ -294,6 +404,7 @@ def main():
             "kubernetes_version": {"type": "str", "required": True},
             "minimum_version": {"type": "str", "default": "1.30"},
             "strict": {"type": "bool", "default": True},
+            "crd_schema_dir": {"type": "path", "default": ""},
         },
         supports_check_mode=True,
     )

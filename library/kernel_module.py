@@ -1,13 +1,10 @@
 #!/usr/bin/python
+# Copyright: (c) 2026, gpuforge maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module: load or unload a kernel module, deciding from `lsmod` output."""
 
 from __future__ import annotations
-
-import os
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuforge_kernel import ParseError, parse_lsmod
-from ansible.module_utils.gpuforge_run import find_tool, run_tool
 
 DOCUMENTATION = r"""
 ---
@@ -54,25 +51,35 @@ options:
     description: Directory for the modprobe.d options file.
     type: path
     default: /etc/modprobe.d
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reports what would be loaded and which files would change, and changes nothing.
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
 author:
-  - gpuforge
+  - gpuforge maintainers (@gpuforge)
 notes:
   - Supports check mode and diff mode (the module table line and the boot files).
 """
 
 EXAMPLES = r"""
 - name: Load the NVIDIA unified memory module now and at boot
-  kernel_module:
+  gpuforge.cluster.kernel_module:
     name: nvidia-uvm
     persistent: present
 
 - name: Unload nouveau (blacklisting is a modprobe.d file, see the nvidia_driver role)
-  kernel_module:
+  gpuforge.cluster.kernel_module:
     name: nouveau
     state: absent
 
 - name: Load a module with parameters
-  kernel_module:
+  gpuforge.cluster.kernel_module:
     name: nvidia
     params: NVreg_EnableStreamMemOPs=1
     persistent: present
@@ -108,6 +115,11 @@ files_changed:
   sample: [/etc/modules-load.d/nvidia-uvm.conf]
 """
 
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_kernel import ParseError, parse_lsmod
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import find_tool, run_tool
 
 HEADER = "# Managed by gpuforge (kernel_module)\n"
 KMOD_FIX = "install kmod (it provides lsmod and modprobe)"

@@ -1,21 +1,10 @@
 #!/usr/bin/python
+# Copyright: (c) 2026, gpuforge maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module: run an nccl-tests *_perf benchmark on one node or across nodes and judge it."""
 
 from __future__ import annotations
-
-import os
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuforge_bench_run import COMMON_OPTIONS, check_common_options, run_bounded, verdict_blocks
-from ansible.module_utils.gpuforge_errors import OptionError
-from ansible.module_utils.gpuforge_nccl_tests import (
-    EXPECT,
-    NcclTestsParseError,
-    judge_nccl,
-    overall_status,
-    parse_nccl_tests,
-)
-from ansible.module_utils.gpuforge_run import missing_tool
 
 DOCUMENTATION = r"""
 ---
@@ -34,7 +23,18 @@ description:
     (C(NCCL_DEBUG=INFO)) and the checks of I(expect) are returned.
   - In check mode nothing runs; the command that would run is returned.
 version_added: "0.1.0"
-author: gpuforge
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: partial
+    details: Returns the command it would run; the benchmark is not run and nothing is written (no verdict).
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+author:
+  - gpuforge maintainers (@gpuforge)
 options:
   binary:
     description:
@@ -162,6 +162,19 @@ options:
     description: C(-o), reduction operation.
     type: str
     default: sum
+  per_iter_timing:
+    description:
+      - C(-I 1), per-iteration timing (nccl-tests 2.17 and later); the table gains C(i_min i_max i_p99 i_cv%)
+        per run, judged by C(expect.max_iter_cv_pct).
+    type: bool
+    default: false
+  json_output:
+    description:
+      - C(-J) file for the nccl-tests JSON output (nccl-tests 2.17 and later). nccl-tests never overwrites it;
+        when the file exists it writes C(FILE.0), C(FILE.1)..., and the module reads the file the program says it
+        wrote. The numbers then come from that file, the transport from the NCCL INFO lines of the output.
+      - With C(mpirun) rank 0 writes the file; it must be the node that runs this module (the first host).
+    type: path
   extra_args:
     description: More benchmark arguments, appended last.
     type: list
@@ -179,7 +192,9 @@ options:
       - Expectations judged by C(judge_nccl), keys C(min_busbw) (GB/s at the largest size, or at sizes of at
         least C(large_message_bytes)), C(warn_ratio), C(transport) (defaults to I(mode)),
         C(max_small_latency_us) (100, two-digit microseconds, when the transport is C(ib)/C(ib_gdr)),
-        C(small_message_bytes), C(max_wrong).
+        C(small_message_bytes), C(max_wrong), C(max_iter_cv_pct) (with I(per_iter_timing)).
+      - Set C(NCCL_TESTS_MIN_BW) in I(env) to let nccl-tests judge the average bus bandwidth itself; its
+        C(FAILED) becomes the failed check C(nccl_tests_min_bw) (and the program exits non-zero).
     type: dict
     default: {}
   fail_on:
@@ -196,7 +211,7 @@ notes:
 
 EXAMPLES = r"""
 - name: NCCL all-reduce on the 8 GPUs of this node
-  nccl_tests:
+  gpuforge.cluster.nccl_tests:
     binary: /opt/nccl-tests/build/all_reduce_perf
     gpus: 8
     max_bytes: 256M
@@ -205,7 +220,7 @@ EXAMPLES = r"""
       min_busbw: 120
 
 - name: Two DGX-1 over InfiniBand with GPUDirect RDMA, one process per GPU (seed 001 Example 4-3)
-  nccl_tests:
+  gpuforge.cluster.nccl_tests:
     binary: /opt/nccl-tests/build/all_reduce_perf
     launcher: mpirun
     hosts:
@@ -218,7 +233,7 @@ EXAMPLES = r"""
       min_busbw: 5.0
 
 - name: Lab stand-in over TCP between two lab nodes
-  nccl_tests:
+  gpuforge.cluster.nccl_tests:
     binary: /usr/lib/gpuforge/bench/all_reduce_perf.py
     interpreter: [/usr/bin/python3]
     launcher: mpirun
@@ -257,8 +272,9 @@ output_path:
 nccl:
   description:
     - Parsed output (kind C(nccl-tests), see docs/parsers-benchmarks.md) with keys collective, tests_version,
-      era, header, devices, columns, rows, avg_busbw, peak_busbw, out_of_bounds, out_of_bounds_ok,
-      wrong_total, max_error, complete, transport, nccl_warnings, failures, errors.
+      format (text or json), era, header, devices, columns, rows, avg_busbw, min_bw_check, peak_busbw,
+      out_of_bounds, out_of_bounds_ok, wrong_total, max_error, correctness, per_iteration, nccl_version,
+      nccl_version_source, complete, transport, nccl_warnings, failures, errors.
   returned: when it ran and the output could be read
   type: dict
 checks:
@@ -271,12 +287,37 @@ verdict:
   returned: when it ran and the output could be read
   type: str
   sample: ok
+json_output:
+  description: The C(-J) file read (nccl-tests may have added C(.N) to I(json_output)).
+  returned: when json_output is set and the file was read
+  type: str
 output_tail:
   description: Last 30 lines of the raw output.
   returned: when it ran
   type: list
   elements: str
 """
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_run import (
+    COMMON_OPTIONS,
+    check_common_options,
+    run_bounded,
+    verdict_blocks,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nccl_tests import (
+    EXPECT,
+    NcclTestsParseError,
+    json_output_path,
+    judge_nccl,
+    overall_status,
+    parse_nccl_tests,
+    parse_nccl_tests_json,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import missing_tool
 
 # Seed 001 (REDP-5610, section 4.1): the three NCCL modes of its MPI jobs.
 MODE_ENV = {
@@ -330,6 +371,8 @@ class NcclTests:
             params["datatype"],
             "-o",
             params["op"],
+            *(["-I", "1"] if params["per_iter_timing"] else []),
+            *(["-J", params["json_output"]] if params["json_output"] else []),
             *params["extra_args"],
         ]
 
@@ -448,6 +491,21 @@ class NcclTests:
             self.fail(f"cannot write {path}: {exc}")
         self.result["changed"] = True
 
+    def parse(self, raw):
+        """The -J file when one was asked for and written (the log adds the transport), else the text."""
+        if not self.params["json_output"]:
+            return parse_nccl_tests(raw)
+        path = json_output_path(raw) or self.params["json_output"]
+        try:
+            with open(path, encoding="utf-8") as handle:
+                data = handle.read()
+        except OSError as exc:
+            parsed = parse_nccl_tests(raw)
+            parsed["errors"].append(f"json_output {path} not read ({exc.strerror}); the table of the output was used")
+            return parsed
+        self.result["json_output"] = path
+        return parse_nccl_tests_json(data, text=raw)
+
     def run(self):
         params = self.params
         self.validate()
@@ -472,9 +530,11 @@ class NcclTests:
         if timed_out:
             self.fail(f"benchmark timed out after {params['timeout']} s; its process group was terminated")
         try:
-            parsed = parse_nccl_tests(raw)
+            parsed = self.parse(raw)
         except NcclTestsParseError as exc:
             self.fail(f"could not read nccl-tests output (rc {rc}): {exc}")
+        if parsed.get("min_bw_env") is None:
+            parsed["min_bw_env"] = env.get("NCCL_TESTS_MIN_BW")
         self.result["nccl"] = parsed
         expect = dict(params["expect"])
         if params["mode"] != "none":
@@ -527,6 +587,8 @@ def main():
             "check": {"type": "bool", "default": True},
             "datatype": {"type": "str", "default": "float"},
             "op": {"type": "str", "default": "sum"},
+            "per_iter_timing": {"type": "bool", "default": False},
+            "json_output": {"type": "path"},
             "extra_args": {"type": "list", "elements": "str", "default": []},
             "output_path": {"type": "path"},
             **COMMON_OPTIONS,

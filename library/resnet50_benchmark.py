@@ -1,24 +1,10 @@
 #!/usr/bin/python
+# Copyright: (c) 2026, gpuforge maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module: ResNet-50 throughput sweep over GPU counts, with scaling efficiency and a per-SKU verdict."""
 
 from __future__ import annotations
-
-import math
-import os
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuforge_bench_run import COMMON_OPTIONS, check_common_options, run_bounded, verdict_blocks
-from ansible.module_utils.gpuforge_errors import OptionError
-from ansible.module_utils.gpuforge_resnet50 import (
-    EXPECT,
-    Resnet50ParseError,
-    judge_resnet50,
-    judge_scaling,
-    overall_status,
-    parse_resnet50,
-    scaling_efficiency,
-    sweep_counts,
-)
 
 DOCUMENTATION = r"""
 ---
@@ -37,7 +23,18 @@ description:
   - Runs that fail are reported and the sweep goes on; the task fails at the end.
   - In check mode nothing runs; the commands are returned.
 version_added: "0.1.0"
-author: gpuforge
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: partial
+    details: Returns the commands it would run; the benchmark is not run and the output directory is not created.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+author:
+  - gpuforge maintainers (@gpuforge)
 options:
   script:
     description: Path of resnet50_bench.py (the same path on every host for multi-node runs).
@@ -167,7 +164,7 @@ notes:
 
 EXAMPLES = r"""
 - name: ResNet-50 scaling on two DGX-1 (seed 001)
-  resnet50_benchmark:
+  gpuforge.cluster.resnet50_benchmark:
     script: /opt/gpuforge/benchmarks/resnet50/resnet50_bench.py
     gpu_counts: [1, 2, 4, 8, 16]
     hosts: [dgx01, dgx02]
@@ -178,7 +175,7 @@ EXAMPLES = r"""
       min_scaling_efficiency: 0.9
 
 - name: Lab run on CPU processes, report only
-  resnet50_benchmark:
+  gpuforge.cluster.resnet50_benchmark:
     script: /usr/lib/gpuforge/bench/resnet50_bench.py
     gpu_counts: [1, 2]
     device: cpu
@@ -212,6 +209,28 @@ verdict:
   returned: when it ran
   type: str
 """
+
+import math
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_run import (
+    COMMON_OPTIONS,
+    check_common_options,
+    run_bounded,
+    verdict_blocks,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_resnet50 import (
+    EXPECT,
+    Resnet50ParseError,
+    judge_resnet50,
+    judge_scaling,
+    overall_status,
+    parse_resnet50,
+    scaling_efficiency,
+    sweep_counts,
+)
 
 
 class Resnet50Sweep:

@@ -1,11 +1,10 @@
 #!/usr/bin/python
+# Copyright: (c) 2026, gpuforge maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module: drain or resume a Slurm node with a reason (scontrol update)."""
 
 from __future__ import annotations
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuforge_run import find_tool, run_tool
-from ansible.module_utils.gpuforge_slurm import ParseError, parse_show_node
 
 DOCUMENTATION = r"""
 ---
@@ -37,22 +36,32 @@ options:
     description: scontrol command name or path.
     type: str
     default: scontrol
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reports the state change it would make (C(scontrol update) is not run).
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
 author:
-  - gpuforge
+  - gpuforge maintainers (@gpuforge)
 notes:
   - Supports check mode and diff mode.
 """
 
 EXAMPLES = r"""
 - name: Take a node with a failing GPU out of service (runbook)
-  slurm_node_state:
+  gpuforge.cluster.slurm_node_state:
     name: node008
     state: drain
     reason: "gpu 3 xid 79"
   delegate_to: "{{ groups['slurm_controller'][0] }}"
 
 - name: Return it after the repair
-  slurm_node_state:
+  gpuforge.cluster.slurm_node_state:
     name: node008
     state: resume
   delegate_to: "{{ groups['slurm_controller'][0] }}"
@@ -86,6 +95,9 @@ reason:
   type: str
 """
 
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import find_tool, run_tool
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_slurm import ParseError, parse_show_node
 
 SCONTROL_FIX = "install the Slurm client (slurm-client, or slurm on EL), or set executable to its path"
 

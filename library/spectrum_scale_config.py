@@ -1,23 +1,10 @@
 #!/usr/bin/python
+# Copyright: (c) 2026, gpuforge maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Ansible module: apply IBM Storage Scale (GPFS) settings with mmchconfig only where mmlsconfig differs."""
 
 from __future__ import annotations
-
-import os
-import re
-
-from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpuforge_errors import OptionError
-from ansible.module_utils.gpuforge_options import mapping_of, scalar_text
-from ansible.module_utils.gpuforge_run import run_tool
-from ansible.module_utils.gpuforge_spectrum_scale import (
-    COMMON,
-    MISSING_HINT,
-    ParseError,
-    config_changes,
-    parse_mmlsconfig,
-    parse_mmlsconfig_y,
-)
 
 DOCUMENTATION = r"""
 ---
@@ -52,15 +39,25 @@ options:
     description: Directory holding the mm* commands.
     type: path
     default: /usr/lpp/mmfs/bin
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reports the attributes it would change (C(mmchconfig) is not run).
+  diff_mode:
+    support: full
+  platform:
+    platforms: posix
 author:
-  - gpuforge
+  - gpuforge maintainers (@gpuforge)
 notes:
   - Supports check mode.
 """
 
 EXAMPLES = r"""
 - name: Seed 001 values for the DGX node class
-  spectrum_scale_config:
+  gpuforge.cluster.spectrum_scale_config:
     node_class: dgx
     settings:
       pagepool: 128G
@@ -70,7 +67,7 @@ EXAMPLES = r"""
   delegate_to: "{{ groups['spectrum_scale_cluster'][0] }}"
 
 - name: Cluster-wide values
-  spectrum_scale_config:
+  gpuforge.cluster.spectrum_scale_config:
     settings:
       maxMBpS: 20000
       enforceFilesetQuotaOnRoot: true
@@ -93,6 +90,21 @@ scope:
   type: str
 """
 
+import os
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import mapping_of, scalar_text
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import run_tool
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_spectrum_scale import (
+    COMMON,
+    MISSING_HINT,
+    ParseError,
+    config_changes,
+    parse_mmlsconfig,
+    parse_mmlsconfig_y,
+)
 
 _ATTRIBUTE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")
 

@@ -20,13 +20,21 @@ Each result is judged against a threshold, by one of two baselines:
 - ``best``: ``best result of the group * median_fraction``; for small groups where a slow node can be the
   majority (the lab's three GPU nodes). Noisier: a healthy result far below the best is called slow too.
 
-Then the slow results are attributed to nodes:
+Then the slow results are attributed (``rail`` = HCA port identity, ``mlx5_2/1``, or ``hca`` and ``port``):
 
 1. A slow one-node result names its node (the node alone is slow).
-2. A node every one of whose multi-node results is slow (at least two of them), while some other node has
-   a fine result, is named: in a ring of pairs a degraded node spoils both its links and no other.
-3. A slow multi-node result no named node explains is reported as a slow link (either end, the cable or
-   the switch port); with two nodes that is all the data can say.
+2. The NCCL bisection's conclusion (``bisection``, from ``gpuforge_localize.next_probe``) names its node.
+3. A node every one of whose measured multi-node results is slow (at least two of them), while a multi-node
+   result without it is fine, is named: with every pair measured (``gpuforge_localize.ib_schedule``) a
+   degraded node spoils all its pairs, on every rail, and no other.
+4. A port: a pair with ``inactive`` ends (the port is not Active there, the pair was not run) names that
+   node's port of the rail; and so does one node whose every pair on one rail is slow (at least two, the other
+   ends not named) while a pair on that rail without it is fine. Reported in ``slow_links`` with ``kind: port``.
+5. A slow multi-node result nothing above explains is a slow link: ``kind: pair`` for two nodes (either end,
+   the cable or the switch port; with two nodes that is all the data can say), ``rail`` for a result with
+   ``scope: rail`` (a per-rail NCCL run), ``group`` for more nodes.
+
+``summary`` reads ``slow node: gpu02 (...); slow link: gpu03:mlx5_2/1 (...)``.
 """
 
 from __future__ import annotations
@@ -101,50 +109,146 @@ def _label(result: dict) -> str:
     return str(result.get("name") or "+".join(result.get("nodes", [])))
 
 
-def attribute(judged: list[dict]) -> dict:
+def _rail(result: dict) -> str:
+    """The rail (HCA port identity, ``mlx5_2/1``) a result ran on; its HCA alone when no port is given."""
+    if result.get("rail"):
+        return str(result["rail"])
+    hca = result.get("hca")
+    if not hca:
+        return ""
+    port = result.get("port")
+    return str(hca) if port in (None, "") else f"{hca}/{port}"
+
+
+def _is_multi(result: dict) -> bool:
+    return len(result.get("nodes") or []) > 1
+
+
+def attribute(judged: list[dict], bisection: dict | None = None) -> dict:
     """Slow nodes and slow links from judged results (see the module docstring for the rules)."""
-    bad = [r for r in judged if r["verdict"] in ("slow", "failed")]
-    nodes: dict[str, dict] = {}
-    for result in judged:
-        for node in result.get("nodes", []):
-            tally = nodes.setdefault(node, {"multi": 0, "multi_bad": 0})
-            if len(result["nodes"]) > 1:
-                tally["multi"] += 1
-                tally["multi_bad"] += result in bad
+    bad_names = {id(r) for r in judged if r["verdict"] in ("slow", "failed")}
+
+    def is_bad(result: dict) -> bool:
+        return id(result) in bad_names
+
+    bad = [r for r in judged if is_bad(r)]
+    # Results of a port that is not Active were recorded, not measured: they name that port, nothing else.
+    measured = [r for r in judged if _is_multi(r) and not r.get("inactive")]
     named: dict[str, dict] = {}
 
-    def name(node: str, reason: str, result: dict) -> None:
+    def name(node: str, reason: str, result_label: str, hca=None) -> None:
         entry = named.setdefault(node, {"node": node, "reasons": [], "hcas": [], "results": []})
         entry["reasons"].append(reason)
-        entry["results"].append(_label(result))
-        if result.get("hca") and result["hca"] not in entry["hcas"]:
-            entry["hcas"].append(result["hca"])
+        entry["results"].append(result_label)
+        if hca and hca not in entry["hcas"]:
+            entry["hcas"].append(hca)
 
+    # 1. A slow one-node result names its node.
     for result in bad:
         if len(result.get("nodes", [])) == 1:
-            name(result["nodes"][0], f"its own run {_label(result)}: {result['reason']}", result)
-    some_fine = {n for r in judged if r["verdict"] == "ok" for n in r.get("nodes", [])}
-    for node, tally in nodes.items():
-        if tally["multi"] >= 2 and tally["multi_bad"] == tally["multi"] and some_fine - {node}:
-            for result in bad:
-                if len(result["nodes"]) > 1 and node in result["nodes"]:
-                    name(node, f"every link it is in is slow; {_label(result)}: {result['reason']}", result)
-    links = []
-    for result in bad:
-        if len(result.get("nodes", [])) > 1 and not set(result["nodes"]) & set(named):
-            links.append(
-                {
-                    "name": _label(result),
-                    "nodes": list(result["nodes"]),
-                    "hca": result.get("hca"),
-                    "reason": f"{result['reason']}: either end, the cable or the switch port",
-                }
+            name(
+                result["nodes"][0],
+                f"its own run {_label(result)}: {result['reason']}",
+                _label(result),
+                result.get("hca"),
             )
+    # 2. The NCCL bisection's conclusion names its node(s).
+    if bisection and bisection.get("verdict") == "slow_node":
+        for node in bisection.get("slow_nodes") or []:
+            name(str(node), f"NCCL bisection: {bisection.get('summary', '')}", "nccl-bisection")
+    # 3. A node every measured multi-node result of which is bad (at least two), while a multi-node result
+    #    without it is fine: the node, not its links.
+    nodes = sorted({n for r in measured for n in r["nodes"]})
+    for node in nodes:
+        mine = [r for r in measured if node in r["nodes"]]
+        others_fine = any(not is_bad(r) and node not in r["nodes"] for r in measured)
+        if len(mine) >= 2 and all(is_bad(r) for r in mine) and others_fine:
+            rails = sorted({_rail(r) for r in mine if _rail(r)})
+            scope = f" on {len(rails)} rail{'s' if len(rails) != 1 else ''}" if rails else ""
+            every = f"every link it is in is slow ({len(mine)} of {len(mine)}{scope})"
+            for result in mine:
+                name(
+                    node,
+                    f"{every}; {_label(result)}: {result['reason']}",
+                    _label(result),
+                    result.get("hca"),
+                )
+    # 4. Ports: a port that is not Active, or one node's every pair on one rail bad (at least two, the node
+    #    not named, the pairs' other ends not named) while a pair on that rail without it is fine.
+    ports: dict[tuple, dict] = {}
+
+    def port(node: str, result: dict, reason: str) -> None:
+        rail = _rail(result)
+        entry = ports.setdefault(
+            (node, rail),
+            {
+                "name": f"{node}:{rail}",
+                "kind": "port",
+                "node": node,
+                "nodes": [node],
+                "hca": result.get("hca"),
+                "port": result.get("port"),
+                "rail": rail,
+                "results": [],
+                "reason": reason,
+            },
+        )
+        entry["results"].append(_label(result))
+
+    for result in judged:
+        for node in result.get("inactive") or []:
+            if node not in named:
+                port(
+                    node,
+                    result,
+                    f"{_rail(result)} is not Active on {node}, its pairs were not run: "
+                    "its HCA port, the cable or the switch port",
+                )
+    for node in nodes:
+        if node in named:
+            continue
+        for rail in sorted({_rail(r) for r in measured if node in r["nodes"] and _rail(r)}):
+            if (node, rail) in ports:
+                continue
+            mine = [r for r in measured if node in r["nodes"] and _rail(r) == rail and not set(r["nodes"]) & set(named)]
+            others_fine = any(not is_bad(r) and node not in r["nodes"] and _rail(r) == rail for r in measured)
+            if len(mine) >= 2 and all(is_bad(r) for r in mine) and others_fine:
+                for result in mine:
+                    port(
+                        node,
+                        result,
+                        f"every pair of {node} on {rail} is slow ({len(mine)} of {len(mine)}) while other pairs "
+                        f"on {rail} are fine: its HCA port, the cable or the switch port",
+                    )
+    # 5. A bad multi-node result that no named node or port explains: the link (a pair), the rail, or the group.
+    links = list(ports.values())
+    for result in bad:
+        if not _is_multi(result) or set(result["nodes"]) & set(named):
+            continue
+        if any((node, _rail(result)) in ports for node in result["nodes"]):
+            continue
+        if result.get("scope") == "rail":
+            kind, where = "rail", "the HCAs, cables or switches of that rail"
+        elif len(result["nodes"]) == 2:
+            kind, where = "pair", "either end, the cable or the switch port"
+        else:
+            kind, where = "group", "one of its nodes or the fabric between them"
+        links.append(
+            {
+                "name": _label(result),
+                "kind": kind,
+                "nodes": list(result["nodes"]),
+                "hca": result.get("hca"),
+                "port": result.get("port"),
+                "rail": _rail(result) or None,
+                "reason": f"{result['reason']}: {where}",
+            }
+        )
     slow_nodes = [named[node] for node in sorted(named)]
     if slow_nodes or links:
-        parts = [f"{n['node']} ({'; '.join(n['reasons'][:1])})" for n in slow_nodes]
-        parts += [f"link {link['name']} ({link['reason']})" for link in links]
-        summary = "slow: " + ", ".join(parts)
+        parts = [f"slow node: {n['node']} ({n['reasons'][0]})" for n in slow_nodes]
+        parts += [f"slow link: {link['name']} ({link['reason']})" for link in links]
+        summary = "; ".join(parts)
     else:
         summary = "no slow node or link"
     return {"slow_nodes": slow_nodes, "slow_links": links, "summary": summary}
@@ -156,7 +260,14 @@ def attribute_results(
     min_fraction: float = 0.9,
     median_fraction: float = 0.5,
     expected_gbps: float | None = None,
+    bisection: dict | None = None,
 ) -> dict:
-    """Judge results and attribute the slow ones: {results, slow_nodes, slow_links, summary, baseline}."""
+    """Judge results and attribute the slow ones: {results, slow_nodes, slow_links, summary, baseline}.
+
+    ``bisection``: the NCCL bisection's conclusion (``gpuforge_localize.next_probe``), kept as ``bisection``;
+    the node it names is a slow node."""
     judged = judge_results(results, baseline, min_fraction, median_fraction, expected_gbps)
-    return {"baseline": baseline, "results": judged, **attribute(judged)}
+    out = {"baseline": baseline, "results": judged, **attribute(judged, bisection)}
+    if bisection:
+        out["bisection"] = bisection
+    return out

@@ -6,14 +6,9 @@ wrapper itself is gpuforge_run.run_bounded, which ib_write_bw uses too.
 
 from __future__ import annotations
 
-try:
-    from ansible.module_utils.gpuforge_options import env_vars
-    from ansible.module_utils.gpuforge_run import KILL_AFTER_S, TIMED_OUT_RCS
-    from ansible.module_utils.gpuforge_run import run_bounded as _run_bounded
-except ImportError:  # module_utils/ is on sys.path (unit tests, CLI)
-    from gpuforge_options import env_vars
-    from gpuforge_run import KILL_AFTER_S, TIMED_OUT_RCS
-    from gpuforge_run import run_bounded as _run_bounded
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import env_vars
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import KILL_AFTER_S, TIMED_OUT_RCS
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import run_bounded as _run_bounded
 
 __all__ = [
     "COMMON_OPTIONS",

@@ -4,9 +4,10 @@ Each parser module keeps its own ``ParseError`` (or ``NcclTestsParseError``, ``R
 subclass of ``ParseError`` here, so ``except ParseError`` from this file catches any of them, and code
 that imports a parser's own class keeps working.
 
-Imported two ways: ``from ansible.module_utils.gpuforge_errors import ...`` inside a module (Ansible packs
-the module_utils files a module imports, and the files those import), and ``from gpuforge_errors import
-...`` where module_utils/ is on sys.path (the unit tests, the CLI, the filter plugins).
+Every module_utils file, module and filter imports it by its collection path,
+``ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors`` (Ansible packs the module_utils files a
+module imports, and the files those import); the CLI and the unit tests import the same path through the checkout's
+collection tree (``collection/``, docs/development.md).
 """
 
 from __future__ import annotations

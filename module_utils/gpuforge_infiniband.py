@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import re
 
-try:
-    from ansible.module_utils.gpuforge_errors import ParseError as _BaseParseError
-except ImportError:  # module_utils/ is on sys.path (unit tests, CLI, filter plugins)
-    from gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
 
 __all__ = [
     "PHYS_STATE_CODES",

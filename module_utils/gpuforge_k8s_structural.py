@@ -20,6 +20,13 @@ CAPABILITY = re.compile(r"^[A-Z][A-Z_]*$")
 MPIJOB = ("kubeflow.org/v2beta1", "MPIJob")
 SCC = ("security.openshift.io/v1", "SecurityContextConstraints")
 CSI_SCALE = ("csi.ibm.com/v1", "CSIScaleOperator")
+SUBSCRIPTION = ("operators.coreos.com/v1alpha1", "Subscription")
+OPERATOR_GROUP = ("operators.coreos.com/v1", "OperatorGroup")
+MACHINE_CONFIG = ("machineconfiguration.openshift.io/v1", "MachineConfig")
+NFD = ("nfd.openshift.io/v1", "NodeFeatureDiscovery")
+CLUSTER_SCOPED = (SCC, MACHINE_CONFIG)
+# Ignition spec versions MachineConfig accepts on OpenShift 4.x (3.x; gpuforge writes 3.2.0).
+IGNITION_VERSION = re.compile(r"^3\.[0-9]+\.[0-9]+$")
 
 MPI_IMPLEMENTATIONS = ("OpenMPI", "Intel", "MPICH")
 CLEAN_POD_POLICIES = ("None", "Running", "All")
@@ -44,7 +51,7 @@ SCC_VOLUMES = (
 
 def known_kinds():
     """Return the (apiVersion, kind) pairs this module checks."""
-    return [MPIJOB, SCC, CSI_SCALE]
+    return [MPIJOB, SCC, CSI_SCALE, SUBSCRIPTION, OPERATOR_GROUP, MACHINE_CONFIG, NFD]
 
 
 def has_check(obj):
@@ -57,8 +64,16 @@ def check_object(obj):
     if not isinstance(obj, dict):
         return ["object is not a mapping"]
     key = (obj.get("apiVersion"), obj.get("kind"))
-    errors = _check_metadata(obj, namespaced=key != SCC)
-    checker = {MPIJOB: _check_mpijob, SCC: _check_scc, CSI_SCALE: _check_csi_scale}.get(key)
+    errors = _check_metadata(obj, namespaced=key not in CLUSTER_SCOPED)
+    checker = {
+        MPIJOB: _check_mpijob,
+        SCC: _check_scc,
+        CSI_SCALE: _check_csi_scale,
+        SUBSCRIPTION: _check_subscription,
+        OPERATOR_GROUP: _check_operator_group,
+        MACHINE_CONFIG: _check_machine_config,
+        NFD: _check_nfd,
+    }.get(key)
     if checker is None:
         return [*errors, f"no structural check for apiVersion {key[0]!r} kind {key[1]!r}"]
     return errors + checker(obj)
@@ -272,3 +287,68 @@ def _check_csi_scale(obj):
     for field in ("attacherNodeSelector", "provisionerNodeSelector", "pluginNodeSelector"):
         errors.extend(_check_node_selector(spec.get(field), f"spec.{field}"))
     return errors
+
+
+def _nonempty_str(value):
+    return isinstance(value, str) and bool(value.strip())
+
+
+def _check_subscription(obj):
+    """gpuforge's pinning policy for OLM Subscriptions (the CRD schema leaves these free strings)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return ["spec: missing or not a mapping"]
+    errors = []
+    for field in ("name", "source", "sourceNamespace", "channel", "startingCSV"):
+        if not _nonempty_str(spec.get(field)):
+            errors.append(f"spec.{field}: missing or empty (gpuforge pins every operator by channel and startingCSV)")
+    if spec.get("installPlanApproval") != "Manual":
+        errors.append(
+            f"spec.installPlanApproval: {spec.get('installPlanApproval')!r} is not 'Manual' "
+            "(an Automatic plan would upgrade past the pinned startingCSV)"
+        )
+    return errors
+
+
+def _check_operator_group(obj):
+    spec = obj.get("spec", {})
+    if not isinstance(spec, dict):
+        return ["spec: not a mapping"]
+    targets = spec.get("targetNamespaces", [])
+    if not isinstance(targets, list) or not all(isinstance(n, str) and DNS1123_SUBDOMAIN.match(n) for n in targets):
+        return ["spec.targetNamespaces: must be a list of namespace names"]
+    return []
+
+
+def _check_machine_config(obj):
+    errors = []
+    labels = _get(obj, "metadata", "labels") or {}
+    if not _nonempty_str(labels.get("machineconfiguration.openshift.io/role")):
+        errors.append("metadata.labels: machineconfiguration.openshift.io/role (the pool, e.g. worker) is missing")
+    ignition = _get(obj, "spec", "config", "ignition", "version")
+    if not (isinstance(ignition, str) and IGNITION_VERSION.match(ignition)):
+        errors.append(f"spec.config.ignition.version: {ignition!r} is not an Ignition 3.x.y version")
+    files = _get(obj, "spec", "config", "storage", "files") or []
+    if not isinstance(files, list):
+        return [*errors, "spec.config.storage.files: must be a list"]
+    for index, entry in enumerate(files):
+        where = f"spec.config.storage.files[{index}]"
+        if not (isinstance(entry, dict) and isinstance(entry.get("path"), str) and entry["path"].startswith("/etc/")):
+            errors.append(f"{where}.path: must be a file under /etc (RHCOS keeps /usr read-only)")
+            continue
+        source = _get(entry, "contents", "source")
+        if not (isinstance(source, str) and source.startswith("data:")):
+            errors.append(f"{where}.contents.source: must be a data: URL")
+        if not _int_at_least(entry.get("mode"), 0):
+            errors.append(f"{where}.mode: must be an integer (decimal file mode)")
+    return errors
+
+
+def _check_nfd(obj):
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return ["spec: missing or not a mapping"]
+    image = _get(spec, "operand", "image")
+    if image is not None and not (isinstance(image, str) and (":" in image.rsplit("/", 1)[-1] or "@sha256:" in image)):
+        return [f"spec.operand.image: {image!r} has neither a tag nor a digest"]
+    return []

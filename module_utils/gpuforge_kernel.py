@@ -8,37 +8,163 @@ from __future__ import annotations
 
 import re
 
-try:
-    from ansible.module_utils.gpuforge_errors import ParseError as _BaseParseError
-except ImportError:  # module_utils/ is on sys.path (unit tests, CLI, filter plugins)
-    from gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
 
-__all__ = ["XID_DESCRIPTIONS", "ParseError", "parse_lsmod", "parse_xid_events"]
+__all__ = [
+    "ACTION_REMEDIES",
+    "XID_ACTIONS",
+    "XID_CATALOGUE",
+    "XID_DESCRIPTIONS",
+    "ParseError",
+    "parse_lsmod",
+    "parse_xid_events",
+    "xid_action",
+]
 
 
 class ParseError(_BaseParseError):
     """The text is not the output the parser expects (message says which part)."""
 
 
-# Short meaning of the Xid codes a cluster check acts on (NVIDIA Xid catalogue).
-XID_DESCRIPTIONS = {
-    13: "Graphics Engine Exception",
-    31: "GPU memory page fault",
-    43: "GPU stopped processing",
-    45: "Preemptive cleanup, due to previous errors",
-    48: "Double Bit ECC Error",
-    61: "Internal micro-controller breakpoint/warning",
-    62: "Internal micro-controller halt",
-    63: "ECC page retirement or row remapping recording event",
-    64: "ECC page retirement or row remapper recording failure",
-    74: "NVLink Error",
-    79: "GPU has fallen off the bus",
-    92: "High single-bit ECC error rate",
-    94: "Contained ECC error",
-    95: "Uncontained ECC error",
-    119: "GSP RPC timeout",
-    120: "GSP error",
+# NVIDIA's Xid catalogue for Ampere and newer GPUs: code -> (description, immediate-action bucket).
+# Source: NVIDIA, "Analyzing Xid Errors with the Xid Catalog" (Xid-Catalog spreadsheet, "Resolution Bucket
+# (Immediate Action)" column), https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, as of
+# October 2025 (codes 1-172). Codes the catalogue marks "Unused" carry CONTACT_SUPPORT there and are listed
+# by number only; codes 162-172 had no action yet (None). Volta and older GPUs use the same numbers with the
+# older catalogue (https://docs.nvidia.com/deploy/xid-errors/): the actions below are applied to them too.
+_UNUSED = (1, 2, 3, 4, 5, 6, 7, 9, 10, 12, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 26, 27, 28, 29, 30, 33, 34)
+_UNUSED += (35, 36, 42, 47, 49, 50, 51, 52, 53, 55, 56, 57, 58, 59, 61, 65, 73, 81, 87, 90, 91, 111, 112, 113)
+_UNUSED += (114, 115, 116, 117, 118, 122, 123, 124, 125, 138)
+XID_CATALOGUE = {code: ("Unused", "CONTACT_SUPPORT") for code in _UNUSED}
+XID_CATALOGUE.update(
+    {
+        8: ("GPU stopped processing", "RESTART_APP"),
+        11: ("Invalid or corrupted push buffer stream", "RESTART_APP"),
+        13: ("Graphics Engine Exception", "RESTART_APP"),
+        14: ("Unused (fake error)", "IGNORE"),
+        25: ("Invalid or illegal push buffer stream", "RESTART_APP"),
+        31: ("GPU memory page fault", "RESTART_APP"),
+        32: ("Invalid or corrupted push buffer stream", "RESTART_APP"),
+        37: ("Driver firmware error", "IGNORE"),
+        38: ("Driver firmware error", "IGNORE"),
+        39: ("Copy Engine Exception", "RESTART_APP"),
+        40: ("Copy Engine Exception", "RESTART_APP"),
+        41: ("Copy Engine Exception", "RESTART_APP"),
+        43: ("GPU stopped processing", "IGNORE"),
+        44: ("Graphics Engine fault during context switch", "IGNORE"),
+        45: ("Preemptive cleanup, due to previous errors", "WORKFLOW_XID_45"),
+        46: ("GPU stopped processing", "RESET_GPU"),
+        48: ("Double Bit ECC Error", "WORKFLOW_XID_48"),
+        54: ("Auxiliary power is not connected to the GPU board", "CHECK_MECHANICALS"),
+        60: ("Video processor exception", "RESTART_APP"),
+        62: ("Internal micro-controller halt", "RESET_GPU"),
+        63: ("GPU memory remapping event", "IGNORE"),
+        64: ("GPU memory remapping failure", "RESET_GPU"),
+        66: ("Illegal access by driver", "IGNORE"),
+        67: ("Illegal access by driver", "IGNORE"),
+        68: ("NVDEC0 Exception", "RESTART_APP"),
+        69: ("Graphics Engine class error", "RESTART_APP"),
+        74: ("NVLink Error", "WORKFLOW_NVLINK_ERR"),
+        78: ("vGPU Start Error", "UPDATE_SWFW"),
+        79: ("GPU has fallen off the bus", "RESTART_BM"),
+        80: ("Corrupted data sent to GPU", "RESTART_APP"),
+        92: ("High single-bit ECC error rate", "IGNORE"),
+        93: ("Non-fatal violation of provisioned InfoROM wear limit", "IGNORE"),
+        94: ("Contained memory error", "RESTART_APP"),
+        95: ("Uncontained memory error", "RESET_GPU"),
+        106: ("SMBPBI Test Message", "IGNORE"),
+        107: ("SMBPBI Test Message Silent", "IGNORE"),
+        108: ("NVLink remote translation error (unused)", "IGNORE"),
+        109: ("Context Switch Timeout Error", "RESET_GPU"),
+        110: ("Security Fault Error", "RESET_GPU"),
+        119: ("GSP RPC Timeout", "RESET_GPU"),
+        120: ("GSP Error", "RESET_GPU"),
+        121: ("C2C Error", "IGNORE"),
+        136: ("Link Training Failed", "RESET_GPU"),
+        137: ("NVLink Privilege Error", "IGNORE"),
+        140: ("ECC Unrecovered Error", "RESET_GPU"),
+        141: ("CUDA Fast Path Error", "IGNORE"),
+        142: ("NVENC3 Error", "CONTACT_SUPPORT"),
+        143: ("GPU Initialization Error", "RESET_GPU"),
+        151: ("Key rotation Error", "RESTART_VM"),
+        152: ("DLA SMMU Error", "IGNORE"),
+        153: ("DLA timeout Error", "IGNORE"),
+        154: ("GPU Recovery Action Changed", "XID_154"),
+        155: ("NVLink: SW Defined Error", "RESET_GPU"),
+        156: ("Resource Retirement Event", "RESET_GPU"),
+        157: ("Resource Retirement Failure", "IGNORE"),
+        158: ("GPU Fatal Timeout", "RESET_GPU"),
+        159: ("CHI Non-Data Error", "CHECK_UVM"),
+        160: ("Channel Retirement Event", "IGNORE"),
+        161: ("Channel Retirement Failure", "IGNORE"),
+        162: ("Power Smoothing HW Circuitry capability reengaged", None),
+        163: ("Power Smoothing HW Circuitry capability disengaged", None),
+        164: ("Power Smoothing HW Circuitry low lifetime reached", None),
+        165: ("Power Smoothing HW Circuitry lifetime exhausted", None),
+        166: ("NVLink secure crypto error", None),
+        167: ("PCIe fatal timeout", None),
+        168: ("Reduced GPU memory capacity (errors in the write protected region)", None),
+        169: ("Internal micro-controller halt (SEC2)", None),
+        170: ("NVLink secure other (interrupt seen in CC mode)", None),
+        171: ("Uncorrectable DRAM error (detail of Xid 48)", None),
+        172: ("Uncorrectable SRAM error (detail of Xid 48)", None),
+    }
+)
+XID_CATALOGUE.update({code: ("Copy Engine Exception", "RESTART_APP") for code in (70, 71, 72, 75, 76, 77, 85)})
+XID_CATALOGUE.update({code: ("Copy Engine Exception", "RESTART_APP") for code in range(126, 136)})
+XID_CATALOGUE.update({code: ("Video/JPEG/OFA engine error", "RESTART_APP") for code in (82, 83, 84, 86, 88, 89)})
+XID_CATALOGUE.update({code: ("Video/JPEG/OFA engine error", "RESTART_APP") for code in (*range(96, 106), 139)})
+XID_CATALOGUE.update(
+    {code: ("NVLink5 error (decode the interrupt info)", "WORKFLOW_NVLINK5_ERR") for code in range(144, 151)}
+)
+
+# gpuforge's action classes for the catalogue's buckets. WORKFLOW_XID_48 and the NVLink workflows start
+# with a GPU reset (catalogue workflows); Xid 45 and 154 only accompany another Xid, which is judged itself.
+XID_ACTIONS = {
+    "RESTART_APP": "restart_app",
+    "RESET_GPU": "reset_gpu",
+    "WORKFLOW_XID_48": "reset_gpu",
+    "WORKFLOW_NVLINK_ERR": "reset_gpu",
+    "WORKFLOW_NVLINK5_ERR": "reset_gpu",
+    "RESTART_BM": "reboot",
+    "RESTART_VM": "reboot",
+    "CONTACT_SUPPORT": "contact_vendor",
+    "CHECK_MECHANICALS": "check_mechanicals",
+    "UPDATE_SWFW": "update_software",
+    "CHECK_UVM": "restart_app",
+    "IGNORE": "ignore",
+    "WORKFLOW_XID_45": "ignore",
+    "XID_154": "ignore",
+    None: "not_given",
 }
+# What an operator does for each class (the remedy of the xid check).
+ACTION_REMEDIES = {
+    "restart_app": "restart the application; the node itself needs nothing unless the Xid repeats",
+    "reset_gpu": "drain the node and reset the GPU (nvidia-smi -r -i <bus id>) or reboot it",
+    "reboot": "drain the node and reboot it (power-cycle: a GPU off the bus does not come back on a warm reset)",
+    "contact_vendor": "drain the node, collect nvidia-bug-report.sh and open a case with NVIDIA or the system vendor",
+    "check_mechanicals": "drain the node and check the GPU's power cables, connectors and seating",
+    "update_software": "update the driver / vGPU software to a supported release",
+    "ignore": "no action (informational per the catalogue)",
+    "not_given": "the catalogue gives no action for this code yet: look it up and contact NVIDIA if it repeats",
+    "unknown": "code not in the catalogue gpuforge carries: look it up in NVIDIA's current Xid catalogue",
+}
+XID_DESCRIPTIONS = {code: description for code, (description, _bucket) in XID_CATALOGUE.items()}
+
+
+def xid_action(code) -> dict:
+    """{code, description, catalogue_action, action, known} for an Xid code; action `unknown` off the table."""
+    if code not in XID_CATALOGUE:
+        return {"code": code, "description": None, "catalogue_action": None, "action": "unknown", "known": False}
+    description, bucket = XID_CATALOGUE[code]
+    return {
+        "code": code,
+        "description": description,
+        "catalogue_action": bucket,
+        "action": XID_ACTIONS[bucket],
+        "known": True,
+    }
+
 
 _LSMOD_RE = re.compile(r"^(?P<name>\S+)\s+(?P<size>\d+)\s+(?P<count>-?\d+)(?:\s+(?P<used_by>\S+))?\s*$")
 
@@ -71,7 +197,8 @@ _JOURNAL_RE = re.compile(r"^(?P<ts>.+?)\s+(?P<host>\S+)\s+kernel:\s*")
 def parse_xid_events(text: str) -> list[dict]:
     """Xid events in dmesg (`[ 12.34]` or `dmesg -T`) or `journalctl -k` text; other lines are ignored.
 
-    Each event: {timestamp, host, pci_bus, code, pid, process, message, description, line}.
+    Each event: {timestamp, host, pci_bus, code, pid, process, message, description, catalogue_action,
+    action, line}; action is the gpuforge class of the catalogue's immediate action (xid_action).
     """
     events = []
     for line in (text or "").splitlines():
@@ -98,6 +225,8 @@ def parse_xid_events(text: str) -> list[dict]:
                 "process": None if match["name"] in (None, "<unknown>") else match["name"],
                 "message": (match["message"] or "").strip(),
                 "description": XID_DESCRIPTIONS.get(code),
+                "catalogue_action": xid_action(code)["catalogue_action"],
+                "action": xid_action(code)["action"],
                 "line": line.strip(),
             }
         )

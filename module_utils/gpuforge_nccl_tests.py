@@ -10,23 +10,42 @@ Formats handled (facts from the public nccl-tests output, see tests/fixtures/ncc
   ``unalign`` in the header and wider, padded columns.
 * ``NCCL INFO`` lines (NCCL_DEBUG=INFO) may be interleaved anywhere, even inside the table; they are
   read for the transport NCCL used (``NET/IB`` or ``NET/Socket``, ``GDRDMA``, the IB devices).
+* Options of current nccl-tests that change the table (``src/util.cu`` ``writeResultHeader``, NVIDIA/nccl-tests
+  https://github.com/NVIDIA/nccl-tests/blob/cfa8a9674b467b8e200775a62b09ff11d4c363ac/src/util.cu and later):
+  ``-I 1`` adds ``i_min i_max i_p99 i_cv%`` after each run's ``#wrong``, bitwise checking adds ``#bitdiff``,
+  ``-C 1`` names the time column ``cputime``, ``-S 1`` appends a ``timestamp`` (date and time, two words).
+* The footer: ``# Out of bounds values : N OK|FAILED`` is the correctness verdict; ``# Avg bus bandwidth : X``
+  ends with ``OK`` or ``FAILED`` when NCCL_TESTS_MIN_BW is set (FAILED below 0.9 x that value, and the program
+  then exits non-zero; ``writeResultFooter`` and ``main`` in ``src/common.cu`` of the same repository).
+* The NCCL version as it is printed: ``NCCL version 2.18.3+cuda12.2`` (NCCL's own banner, with or without an
+  ``NCCL INFO`` prefix), ``# nccl-tests version 2.18.2 nccl-headers=23007 nccl-library=23007`` (version codes),
+  or ``"nccl_version": 23007`` in the JSON file.
+
+``parse_nccl_tests_json`` reads the file ``-J FILE`` writes (see its docstring for the key names).
 
 Stdlib only, and the gpuforge_errors/gpuforge_options files Ansible ships with it.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections import Counter
 
-try:
-    from ansible.module_utils.gpuforge_errors import ParseError as _BaseParseError
-    from ansible.module_utils.gpuforge_options import integer, number, record, string
-except ImportError:  # module_utils/ is on sys.path (unit tests, CLI, filter plugins)
-    from gpuforge_errors import ParseError as _BaseParseError
-    from gpuforge_options import integer, number, record, string
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import integer, number, record, string
 
-__all__ = ["EXPECT", "NcclTestsParseError", "judge_nccl", "overall_status", "parse_nccl_tests"]
+__all__ = [
+    "EXPECT",
+    "NcclTestsParseError",
+    "decode_nccl_version",
+    "json_output_path",
+    "judge_nccl",
+    "overall_status",
+    "parse_nccl_tests",
+    "parse_nccl_tests_json",
+]
 
 
 class NcclTestsParseError(_BaseParseError):
@@ -44,6 +63,7 @@ EXPECT = record(
         "max_small_latency_us": number(above=0),
         "small_message_bytes": integer(minimum=0),
         "max_wrong": integer(minimum=0),
+        "max_iter_cv_pct": number(minimum=0),
     }
 )
 
@@ -69,14 +89,54 @@ _VIA_RE = re.compile(r"\bvia\s+(\S+)")
 _NETWORK_RE = re.compile(r"Using network (\S+)")
 _NCCL_VERSION_RE = re.compile(r"NCCL version (\S+)")
 _TESTS_VERSION_RE = re.compile(r"^#\s*nccl-tests version (\S+)")
+_VERSION_CODES_RE = re.compile(r"nccl-(headers|library)=(\d+)")
+_JSON_PATH_RE = re.compile(r"^#\s*Writing JSON output to (\S+)", re.IGNORECASE)
 _COLLECTIVE_RE = re.compile(r"^#\s*Collective test (starting|concluded):\s*(\S+)")
 _RUNNING_RE = re.compile(r"(\w+_perf)\b")
-_AVG_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
+_AVG_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)\s*(OK|FAILED)?")
 _OOB_RE = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(\S*)")
 _FAILURE_RE = re.compile(r"(Test NCCL failure|Test CUDA failure|Test failure|NCCL error)")
 
-# Column names as the table header spells them, mapped to result keys.
-_PER_RUN_COLUMNS = {"time": "time_us", "algbw": "algbw", "busbw": "busbw", "#wrong": "wrong", "error": "error"}
+# Column names as the table header spells them, mapped to result keys. "time" (or "cputime" with -C 1)
+# opens a run; the per-iteration (-I 1) and bitwise columns exist only in the runs of a table that has them.
+_PER_RUN_COLUMNS = {
+    "time": "time_us",
+    "cputime": "time_us",
+    "algbw": "algbw",
+    "busbw": "busbw",
+    "#wrong": "wrong",
+    "error": "error",
+    "#bitdiff": "bitdiff",
+    "i_min": "iter_min_us",
+    "i_max": "iter_max_us",
+    "i_p99": "iter_p99_us",
+    "i_cv%": "iter_cv_pct",
+}
+_BASE_RUN_KEYS = ("time_us", "algbw", "busbw", "wrong", "error")
+
+
+def decode_nccl_version(code) -> str | None:
+    """``NCCL_VERSION_CODE`` as a dotted version: 2.9 and later code X.Y.Z as X*10000 + Y*100 + Z, earlier
+    releases as X*1000 + Y*100 + Z (``NCCL_VERSION`` in NCCL's nccl.h.in,
+    https://github.com/NVIDIA/nccl/blob/master/src/nccl.h.in). None for anything that is not a positive code."""
+    try:
+        code = int(code)
+    except (TypeError, ValueError):
+        return None
+    if code <= 0:
+        return None
+    if code >= 20900:
+        return f"{code // 10000}.{code % 10000 // 100}.{code % 100}"
+    return f"{code // 1000}.{code % 1000 // 100}.{code % 100}"
+
+
+def json_output_path(text: str) -> str | None:
+    """Where nccl-tests says it wrote its ``-J`` file (it appends ``.0``, ``.1``... when the path exists)."""
+    for line in text.splitlines():
+        match = _JSON_PATH_RE.match(line.strip())
+        if match:
+            return match.group(1)
+    return None
 
 
 def _to_number(token: str):
@@ -118,19 +178,24 @@ def _table_columns(line: str) -> list[str] | None:
 def _parse_row(tokens: list[str], columns: list[str]) -> dict | None:
     # A row that does not fill the header's columns is unreadable (the caller reports it); this check
     # stands in for zip(strict=True), which managed nodes' Python (3.8+) lacks.
+    if columns and columns[-1] == "timestamp" and len(tokens) == len(columns) + 1:
+        tokens = [*tokens[:-2], " ".join(tokens[-2:])]  # -S 1: "%Y-%m-%d %H:%M:%S" is two words
     if len(tokens) != len(columns):
         return None
     row: dict = {"size": None, "count": None, "type": None, "redop": None, "root": None}
     runs: list[dict] = []
     for name, token in zip(columns, tokens):
+        if name == "timestamp":
+            row["timestamp"] = token
+            continue
         if name in ("size", "count", "root"):
             row[name] = _to_number(token)
         elif name in ("type", "redop"):
             row[name] = token
         elif name in _PER_RUN_COLUMNS:
             # "time" opens a new run: out-of-place first, then in-place.
-            if name == "time":
-                runs.append({"time_us": None, "algbw": None, "busbw": None, "wrong": None, "error": None})
+            if name in ("time", "cputime"):
+                runs.append(dict.fromkeys(_BASE_RUN_KEYS))
             if not runs:
                 return None
             runs[-1][_PER_RUN_COLUMNS[name]] = _to_number(token)
@@ -233,16 +298,24 @@ def parse_nccl_tests(text: str) -> dict:
     collective_marker = False
     concluded = False
     avg_busbw = None
+    min_bw_check = None
     oob = None
     oob_ok = None
+    version_codes: dict = {}
+    banner_version = None
 
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for line_number, raw in enumerate(text.splitlines(), start=1):
         line = raw.rstrip()
         log = _NCCL_LOG_RE.search(line)
         if log:
             (info_lines if log.group(1) == "INFO" else warnings).append(log.group(2))
             continue
         if not line.strip():
+            continue
+        version = _NCCL_VERSION_RE.search(line)
+        if version and not line.startswith("#"):
+            # NCCL's banner without the INFO prefix (printed by rank 0 at NCCL_DEBUG=VERSION/WARN).
+            banner_version = banner_version or version.group(1)
             continue
         if _FAILURE_RE.search(line):
             failures.append(line.strip())
@@ -259,6 +332,7 @@ def parse_nccl_tests(text: str) -> dict:
             match = _TESTS_VERSION_RE.match(line)
             if match:
                 tests_version = match.group(1)
+                version_codes.update({kind: int(code) for kind, code in _VERSION_CODES_RE.findall(line)})
                 continue
             match = _COLLECTIVE_RE.match(line)
             if match:
@@ -283,6 +357,7 @@ def parse_nccl_tests(text: str) -> dict:
             match = _AVG_RE.match(line)
             if match:
                 avg_busbw = _to_number(match.group(1))
+                min_bw_check = match.group(2)
                 continue
             match = _OOB_RE.match(line)
             if match:
@@ -297,7 +372,7 @@ def parse_nccl_tests(text: str) -> dict:
             continue
         row = _parse_row(tokens, columns) if columns else None
         if row is None:
-            errors.append(f"line {number}: unreadable result row: {line.strip()}")
+            errors.append(f"line {line_number}: unreadable result row: {line.strip()}")
         else:
             rows.append(row)
 
@@ -310,7 +385,9 @@ def parse_nccl_tests(text: str) -> dict:
     wrong_total = None
     if has_wrong:
         cells = [run["wrong"] for row in rows for run in (row["out_of_place"], row["in_place"]) if run]
-        wrong_total = sum(cell for cell in cells if isinstance(cell, int))
+        counted = [cell for cell in cells if isinstance(cell, int)]
+        # -c 0 prints N/A in every #wrong cell: nothing was checked, so no count (not 0).
+        wrong_total = sum(counted) if counted else None
     elif oob is not None:
         wrong_total = oob
     busbws = [run["busbw"] for row in rows for run in (row["out_of_place"], row["in_place"]) if run]
@@ -318,8 +395,11 @@ def parse_nccl_tests(text: str) -> dict:
     max_errors = [run["error"] for row in rows for run in (row["out_of_place"], row["in_place"]) if run]
     max_errors = [value for value in max_errors if value is not None]
 
+    transport = _transport(info_lines)
+    nccl_version, nccl_version_source = _nccl_version(version_codes, banner_version, transport["nccl_version"])
     return {
         "kind": "nccl-tests",
+        "format": "text",
         "collective": collective,
         "tests_version": tests_version,
         "era": _era(tests_version, collective_marker, columns, header),
@@ -328,16 +408,251 @@ def parse_nccl_tests(text: str) -> dict:
         "columns": columns or [],
         "rows": rows,
         "avg_busbw": avg_busbw,
+        "min_bw_check": min_bw_check,
         "peak_busbw": max(busbws) if busbws else None,
         "out_of_bounds": oob,
         "out_of_bounds_ok": oob_ok,
         "wrong_total": wrong_total,
         "max_error": max(max_errors) if max_errors else None,
+        "correctness": _correctness(header.get("validation"), has_wrong, wrong_total, oob, oob_ok),
+        "per_iteration": _per_iteration(rows),
+        "nccl_version": nccl_version,
+        "nccl_version_source": nccl_version_source,
+        "json_output": json_output_path(text),
         "complete": avg_busbw is not None and (concluded or not collective_marker),
-        "transport": _transport(info_lines),
+        "transport": transport,
         "nccl_warnings": warnings,
         "failures": failures,
         "errors": errors,
+    }
+
+
+# The -J file (nccl-tests src/util.cu, JSON_FILE_VERSION 1 and 2; NVIDIA/nccl-tests
+# https://github.com/NVIDIA/nccl-tests/blob/cfa8a9674b467b8e200775a62b09ff11d4c363ac/src/util.cu). The first
+# releases with -J spelt the average "average_bus_bandwidith": {"bandwidith": ...} (as in a fork of that code,
+# hershys-aws/nccl-tests src/util.cu @b06b86c1; corrected upstream, "Fix typos in the JSON output",
+# https://github.com/NVIDIA/nccl-tests/pull/370); both spellings are read. Booleans are written as the strings
+# "true"/"false", the average's "okay" as "unchecked" without NCCL_TESTS_MIN_BW, NaN as the string "nan".
+_JSON_AVERAGE_KEYS = (("average_bus_bandwidth", "bandwidth"), ("average_bus_bandwidith", "bandwidith"))
+_JSON_CONFIG_KEYS = {
+    "nthreads": "nThread",
+    "ngpus": "nGpus",
+    "minimum_bytes": "minBytes",
+    "maximum_bytes": "maxBytes",
+    "warmup_iters": "warmup_iters",
+    "iterations": "iters",
+    "aggregated_iterations": "agg_iters",
+    "validation": "validation",
+    "graph": "graph",
+}
+_JSON_PER_ITER_KEYS = {
+    "min_us": "iter_min_us",
+    "max_us": "iter_max_us",
+    "p50_us": "iter_p50_us",
+    "p95_us": "iter_p95_us",
+    "p99_us": "iter_p99_us",
+    "avg_us": "iter_avg_us",
+    "stdev_us": "iter_stdev_us",
+    "cv_pct": "iter_cv_pct",
+}
+
+
+def _json_number(value):
+    """A number of the -J file: int/float as is, "nan" and anything else None (booleans are not numbers)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value
+
+
+def _json_flag(value):
+    """nccl-tests' jsonBool writes the strings "true"/"false"; accept real booleans too. Else None."""
+    if isinstance(value, bool):
+        return value
+    return {"true": True, "false": False}.get(value) if isinstance(value, str) else None
+
+
+def _json_run(entry, per_iter) -> dict | None:
+    if not isinstance(entry, dict):
+        return None
+    wrong = _json_number(entry.get("nwrong"))
+    run = {
+        "time_us": _json_number(entry.get("time", entry.get("cpu_time"))),
+        "algbw": _json_number(entry.get("alg_bw")),
+        "busbw": _json_number(entry.get("bus_bw")),
+        "wrong": int(wrong) if wrong is not None else None,
+        "error": None,
+    }
+    if isinstance(per_iter, dict):
+        for key, name in _JSON_PER_ITER_KEYS.items():
+            run[name] = _json_number(per_iter.get(key))
+    return run
+
+
+def _json_root(value):
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+def parse_nccl_tests_json(data, text: str = "") -> dict:
+    """Parse the file nccl-tests ``-J FILE`` writes into the shape ``parse_nccl_tests`` returns.
+
+    ``data`` is the file's text or its decoded object. ``text``, the run's stdout when there is one, adds
+    what only the log says: the transport from NCCL INFO lines, NCCL warnings and failure lines.
+    Keys read (top level): ``version`` (file format), ``nccl_version`` (NCCL_VERSION_CODE), ``args``,
+    ``env``, ``config`` (with ``devices``), ``results`` (rows: ``size count type redop root``,
+    ``out_of_place``/``in_place`` with ``time`` or ``cpu_time``, ``alg_bw``, ``bus_bw``, ``nwrong``, and with
+    ``-I 1`` ``out_of_place_per_iter``/``in_place_per_iter``), ``out_of_bounds {count, okay}``,
+    ``average_bus_bandwidth {bandwidth, okay}`` (or the misspelt ``average_bus_bandwidith {bandwidith}``),
+    ``errors``. A file cut short (the program aborted before closing it) raises NcclTestsParseError.
+    """
+    if isinstance(data, (str, bytes)):
+        try:
+            data = json.loads(data)
+        except ValueError as exc:
+            raise NcclTestsParseError(f"nccl-tests JSON output is not complete JSON: {exc}") from exc
+    if not isinstance(data, dict) or not ({"results", "config"} & set(data)):
+        raise NcclTestsParseError("no nccl-tests JSON output: neither 'config' nor 'results' found")
+    config = data.get("config") if isinstance(data.get("config"), dict) else {}
+    header = {name: config.get(key) for key, name in _JSON_CONFIG_KEYS.items() if key in config}
+    if "step_factor" in config:
+        header["step"], header["step_kind"] = config["step_factor"], "factor"
+    elif "step_bytes" in config:
+        header["step"], header["step_kind"] = config["step_bytes"], "bytes"
+    devices = [
+        {
+            "rank": device.get("rank"),
+            "group": device.get("group"),
+            "pid": device.get("pid"),
+            "host": device.get("hostname"),
+            "device": device.get("device"),
+            "bus_id": device.get("device_hex"),
+            "name": device.get("device_info"),
+        }
+        for device in config.get("devices") or []
+        if isinstance(device, dict)
+    ]
+    rows: list[dict] = []
+    errors: list[str] = []
+    for index, entry in enumerate(data.get("results") or []):
+        size = entry.get("size") if isinstance(entry, dict) else None
+        if not isinstance(size, int) or isinstance(size, bool):
+            errors.append(f"results[{index}]: no size")
+            continue
+        rows.append(
+            {
+                "size": size,
+                "count": entry.get("count"),
+                "type": entry.get("type"),
+                "redop": entry.get("redop"),
+                "root": _json_root(entry.get("root")),
+                "out_of_place": _json_run(entry.get("out_of_place"), entry.get("out_of_place_per_iter")),
+                "in_place": _json_run(entry.get("in_place"), entry.get("in_place_per_iter")),
+            }
+        )
+    if not rows:
+        errors.append("no result rows")
+    oob_block = data.get("out_of_bounds") if isinstance(data.get("out_of_bounds"), dict) else {}
+    oob = oob_block.get("count") if isinstance(oob_block.get("count"), int) else None
+    oob_ok = _json_flag(oob_block.get("okay"))
+    avg_busbw = min_bw_check = None
+    average_key = None
+    for key, value_key in _JSON_AVERAGE_KEYS:
+        block = data.get(key)
+        if isinstance(block, dict):
+            average_key = key
+            avg_busbw = _json_number(block.get(value_key))
+            okay = _json_flag(block.get("okay"))
+            min_bw_check = None if okay is None else ("OK" if okay else "FAILED")
+            break
+    runs = [run for row in rows for run in (row["out_of_place"], row["in_place"]) if run]
+    counted = [run["wrong"] for run in runs if run["wrong"] is not None]
+    wrong_total = sum(counted) if counted else None
+    busbws = [run["busbw"] for run in runs if run["busbw"] is not None]
+    logged = None
+    if text.strip():
+        try:
+            logged = parse_nccl_tests(text)
+        except NcclTestsParseError:
+            logged = None  # stdout with no nccl-tests lines (a launcher's complaint): the file is the result
+    transport = logged["transport"] if logged else _transport([])
+    code_version = decode_nccl_version(data.get("nccl_version"))
+    args = [str(arg) for arg in data.get("args") or []]
+    env = dict(item.split("=", 1) for item in data.get("env") or [] if isinstance(item, str) and "=" in item)
+    failures = [str(error) for error in data.get("errors") or [] if error]
+    return {
+        "kind": "nccl-tests",
+        "format": "json",
+        "json_version": data.get("version"),
+        "json_average_key": average_key,
+        "collective": os.path.basename(args[0]) if args else None,
+        "tests_version": logged["tests_version"] if logged else None,
+        "era": "json",
+        "header": header,
+        "devices": devices,
+        "columns": [],
+        "rows": rows,
+        "avg_busbw": avg_busbw,
+        "min_bw_check": min_bw_check,
+        "min_bw_env": env.get("NCCL_TESTS_MIN_BW"),
+        "peak_busbw": max(busbws) if busbws else None,
+        "out_of_bounds": oob,
+        "out_of_bounds_ok": oob_ok,
+        "wrong_total": wrong_total,
+        "max_error": None,
+        "correctness": _correctness(header.get("validation"), True, wrong_total, oob, oob_ok),
+        "per_iteration": _per_iteration(rows),
+        "nccl_version": code_version or (logged["nccl_version"] if logged else None),
+        "nccl_version_source": "JSON nccl_version" if code_version else (logged or {}).get("nccl_version_source"),
+        "json_output": None,
+        "complete": "end_time" in data and avg_busbw is not None,
+        "transport": transport,
+        "nccl_warnings": logged["nccl_warnings"] if logged else [],
+        "failures": failures + (logged["failures"] if logged else []),
+        "errors": errors,
+    }
+
+
+def _nccl_version(codes: dict, banner, info_version):
+    """(version, where it was read): the library code nccl-tests reports first, then NCCL's own banner."""
+    if codes.get("library"):
+        return decode_nccl_version(codes["library"]), "nccl-tests version line (nccl-library)"
+    for value, source in ((banner, "NCCL banner"), (info_version, "NCCL INFO banner")):
+        if value:
+            return value.split("+")[0], source
+    if codes.get("headers"):
+        return decode_nccl_version(codes["headers"]), "nccl-tests version line (nccl-headers)"
+    return None, None
+
+
+def _correctness(validation, has_wrong: bool, wrong_total, oob, oob_ok) -> dict:
+    """The correctness verdict of a run: ``ok``, ``fail`` or ``unchecked`` (``-c 0`` or no count printed)."""
+    if oob_ok is False or (wrong_total or 0) > 0:
+        verdict = "fail"
+    elif validation == 0 or (wrong_total is None and oob_ok is None) or (has_wrong and wrong_total is None):
+        verdict = "unchecked"
+    else:
+        verdict = "ok"
+    return {"verdict": verdict, "validation": validation, "wrong_total": wrong_total, "out_of_bounds": oob}
+
+
+def _per_iteration(rows: list[dict]) -> dict | None:
+    """Worst per-iteration figures over the table (``-I 1``), or None when the table has none."""
+    runs = [run for row in rows for run in (row["out_of_place"], row["in_place"]) if run and "iter_cv_pct" in run]
+    if not runs:
+        return None
+
+    def worst(key):
+        values = [run[key] for run in runs if isinstance(run.get(key), (int, float))]
+        return max(values) if values else None
+
+    return {
+        "max_cv_pct": worst("iter_cv_pct"),
+        "max_p99_us": worst("iter_p99_us"),
+        "max_us": worst("iter_max_us"),
     }
 
 
@@ -392,7 +707,11 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
       max_small_latency_us      latency bound for small messages; default 100 (two-digit µs, seed 001)
                                 when transport is ib or ib_gdr;
       small_message_bytes (1024) rows up to this size are "small";
-      max_wrong (0)             tolerated wrong values.
+      max_wrong (0)             tolerated wrong values;
+      max_iter_cv_pct           bound on the per-iteration coefficient of variation (``-I 1`` tables).
+    A run that printed ``Avg bus bandwidth ... FAILED`` (NCCL_TESTS_MIN_BW) gets a failed ``nccl_tests_min_bw``
+    check whatever ``expect`` says; one that printed ``OK`` a passed one. ``wrong_values`` is the correctness
+    verdict of ``#wrong`` and the ``Out of bounds values`` footer: a run with ``-c 0`` (nothing checked) warns.
     A value of the wrong type or an unknown key raises OptionError (see EXPECT).
     """
     expect = EXPECT("expect", expect or {})
@@ -463,24 +782,55 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
     max_wrong = expect.get("max_wrong", 0)
     wrong = result.get("wrong_total")
     oob_ok = result.get("out_of_bounds_ok")
-    if wrong is None and oob_ok is None:
-        status = "warn"  # old format without the summary: nothing says the values were checked
+    unchecked = (result.get("correctness") or {}).get("validation") == 0
+    if unchecked or (wrong is None and oob_ok is None):
+        status = "warn"  # -c 0, or an old format without the summary: nothing says the values were checked
     elif (wrong or 0) <= max_wrong and oob_ok is not False:
         status = "ok"
     else:
         status = "fail"
-    checks.append(
-        _check(
-            "wrong_values",
-            status,
-            wrong,
-            f"<= {max_wrong}",
-            ""
-            if status == "ok"
-            else "wrong results point at broken GPU memory, PCIe/NVLink errors or a bad NIC: "
-            "check Xid/ECC errors and rerun with -c 1",
+    if status == "ok":
+        remedy = ""
+    elif status == "warn":
+        remedy = "the values were not checked: rerun with -c 1 so #wrong and the Out of bounds footer count them"
+    else:
+        remedy = (
+            "wrong results point at broken GPU memory, PCIe/NVLink errors or a bad NIC: "
+            "check Xid/ECC errors and rerun with -c 1"
         )
-    )
+    checks.append(_check("wrong_values", status, wrong, f"<= {max_wrong}", remedy))
+
+    gate = result.get("min_bw_check")
+    if gate in ("OK", "FAILED"):
+        checks.append(
+            _check(
+                "nccl_tests_min_bw",
+                "ok" if gate == "OK" else "fail",
+                result.get("avg_busbw"),
+                ">= 0.9 x NCCL_TESTS_MIN_BW"
+                + (f" ({result['min_bw_env']} GB/s)" if result.get("min_bw_env") else "")
+                + " (Avg bus bandwidth)",
+                ""
+                if gate == "OK"
+                else "nccl-tests judged the average bus bandwidth below 0.9 x NCCL_TESTS_MIN_BW and exited "
+                "non-zero: compare with the single-node runs to tell a slow node from the fabric",
+            )
+        )
+
+    cv_bound = expect.get("max_iter_cv_pct")
+    if cv_bound is not None:
+        observed = (result.get("per_iteration") or {}).get("max_cv_pct")
+        if observed is None:
+            status, remedy = "warn", "run with -I 1 so nccl-tests prints the per-iteration columns"
+        elif observed <= cv_bound:
+            status, remedy = "ok", ""
+        else:
+            status = "fail"
+            remedy = (
+                "iteration times vary: look for throttling GPUs (nvidia-smi -q -d PERFORMANCE), "
+                "congested links and noisy neighbours on the nodes"
+            )
+        checks.append(_check("iteration_variation", status, observed, f"<= {cv_bound} % (i_cv%)", remedy))
 
     if transport:
         observed = (result.get("transport") or {}).get("mode")

@@ -4,27 +4,30 @@ Inputs are already-parsed facts: the `nvidia_smi` and `infiniband` dicts of the 
 infiniband_facts modules, a parse_lsmod() result and a parse_xid_events() list (gpuforge_kernel).
 The expected spec is checked first (check_expected: OptionError naming the key for a malformed one);
 facts with a malformed field give a failed `*_readable` check naming the field, never an exception.
-Every check is {name, status: ok|warn|fail, observed, expected, fault, remedy}; check names are a
-stable interface (docs: library/gpu_node_check.py RETURN).
+Every check is {name, status: ok|warn|fail, observed, expected, fault, remedy, caused_by}; check names are
+a stable interface (docs: library/gpu_node_check.py RETURN). GPUs are named by PCI bus ID (and serial where
+the board has one), never by index alone. A check that fails only because another one failed (the count of
+GPUs when one fell off the bus, the Xid 79 that reports it) names that check in caused_by and is left out
+of failed_checks, so one fault counts once.
 """
 
 from __future__ import annotations
 
-try:
-    from ansible.module_utils.gpuforge_errors import OptionError
-    from ansible.module_utils.gpuforge_options import (
-        anything,
-        boolean,
-        integer,
-        list_of,
-        mapping_of,
-        number,
-        record,
-        string,
-    )
-except ImportError:  # module_utils/ is on sys.path (unit tests, CLI)
-    from gpuforge_errors import OptionError
-    from gpuforge_options import anything, boolean, integer, list_of, mapping_of, number, record, string
+import re
+
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_kernel import ACTION_REMEDIES, xid_action
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import (
+    anything,
+    boolean,
+    integer,
+    list_of,
+    mapping_of,
+    number,
+    record,
+    string,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import judge_link_flaps
 
 __all__ = ["CHECK_NAMES", "EXPECTED", "check_expected", "judge_node", "summarize"]
 
@@ -40,21 +43,38 @@ CHECK_NAMES = (
     "persistence_mode",
     "ecc_enabled",
     "ecc_volatile_dbe",
+    "ecc_aggregate",
     "row_remap",
     "retired_pages",
     "pcie_link",
     "throttle",
     "xid",
     "nvlink_active",
+    "nvlink_errors",
     "hcas_present",
     "ib_port_state",
     "ib_port_rate",
+    "ib_link_flaps",
     "peermem_loaded",
     "gpu_hca_affinity",
 )
 
-# Throttle reasons that mean the hardware is protecting itself (not a software cap or idle clocks).
-BAD_THROTTLE = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown")
+# Clock event reasons that mean the hardware is protecting itself (not a software cap or idle clocks),
+# judged by the share of samples they were active in (clock_event_reasons in the spec overrides this).
+BAD_THROTTLE = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown")
+# Xid action classes (gpuforge_kernel.XID_ACTIONS) that fail a node; the others warn, `ignore` is ok.
+XID_FAIL_ACTIONS = ("reset_gpu", "reboot", "contact_vendor", "check_mechanicals", "update_software")
+# A failing Xid of these codes is the kernel's report of a fault another check already failed on the same
+# GPU: that check is its root cause (catalogue: 79 off the bus; 48/94/95 ECC; 63/64 remapping; NVLink).
+XID_SYMPTOM_OF = {
+    79: ("gpu_fallen_off_bus",),
+    48: ("ecc_volatile_dbe", "ecc_aggregate", "row_remap"),
+    94: ("ecc_volatile_dbe", "ecc_aggregate"),
+    95: ("ecc_volatile_dbe", "ecc_aggregate"),
+    63: ("row_remap",),
+    64: ("row_remap",),
+    74: ("nvlink_active", "nvlink_errors"),
+}
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 FALLEN_OFF_MARKERS = ("fallen off the bus", "unable to determine the device handle")
 # topo -m codes for a path that stays on one CPU socket (SYS crosses the inter-socket link).
@@ -85,12 +105,22 @@ EXPECTED = record(
         "pcie_width_max": integer(minimum=1),
         "nvlink_links": integer(minimum=0),
         "xid_fatal": list_of(integer(minimum=0)),
+        "xid_fail_actions": list_of(string(nonempty=True)),
+        "remap_uncorrectable_max": integer(minimum=0),
+        "sram_uncorrectable_max": integer(minimum=0),
+        "sram_correctable_max": integer(minimum=0),
+        "dram_errors_max": integer(minimum=0),
+        "clock_event_max_fraction": number(minimum=0, maximum=1),
+        "clock_event_min_samples": integer(minimum=1),
+        "clock_event_reasons": list_of(string(nonempty=True)),
+        "nvlink_error_max": mapping_of(integer(minimum=0), key=string(nonempty=True)),
         "hcas": list_of(record({"name": string(numbers=True, nonempty=True), "ports": list_of(_PORT)}, ("name",))),
         "link_speeds": mapping_of(
             record({"rate_gbps": number(above=0), "link_layer": string(choices=LINK_LAYERS)}),
             key=string(numbers=True),
         ),
         "peermem": boolean(),
+        "ib_link_flaps_max": integer(minimum=0),
         "numa_affinity": list_of(
             record(
                 {
@@ -130,17 +160,31 @@ def _facts_kinds(note):
         return record(fields, required=required, extra=True, on_error=note)
 
     count = integer(minimum=0)
+    memory = {name: count for name in ("sram_correctable", "sram_uncorrectable", "dram_correctable")}
+    memory["dram_uncorrectable"] = count
     gpu = rec(
         {
             "index": integer(minimum=0),
+            "bus_id": string(numbers=True),
+            "serial": string(numbers=True),
             "product_name": string(numbers=True),
             "persistence_mode": string(),
-            "ecc": rec({"mode_current": string(), "volatile": rec({"uncorrected": count})}),
-            "remapped_rows": rec({"pending": boolean(), "failure": boolean()}),
+            "ecc": rec(
+                {
+                    "mode_current": string(),
+                    "volatile": rec({"uncorrected": count}),
+                    "aggregate": rec({**memory, "sram_threshold_exceeded": boolean()}),
+                }
+            ),
+            "remapped_rows": rec(
+                {"pending": boolean(), "failure": boolean(), "correctable": count, "uncorrectable": count}
+            ),
             "retired_pages": rec({"single_bit": count, "double_bit": count, "pending": boolean()}),
             "pcie": rec({name: count for name in ("gen_max", "gen_current", "width_max", "width_current")}),
             "throttle_reasons": mapping_of(boolean(), on_error=note),
             "nvlink": rec({"active_links": count}),
+            "nvlink_errors": list_of(rec({"link": count}, ("link",)), on_error=note),
+            "clock_events": rec({"samples": count, "active": mapping_of(count, on_error=note)}),
             "numa_affinity": string(numbers=True),
             "nics": mapping_of(string(), key=string(numbers=True), on_error=note),
         }
@@ -156,7 +200,15 @@ def _facts_kinds(note):
     )
     hca = rec({"name": string(numbers=True, nonempty=True), "ports": list_of(port, on_error=note)}, ("name",))
     errors = list_of(anything())
-    smi = rec({"driver_version": string(numbers=True), "errors": errors, "gpus": list_of(gpu, on_error=note)})
+    lost = list_of(rec({"bus_id": string(numbers=True), "message": string()}), on_error=note)
+    smi = rec(
+        {
+            "driver_version": string(numbers=True),
+            "errors": errors,
+            "gpus": list_of(gpu, on_error=note),
+            "unreachable_gpus": lost,
+        }
+    )
     ib = rec({"errors": errors, "hcas": list_of(hca, on_error=note)})
     return smi, ib
 
@@ -182,7 +234,7 @@ def _d(value):
     return value if isinstance(value, dict) else {}
 
 
-def _check(name, status, observed, expected, fault="", remedy=""):
+def _check(name, status, observed, expected, fault="", remedy="", caused_by=None):
     return {
         "name": name,
         "status": status,
@@ -190,17 +242,46 @@ def _check(name, status, observed, expected, fault="", remedy=""):
         "expected": expected,
         "fault": fault if status != "ok" else "",
         "remedy": remedy if status != "ok" else "",
+        "caused_by": caused_by if status != "ok" else None,
     }
 
 
+def gpu_key(gpu) -> str:
+    """The name a GPU goes by in observed values: its PCI bus ID (GPU<index> only when there is none)."""
+    bus = gpu.get("bus_id")
+    return str(bus) if bus else f"GPU{gpu.get('index')}"
+
+
+def _gpu_name(gpu) -> str:
+    """Bus ID, index and serial of a board, for fault messages: 00000000:0A:00.0 (GPU 2, serial 0321...)."""
+    extra = [f"GPU {gpu.get('index')}"] if gpu.get("index") is not None else []
+    if gpu.get("serial"):
+        extra.append(f"serial {gpu.get('serial')}")
+    return f"{gpu_key(gpu)} ({', '.join(extra)})" if extra else gpu_key(gpu)
+
+
+def bus_key(bus):
+    """Domain:bus:device of a PCI address in one spelling: 00000000:0A:00.0 and 0000:0a:00 -> 0000:0a:00."""
+    match = re.search(r"([0-9a-fA-F]+):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})", str(bus or ""))
+    if not match:
+        return None
+    return f"{int(match.group(1), 16):04x}:{match.group(2).lower()}:{match.group(3).lower()}"
+
+
 def _by_gpu(gpus, select):
-    """{gpu index: value} for GPUs where select(gpu) returns something truthy."""
+    """{bus id: value} for GPUs where select(gpu) returns something truthy."""
     found = {}
     for gpu in gpus:
         value = select(gpu)
         if value:
-            found[gpu.get("index")] = value
+            found[gpu_key(gpu)] = value
     return found
+
+
+def _named(found, gpus):
+    """The boards of a _by_gpu result, named for a fault message."""
+    names = {gpu_key(g): _gpu_name(g) for g in gpus}
+    return ", ".join(names.get(key, str(key)) for key in _sorted(found))
 
 
 def _readable(name, facts, what, remedy, malformed=()):
@@ -219,9 +300,12 @@ def _readable(name, facts, what, remedy, malformed=()):
 def _gpu_checks(smi, expected):
     gpus = [g for g in smi.get("gpus") or [] if isinstance(g, dict)]
     errors = " ".join(str(e) for e in smi.get("errors") or []).lower()
+    lost = [g for g in smi.get("unreachable_gpus") or [] if isinstance(g, dict)]
     checks = []
     want_count = expected.get("gpu_count")
     count = len(gpus)
+    # nvidia-smi still counts a GPU that fell off the bus as present: missing only because it fell off.
+    short_by_lost = want_count is not None and count < want_count and count + len(lost) >= want_count
     checks.append(
         _check(
             "gpu_count",
@@ -230,6 +314,7 @@ def _gpu_checks(smi, expected):
             want_count,
             f"nvidia-smi lists {count} GPU(s), the spec has {want_count}",
             "Check lspci -d 10de: and the kernel log for missing boards (Xid 79); reseat or RMA the GPU",
+            caused_by="gpu_fallen_off_bus" if short_by_lost else None,
         )
     )
     models = sorted({g.get("product_name") for g in gpus if g.get("product_name")})
@@ -244,15 +329,19 @@ def _gpu_checks(smi, expected):
             "Fix the node's gpuforge_expected_system or the hardware inventory",
         )
     )
-    fallen = any(marker in errors for marker in FALLEN_OFF_MARKERS)
+    fallen = [str(g.get("bus_id")) for g in lost] or (
+        ["bus ID not given"] if any(marker in errors for marker in FALLEN_OFF_MARKERS) else []
+    )
     checks.append(
         _check(
             "gpu_fallen_off_bus",
             "fail" if fallen else "ok",
             fallen,
-            False,
-            "nvidia-smi cannot reach a GPU (fallen off the bus / no device handle)",
-            "Drain the node, look for Xid 79 in the kernel log, then reseat or power-cycle the GPU",
+            [],
+            f"nvidia-smi cannot reach GPU(s) {', '.join(fallen)} (fallen off the bus / no device handle); "
+            "the other GPUs were read and judged",
+            "Drain the node, look for Xid 79 on that bus in the kernel log, then power-cycle the node "
+            "(a warm reset does not bring the board back); reseat or RMA the GPU if it falls off again",
         )
     )
     branch = expected.get("driver_branch")
@@ -276,7 +365,7 @@ def _gpu_checks(smi, expected):
                 "fail" if off else "ok",
                 off,
                 "Enabled",
-                f"persistence mode not enabled on GPU(s) {_sorted(off)}",
+                f"persistence mode not enabled on {_named(off, gpus)}",
                 "Enable and start nvidia-persistenced",
             )
         )
@@ -288,7 +377,7 @@ def _gpu_checks(smi, expected):
                 "fail" if off else "ok",
                 off,
                 "Enabled",
-                f"ECC not enabled on GPU(s) {_sorted(off)}",
+                f"ECC not enabled on {_named(off, gpus)}",
                 "nvidia-smi -e 1 on those GPUs, then reboot",
             )
         )
@@ -299,27 +388,13 @@ def _gpu_checks(smi, expected):
             "fail" if dbe else "ok",
             dbe,
             0,
-            f"volatile uncorrectable (double-bit) ECC errors on GPU(s) {_sorted(dbe)}",
+            f"volatile uncorrectable (double-bit) ECC errors on {_named(dbe, gpus)}",
             "Drain the node and reset the GPU (nvidia-smi -r) or reboot; RMA if they come back",
         )
     )
-
-    def remap_state(gpu):
-        rows = _d(gpu.get("remapped_rows"))
-        state = [k for k in ("pending", "failure") if rows.get(k)]
-        return ",".join(state)
-
-    remap = _by_gpu(gpus, remap_state)
-    checks.append(
-        _check(
-            "row_remap",
-            "fail" if remap else "ok",
-            remap,
-            "none pending or failed",
-            f"row remapping pending/failed on GPU(s) {_sorted(remap)}",
-            "Drain the node and reset the GPU so the remap takes effect; a remap failure means RMA",
-        )
-    )
+    if expected.get("ecc", True):
+        checks.append(_ecc_aggregate_check(gpus, expected))
+    checks.append(_row_remap_check(gpus, expected))
     limit = expected.get("retired_pages_max")
 
     def retired(gpu):
@@ -335,7 +410,7 @@ def _gpu_checks(smi, expected):
             "fail" if bad_pages else "ok",
             bad_pages,
             f"< {limit}, none pending" if limit is not None else "none pending",
-            f"page retirement over limit or pending on GPU(s) {_sorted(bad_pages)}",
+            f"page retirement over limit or pending on {_named(bad_pages, gpus)}",
             "Reset the GPU to apply pending retirements; at the limit the board must be replaced",
         )
     )
@@ -357,54 +432,227 @@ def _gpu_checks(smi, expected):
             "fail" if degraded else "ok",
             degraded,
             f"Gen{expected.get('pcie_gen_max')} x{expected.get('pcie_width_max')}",
-            f"PCIe link below its maximum on GPU(s) {_sorted(degraded)}",
+            f"PCIe link below its maximum on {_named(degraded, gpus)}",
             "Reseat the GPU/riser and check the slot; compare lspci -vv LnkSta with LnkCap",
         )
     )
-    throttled = _by_gpu(gpus, lambda g: ",".join(r for r in BAD_THROTTLE if _d(g.get("throttle_reasons")).get(r)) or "")
-    checks.append(
-        _check(
-            "throttle",
-            "fail" if throttled else "ok",
-            throttled,
-            "no HW/thermal/power-brake slowdown",
-            f"GPU(s) {_sorted(throttled)} throttled by hardware",
-            "Check cooling, fans and PSU/power-brake signals (nvidia-smi -q -d PERFORMANCE,TEMPERATURE)",
-        )
-    )
+    checks.append(_throttle_check(gpus, expected))
     links = expected.get("nvlink_links") or 0
     if links:
-
-        def nvlink(gpu):
-            active = _d(gpu.get("nvlink")).get("active_links")
-            return "" if active == links else f"{active} active"
-
-        down = _by_gpu(gpus, nvlink)
-        checks.append(
-            _check(
-                "nvlink_active",
-                "fail" if down else "ok",
-                down,
-                links,
-                f"GPU(s) {_sorted(down)} do not have {links} active NVLinks",
-                "nvidia-smi nvlink --status; reset the GPUs, reseat the baseboard if links stay down",
-            )
-        )
+        checks += _nvlink_checks(gpus, links, expected)
     return checks
 
 
-def _xid_check(events, expected):
+def _ecc_aggregate_check(gpus, expected):
+    """Lifetime SRAM/DRAM ECC counts (Ampere+) against the spec's limits; SRAM Threshold Exceeded fails."""
+    limits = {
+        "sram_uncorrectable": expected.get("sram_uncorrectable_max"),
+        "sram_correctable": expected.get("sram_correctable_max"),
+        "dram_correctable": expected.get("dram_errors_max"),
+        "dram_uncorrectable": expected.get("dram_errors_max"),
+    }
+
+    def over(gpu):
+        aggregate = _d(_d(gpu.get("ecc")).get("aggregate"))
+        found = [
+            f"{name} {aggregate.get(name)} > {limit}"
+            for name, limit in limits.items()
+            if limit is not None and aggregate.get(name) is not None and aggregate.get(name) > limit
+        ]
+        if aggregate.get("sram_threshold_exceeded"):
+            found.append("SRAM threshold exceeded")
+        return ", ".join(found)
+
+    bad = _by_gpu(gpus, over)
+    return _check(
+        "ecc_aggregate",
+        "fail" if bad else "ok",
+        bad,
+        {f"{name}_max": limit for name, limit in limits.items() if limit is not None},
+        f"lifetime (aggregate) ECC errors over the limit on {_named(bad, gpus)}",
+        "Drain the node and RMA the board: SRAM uncorrectable errors or a high SRAM/DRAM error count mean "
+        "failing memory (collect nvidia-bug-report.sh for the case)",
+    )
+
+
+def _row_remap_check(gpus, expected):
+    """Row remapper state (Ampere+; NVIDIA "NVIDIA A100 GPU Memory Error Management"): a pending remap
+    needs a GPU reset to take effect, a remapping failure means a bank ran out of spare rows (replace the
+    board), and remaps caused by uncorrectable errors over the limit mean the board is wearing out."""
+    limit = expected.get("remap_uncorrectable_max")
+    remedies = {
+        "pending": "reset the GPU (nvidia-smi -r -i <bus id>) or reboot so the pending remap takes effect",
+        "failure": "RMA the board: a row remapping failed (no spare row left in a bank)",
+        "uncorrectable": "RMA the board: it has more uncorrectable-error remaps than the limit",
+    }
+    kinds = set()
+
+    def state(gpu):
+        rows = _d(gpu.get("remapped_rows"))
+        found = []
+        if rows.get("pending"):
+            found.append("pending")
+        if rows.get("failure"):
+            found.append("failure")
+        unc = rows.get("uncorrectable")
+        if limit is not None and unc is not None and unc > limit:
+            found.append(f"{unc} uncorrectable remaps > {limit}")
+        kinds.update("uncorrectable" if f.endswith(f"> {limit}") else f for f in found)
+        return ", ".join(found)
+
+    remap = _by_gpu(gpus, state)
+    return _check(
+        "row_remap",
+        "fail" if remap else "ok",
+        remap,
+        "none pending or failed" + (f", uncorrectable remaps <= {limit}" if limit is not None else ""),
+        f"row remapping pending/failed/over the limit on {_named(remap, gpus)}",
+        "Drain the node; " + "; ".join(remedies[k] for k in ("pending", "failure", "uncorrectable") if k in kinds),
+    )
+
+
+def _throttle_check(gpus, expected):
+    """HW slowdown / thermal / power brake judged on the share of clock-event samples they were active in,
+    not on one reading (a GPU passes through them briefly under load)."""
+    reasons = expected.get("clock_event_reasons") or list(BAD_THROTTLE)
+    limit = expected.get("clock_event_max_fraction")
+    limit = 0.1 if limit is None else limit
+    need = expected.get("clock_event_min_samples") or 1
+    sampled = [g for g in gpus if _d(g.get("clock_events")).get("samples")]
+    over, seen, short = {}, {}, {}
+    for gpu in sampled:
+        events = _d(gpu.get("clock_events"))
+        samples = events.get("samples") or 0
+        if samples < need:
+            short[gpu_key(gpu)] = f"{samples} sample(s)"
+        rates = {r: _d(events.get("active")).get(r, 0) / samples for r in reasons if _d(events.get("active")).get(r)}
+        text = ", ".join(f"{r} {round(rate, 3)} ({_d(events.get('active'))[r]}/{samples})" for r, rate in rates.items())
+        if any(rate > limit for rate in rates.values()):
+            over[gpu_key(gpu)] = text
+        elif rates:
+            seen[gpu_key(gpu)] = text
+    if not sampled:  # facts without samples: one snapshot cannot give a rate, so it can only warn
+        snapshot = _by_gpu(gpus, lambda g: ",".join(r for r in reasons if _d(g.get("throttle_reasons")).get(r)) or "")
+        return _check(
+            "throttle",
+            "warn" if snapshot else "ok",
+            snapshot,
+            f"share of samples <= {limit} per reason ({', '.join(reasons)})",
+            f"{_named(snapshot, gpus)} show {'/'.join(reasons)} in one snapshot; no samples to judge a rate",
+            "Gather facts with clock_event_samples > 0 (nvidia_smi_facts) to judge it over a window",
+        )
+    status = "fail" if over else ("warn" if seen or short else "ok")
+    return _check(
+        "throttle",
+        status,
+        {**seen, **short, **over},
+        f"share of samples <= {limit} per reason ({', '.join(reasons)}), >= {need} samples",
+        f"clock event reasons active in more than {limit} of the samples on {_named(over, gpus)}"
+        if over
+        else f"clock event reasons seen below the limit, or too few samples, on {_named({**seen, **short}, gpus)}",
+        "Check cooling, fans and airflow (HW thermal), the PSU and power-brake signal (HW power brake); "
+        "nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER under load; RMA if it persists",
+    )
+
+
+def _nvlink_checks(gpus, links, expected):
+    def nvlink(gpu):
+        state = _d(gpu.get("nvlink"))
+        active = state.get("active_links")
+        if active == links:
+            return ""
+        down = [
+            link.get("link") for link in state.get("links") or [] if isinstance(link, dict) and not link.get("active")
+        ]
+        return f"{active} of {links} active" + (f", inactive links {down}" if down else "")
+
+    down = _by_gpu(gpus, nvlink)
+    checks = [
+        _check(
+            "nvlink_active",
+            "fail" if down else "ok",
+            down,
+            links,
+            f"{_named(down, gpus)} do not have {links} active NVLinks",
+            "nvidia-smi nvlink --status; reset the GPUs, reseat the baseboard if links stay down",
+        )
+    ]
+    limits = expected.get("nvlink_error_max") or {}
+
+    def counters(gpu):
+        found = []
+        for link in gpu.get("nvlink_errors") or []:
+            if not isinstance(link, dict):
+                continue
+            for name, value in sorted(link.items()):
+                limit = limits.get(name)
+                if name != "link" and limit is not None and isinstance(value, int) and value > limit:
+                    found.append(f"link {link.get('link')} {name} {value} > {limit}")
+        return ", ".join(found)
+
+    bad = _by_gpu(gpus, counters)
+    checks.append(
+        _check(
+            "nvlink_errors",
+            "fail" if bad else "ok",
+            bad,
+            {f"{name} per link": f"<= {limit}" for name, limit in sorted(limits.items())},
+            f"NVLink error counters over the per-link limit on {_named(bad, gpus)}",
+            "Reset the counters (nvidia-smi nvlink -ec) and rerun the NVLink/NCCL test; if they grow again, "
+            "drain the node and reseat or RMA the board (recovery errors mean the link retrains)",
+        )
+    )
+    return checks
+
+
+def _xid_check(events, expected, gpus, lost, failing):
+    """Each Xid judged by the action NVIDIA's Xid catalogue gives it (gpuforge_kernel.xid_action): actions in
+    expected.xid_fail_actions fail, restart_app / not_given / unknown codes warn, ignore is ok. Codes in
+    expected.xid_fatal (gpuforge_expected_xid_fatal) always fail."""
     fatal = set(expected.get("xid_fatal") or [])
-    seen = _sorted({e.get("code") for e in events if isinstance(e, dict)})
-    bad = [c for c in seen if c in fatal]
-    status = "fail" if bad else ("warn" if seen else "ok")
+    fail_actions = set(expected.get("xid_fail_actions") or XID_FAIL_ACTIONS)
+    boards = {bus_key(g.get("bus_id")): g for g in gpus}
+    boards.update({bus_key(g.get("bus_id")): {"bus_id": g.get("bus_id")} for g in lost if isinstance(g, dict)})
+    grouped: dict = {}
+    for event in events:
+        if not isinstance(event, dict) or not isinstance(event.get("code"), int):
+            continue
+        key = (bus_key(event.get("pci_bus")), event["code"])
+        if key not in grouped:
+            action = xid_action(event["code"])
+            board = boards.get(key[0])
+            grouped[key] = {
+                "gpu": _gpu_name(board) if board else str(event.get("pci_bus")),
+                "code": event["code"],
+                "description": action["description"],
+                "catalogue_action": action["catalogue_action"],
+                "action": action["action"],
+                "count": 0,
+            }
+        grouped[key]["count"] += 1
+    failing_events, warning_events, causes = [], [], set()
+    for (bus, code), seen in sorted(grouped.items(), key=lambda item: (item[0][1], str(item[0][0]))):
+        if code in fatal or seen["action"] in fail_actions:
+            failing_events.append(seen)
+            roots = [name for name in XID_SYMPTOM_OF.get(code, ()) if bus in failing.get(name, set())]
+            causes.add(roots[0] if roots else None)
+        elif seen["action"] != "ignore":
+            warning_events.append(seen)
+    status = "fail" if failing_events else ("warn" if warning_events else "ok")
+    shown = failing_events or warning_events
+    caused_by = None if None in causes or not causes else ",".join(sorted(causes))
+    remedy = "; ".join(
+        sorted({f"Xid {e['code']} ({e['action']}): {ACTION_REMEDIES.get(e['action'], '')}" for e in shown})
+    )
     return _check(
         "xid",
         status,
-        seen,
-        "no Xid" if not fatal else f"no Xid (fatal: {sorted(fatal)})",
-        f"Xid {bad or seen} in the kernel log",
-        "Look up the Xid in NVIDIA's catalogue; drain the node and reset/reboot, RMA on repeat 48/79/95",
+        list(grouped.values()),
+        "no Xid needing action (NVIDIA Xid catalogue" + (f"; always fatal: {sorted(fatal)})" if fatal else ")"),
+        "Xid in the kernel log: "
+        + "; ".join(f"{e['code']} {e['description'] or 'not in the catalogue'} on {e['gpu']}" for e in shown),
+        remedy + " (https://docs.nvidia.com/deploy/xid-errors/)",
+        caused_by=caused_by,
     )
 
 
@@ -512,8 +760,11 @@ def _affinity_check(smi, expected):
     )
 
 
-def judge_node(nvidia_smi, infiniband, lsmod, xid_events, expected, unreadable=None):
-    """Run every check; returns {checks, healthy, failed}.
+def judge_node(nvidia_smi, infiniband, lsmod, xid_events, expected, unreadable=None, link_flaps=None):
+    """Run every check; returns {checks, healthy, failed_checks, caused_failures}.
+
+    link_flaps: {netdev: link-down events} of the kernel log (gpuforge_perfquery.parse_link_flaps), judged
+    by `ib_link_flaps` against expected.ib_link_flaps_max when the spec has HCAs.
 
     unreadable: {source name: message} for inputs that could not be read (e.g. {"lsmod": "..."});
     such a source yields a failed `<source>_readable` check and the checks built on it are skipped.
@@ -522,16 +773,18 @@ def judge_node(nvidia_smi, infiniband, lsmod, xid_events, expected, unreadable=N
     expected = check_expected(expected if expected is not None else {})
     unreadable = dict(unreadable or {})
     nvidia_smi, infiniband, smi_malformed, ib_malformed = _clean_facts(nvidia_smi, infiniband)
-    checks = [
-        _readable(
-            "nvidia_smi_readable",
-            nvidia_smi,
-            "the nvidia-smi facts",
-            "Run nvidia-smi -q -x on the node; see the message for the cause",
-            smi_malformed,
-        ),
-    ]
+    smi_readable = _readable(
+        "nvidia_smi_readable",
+        nvidia_smi,
+        "the nvidia-smi facts",
+        "Run nvidia-smi -q -x on the node; see the message for the cause",
+        smi_malformed,
+    )
     smi = nvidia_smi if isinstance(nvidia_smi, dict) else {}
+    errors = [str(e).lower() for e in smi.get("errors") or []]
+    if errors and not smi_malformed and all(any(m in e for m in FALLEN_OFF_MARKERS) for e in errors):
+        smi_readable["caused_by"] = "gpu_fallen_off_bus"  # facts of old: the lost GPU's error is all there is
+    checks = [smi_readable]
     checks += _gpu_checks(smi, expected)
     if expected.get("hcas"):
         checks.append(
@@ -558,15 +811,44 @@ def judge_node(nvidia_smi, infiniband, lsmod, xid_events, expected, unreadable=N
             )
         else:
             checks.append(_check(f"{source}_readable", "ok", True, what))
+    gpus = [g for g in smi.get("gpus") or [] if isinstance(g, dict)]
+    lost = [g for g in smi.get("unreachable_gpus") or [] if isinstance(g, dict)]
+    failing = {c["name"]: _failing_buses(c, gpus, lost) for c in checks if c["status"] == "fail"}
     if "kernel_log" not in unreadable:
-        checks.append(_xid_check(xid_events or [], expected))
+        checks.append(_xid_check(xid_events or [], expected, gpus, lost, failing))
+    if (
+        expected.get("hcas")
+        and expected.get("ib_link_flaps_max") is not None
+        and link_flaps is not None
+        and "kernel_log" not in unreadable
+    ):
+        checks.append(judge_link_flaps(link_flaps, expected["ib_link_flaps_max"]))
     if expected.get("peermem", True) and "lsmod" not in unreadable:
         checks.append(_peermem_check(lsmod))
     if expected.get("numa_affinity"):
-        checks.append(_affinity_check(smi, expected))
+        affinity = _affinity_check(smi, expected)
+        absent = [k for k, v in _d(affinity["observed"]).items() if v == "absent"]
+        if affinity["status"] == "fail" and lost and len(absent) == len(affinity["observed"]):
+            affinity["caused_by"] = "gpu_fallen_off_bus"
+        checks.append(affinity)
     return summarize(checks)
 
 
+def _failing_buses(check, gpus, lost) -> set:
+    """Bus keys a failed per-GPU check names (observed keyed by bus id; gpu_fallen_off_bus: a list)."""
+    observed = check.get("observed")
+    keys = observed if isinstance(observed, list) else list(_d(observed))
+    return {bus_key(k) for k in keys if bus_key(k)}
+
+
 def summarize(checks):
-    failed = [c["name"] for c in checks if c["status"] == "fail"]
-    return {"checks": checks, "healthy": not failed, "failed_checks": failed}
+    """{checks, healthy, failed_checks, caused_failures}: failed_checks are the root causes; a failed check
+    with caused_by is listed in caused_failures ({name: root cause}) instead."""
+    failed = [c["name"] for c in checks if c["status"] == "fail" and not c.get("caused_by")]
+    caused = {c["name"]: c["caused_by"] for c in checks if c["status"] == "fail" and c.get("caused_by")}
+    return {
+        "checks": checks,
+        "healthy": not failed and not caused,
+        "failed_checks": failed,
+        "caused_failures": caused,
+    }

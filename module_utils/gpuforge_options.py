@@ -16,10 +16,7 @@ from __future__ import annotations
 import math
 import re
 
-try:
-    from ansible.module_utils.gpuforge_errors import OptionError
-except ImportError:  # module_utils/ is on sys.path (unit tests, CLI, filter plugins)
-    from gpuforge_errors import OptionError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 
 __all__ = [
     "OptionError",

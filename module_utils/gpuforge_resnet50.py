@@ -10,12 +10,8 @@ import math
 import re
 import shlex
 
-try:
-    from ansible.module_utils.gpuforge_errors import ParseError as _BaseParseError
-    from ansible.module_utils.gpuforge_options import integer, number, record, string
-except ImportError:  # module_utils/ is on sys.path (unit tests, CLI, filter plugins)
-    from gpuforge_errors import ParseError as _BaseParseError
-    from gpuforge_options import integer, number, record, string
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import integer, number, record, string
 
 __all__ = [
     "EXPECT",
@@ -117,7 +113,7 @@ def _fields(rest: str) -> dict:
 
 def _parse_gpuforge(lines: list[str]) -> dict | None:
     config, ranks, results, errors = {}, [], [], []
-    for number, line in lines:
+    for line_number, line in lines:
         match = _GPUFORGE_LINE.match(line.strip())
         if not match:
             continue
@@ -130,7 +126,7 @@ def _parse_gpuforge(lines: list[str]) -> dict | None:
             elif rest.startswith("rank="):
                 ranks.append(_fields(rest))
         except ValueError as exc:  # unbalanced quotes in a truncated line
-            errors.append(f"line {number}: unreadable RESNET50 line ({exc})")
+            errors.append(f"line {line_number}: unreadable RESNET50 line ({exc})")
     if not results:
         return None
     if len(results) > 1:

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import re
 
-try:
-    from ansible.module_utils.gpuforge_errors import ParseError as _BaseParseError
-except ImportError:  # module_utils/ is on sys.path (unit tests, CLI, filter plugins)
-    from gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
 
 # Node fields of `scontrol show node` in Slurm 20.11-23.11 (man scontrol, "NODES - SPECIFICATIONS FOR
 # SHOW NODE"). Only these start a new field; anything else continues the previous value.

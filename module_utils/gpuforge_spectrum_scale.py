@@ -7,12 +7,10 @@ of an mmlsconfig stanza (`[dgx]` -> "dgx").
 
 from __future__ import annotations
 
+import re
 from urllib.parse import unquote
 
-try:
-    from ansible.module_utils.gpuforge_errors import ParseError as _BaseParseError
-except ImportError:  # module_utils/ is on sys.path (unit tests, CLI, filter plugins)
-    from gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
 
 COMMON = "common"
 # The fix the modules name when an mm command is missing (gpuforge_run.missing_tool).
@@ -70,7 +68,7 @@ def parse_mmlsconfig(text: str) -> dict[str, dict[str, str]]:
             scope = line[1:-1] or COMMON
             config.setdefault(scope, {})
             continue
-        attribute, _, value = line.partition(" ")
+        attribute, _separator, value = line.partition(" ")
         if not value.strip():
             raise ParseError(f"mmlsconfig line {number} has no value: {raw!r}")
         config[scope][attribute] = value.strip()
@@ -152,3 +150,39 @@ def parse_mmlscluster_y(text: str) -> dict:
         "repository_type": summary.get("repositoryType", ""),
         "nodes": nodes,
     }
+
+
+# A file system UID as `mmlsfs <fs> --uid` prints it and the CSI driver's volumeHandle takes it: two 8-digit
+# hexadecimal words (IBM Redpaper REDP-5610: "099B6A7A:5EB99743, as shown by mmlsfs ess3000_4M --uid").
+_FILESYSTEM_UID = re.compile(r"^[0-9A-Fa-f]{8}:[0-9A-Fa-f]{8}$")
+
+
+def parse_mmlsfs(text: str) -> dict[str, dict[str, str]]:
+    """Parse the plain `mmlsfs <fs> [flags]` table into {flag: {value, description}}.
+
+    The table is `flag  value  description` under a dashed rule; a value may hold spaces
+    (`35.00 (5.1.9.0)`), and a long value pushes its description right, so a row is split at its first run
+    of two or more blanks after the value.
+    """
+    rows: dict[str, dict[str, str]] = {}
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or lines[0].split()[:3] != ["flag", "value", "description"]:
+        raise ParseError("mmlsfs output has no 'flag value description' header (empty or not mmlsfs output)")
+    for number, line in enumerate(lines[1:], 2):
+        if set(line.strip()) <= {"-", " "}:
+            continue
+        match = re.match(r"^\s*(-{1,2}[A-Za-z][\w-]*)\s+(\S.*?)(?:\s{2,}(\S.*))?\s*$", line)
+        if not match:
+            raise ParseError(f"mmlsfs line {number} is not a 'flag value description' row: {line!r}")
+        rows[match.group(1)] = {"value": match.group(2), "description": match.group(3) or ""}
+    return rows
+
+
+def filesystem_uid(text: str) -> str:
+    """The UID from `mmlsfs <fs> --uid` output; ParseError when the row is missing or not a UID."""
+    value = parse_mmlsfs(text).get("--uid", {}).get("value")
+    if value is None:
+        raise ParseError("mmlsfs output has no --uid row")
+    if not _FILESYSTEM_UID.match(value):
+        raise ParseError(f"mmlsfs --uid printed {value!r}, not a file system UID (8 hex digits:8 hex digits)")
+    return value.upper()

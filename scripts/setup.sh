@@ -17,6 +17,8 @@ SYSTEM_PACKAGES=(podman runc netavark aardvark-dns iptables debootstrap apt-util
 SYSTEM_PACKAGES+=(chromium openmpi-bin python3-mpi4py python3-numpy)
 # SELinux policy toolchain for the gpu_selinux compile test (Debian refpolicy and a RHEL-like tree).
 SYSTEM_PACKAGES+=(selinux-policy-dev checkpolicy semodule-utils policycoreutils m4)
+# promtool (in Debian's prometheus package) for the gpu_monitoring alert-rule unit tests.
+SYSTEM_PACKAGES+=(prometheus)
 
 die() { echo "gpuforge setup: $*" >&2; exit 1; }
 

@@ -7,6 +7,25 @@ from pathlib import Path
 import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _install_collection_loader() -> None:
+    """Import gpuforge.cluster through Ansible's own collection loader, as ansible-test's unit runner does.
+
+    Tests import the modules, module_utils and filters by their collection path. Some tests also drive Ansible's
+    plugin loader in-process, which installs that loader; a package first imported without it lacks the collection
+    metadata the loader then asks for. Installing it before any test imports keeps one view. Without ansible-core
+    (the module_utils tests under the older CPython, tests/unit/test_target_python.py) plain namespace packages
+    from collection/ serve the same imports.
+    """
+    try:
+        from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+    except ImportError:
+        return
+    _AnsibleCollectionFinder(paths=[str(PROJECT_ROOT / "collection")])._install()
+
+
+_install_collection_loader()
 SHARED = PROJECT_ROOT.parent / "shared"
 REAL_OUTPUTS = SHARED / "real-outputs"
 SEEDS = SHARED / "seeds"

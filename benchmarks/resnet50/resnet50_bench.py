@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """ResNet-50 training throughput on synthetic data, one process per GPU (or CPU process), DDP across them.
 
 The model is the bottleneck ResNet-50 (3-4-6-3 blocks, 25.6 M parameters at 1000 classes) defined here,
@@ -197,8 +196,8 @@ def gather_ranks(launch: dict, device: torch.device, device_name: str, elapsed: 
     )
     texts = torch.cat([_text_tensor(socket.gethostname(), device), _text_tensor(device_name, device)])
     if distributed:
-        all_numbers = [torch.empty_like(numbers) for _ in range(launch["world_size"])]
-        all_texts = [torch.empty_like(texts) for _ in range(launch["world_size"])]
+        all_numbers = [torch.empty_like(numbers) for _rank in range(launch["world_size"])]
+        all_texts = [torch.empty_like(texts) for _rank in range(launch["world_size"])]
         dist.all_gather(all_numbers, numbers)
         dist.all_gather(all_texts, texts)
     else:
@@ -266,11 +265,11 @@ def main(argv=None) -> int:
             dist.barrier()
 
     model.train()
-    for _ in range(args.warmup_steps):
+    for _step in range(args.warmup_steps):
         step()
     sync()
     start = time.perf_counter()
-    for _ in range(args.steps):
+    for _step in range(args.steps):
         loss = step()
     sync()
     elapsed = time.perf_counter() - start

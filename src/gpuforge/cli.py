@@ -18,7 +18,7 @@ from gpuforge.lab.podman import PodmanError
 
 # command -> playbook under playbooks/
 PLAYBOOKS = {"provision": "site.yml", "validate": "validate.yml", "bench": "benchmark.yml"}
-RUNBOOKS = ("rolling_upgrade", "health_sweep", "diagnostics")
+RUNBOOKS = ("rolling_upgrade", "health_sweep", "diagnostics", "alerts")
 DEFAULT_INVENTORY = paths.LAB_INVENTORY_DIR / "hosts.yml"
 
 
@@ -180,6 +180,26 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from gpuforge.report import export
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        print(f"gpuforge export: {run_dir} is not a directory", file=sys.stderr)
+        return 2
+    try:
+        text = export.export(run_dir, args.format)
+    except ValueError as exc:  # gpuforge_records.RecordError: a result file of an unknown shape
+        print(f"gpuforge export: {exc}", file=sys.stderr)
+        return 1
+    if args.out:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"export: {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def _parse(args: argparse.Namespace) -> int:
     from gpuforge import parsers
 
@@ -296,6 +316,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", help="directory for report.html/report.md (default: the run directory)")
     report.add_argument("--json", action="store_true", help="print the written paths as JSON")
     report.set_defaults(handler=_report)
+
+    export = commands.add_parser("export", help="a run's results as JUnit XML, CTRF JSON or per-node verdicts")
+    export.add_argument("--format", required=True, choices=("junit", "ctrf", "verdicts"))
+    export.add_argument("run_dir", help="artifacts/<run-id> (or any folder holding validation/ and bench/ results)")
+    export.add_argument("--out", help="file to write (default: standard output)")
+    export.set_defaults(handler=_export)
 
     from gpuforge.k8s import DEFAULT_K8S_VERSION
     from gpuforge.k8s import PLATFORMS as k8s_platforms

@@ -1,4 +1,5 @@
-"""`gpuforge demo`: lab up -> lab services -> provision -> validate (report only) -> benchmark -> k8s render -> report.
+"""`gpuforge demo`: lab up -> lab services -> provision -> validate (report only) -> benchmark -> alerts -> k8s
+render -> report.
 
 Every stage runs even when an earlier optional one failed, and is reported; only a failed lab or
 provisioning makes the demo exit non-zero. Re-running reuses the lab (cluster.up is idempotent).
@@ -22,6 +23,8 @@ REPORT_ONLY_VARS = ["gpuforge_validate_report_only=true"]
 # must name it, apart from the hardware faults validation finds on gpu03.
 DEGRADED_NODE = "gpu02"
 BENCH_VARS = [f"gpuforge_bench_netem_node={DEGRADED_NODE}"]
+# Written by playbooks/runbooks/alerts.yml: Prometheus's /api/v1/alerts document (role gpu_monitoring).
+ALERTS_FILE = paths.ARTIFACTS_DIR / "monitoring" / "alerts.json"
 # Stages whose failure fails the demo; the later ones are reported either way.
 REQUIRED_STAGES = ("lab", "lab-services", "provision")
 
@@ -100,6 +103,9 @@ def run(options, view_factory: Callable, log: Callable[[str], None] = print) -> 
         _playbook_stage("validate", base("validate", "validate.yml", REPORT_ONLY_VARS), run_dir, view_factory)
     )
     stages.append(_playbook_stage("benchmark", base("bench", "benchmark.yml", BENCH_VARS), run_dir, view_factory))
+    # Last of the node stages: by now the monitoring installed by site.yml has scraped the faulty node for minutes.
+    ALERTS_FILE.unlink(missing_ok=True)
+    stages.append(_playbook_stage("alerts", base("runbook alerts", "runbooks/alerts.yml"), run_dir, view_factory))
     stages.append(_k8s_stage(Path(options.inventory)))
     return _finish(run_dir, stages, started, log)
 
@@ -126,7 +132,7 @@ def _finish(run_dir: Path, stages: list[Stage], started: float, log) -> int:
     files = report.build(run_dir)
     summary["artifacts"].update(report_html=str(files.html), report_md=str(files.markdown))
     write_summary(run_dir, summary)
-    for line in summary_lines(stages, files.data, files.html, bench_attribution(run_dir)):
+    for line in summary_lines(stages, files.data, files.html, bench_attribution(run_dir), firing_alerts(ALERTS_FILE)):
         log(line)
     return summary["rc"]
 
@@ -146,7 +152,29 @@ def bench_attribution(run_dir: Path) -> dict[str, str]:
     return {}
 
 
-def summary_lines(stages: list[Stage], data, html_path: Path, attribution: dict[str, str] | None = None) -> list[str]:
+def firing_alerts(path: Path) -> dict[str, list[str]] | None:
+    """Node (the alert's instance label) -> names of its firing alerts, from a Prometheus /api/v1/alerts
+    document; None when there is no readable document (the alerts stage did not run or failed)."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        alerts = document["data"]["alerts"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    firing: dict[str, set[str]] = {}
+    for alert in alerts if isinstance(alerts, list) else []:
+        labels = alert.get("labels") or {} if isinstance(alert, dict) else {}
+        if alert.get("state") == "firing" and labels.get("alertname"):
+            firing.setdefault(str(labels.get("instance", "-")), set()).add(str(labels["alertname"]))
+    return {node: sorted(names) for node, names in sorted(firing.items())}
+
+
+def summary_lines(
+    stages: list[Stage],
+    data,
+    html_path: Path,
+    attribution: dict[str, str] | None = None,
+    alerts: dict[str, list[str]] | None = None,
+) -> list[str]:
     lines = ["", "== gpuforge demo summary"]
     lines += [f"stage {stage.name:<10} {stage.status:<8} {stage.detail}" for stage in stages]
     if data.checks is None:
@@ -171,5 +199,10 @@ def summary_lines(stages: list[Stage], data, html_path: Path, attribution: dict[
     if attribution:
         lines.append(f"benchmark attribution (link of {DEGRADED_NODE} degraded on purpose during ib_write_bw):")
         lines += [f"  {name}: {text}" for name, text in sorted(attribution.items())]
+    if alerts is None:
+        lines.append("monitoring alerts: not read")
+    else:
+        lines.append(f"monitoring alerts firing (Prometheus): {'none' if not alerts else ''}".rstrip())
+        lines += [f"  {node}: {', '.join(names)}" for node, names in alerts.items()]
     lines.append(f"report: {html_path}")
     return lines

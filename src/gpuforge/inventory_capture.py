@@ -18,7 +18,6 @@ the hosts it applies to, so the snippet carries every entry its system refers to
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -46,10 +45,10 @@ CAPTURE_PLAYBOOK = """---
   become: {become}
   tasks:
     - name: GPU facts
-      nvidia_smi_facts:
+      gpuforge.cluster.nvidia_smi_facts:
         fail_on_error: false
     - name: InfiniBand facts
-      infiniband_facts:
+      gpuforge.cluster.infiniband_facts:
         fail_on_missing: false
 """
 
@@ -69,10 +68,7 @@ class Capture:
 
 def _node_health():
     """module_utils/gpuforge_node_health (the judge the captured spec is written for)."""
-    directory = str(paths.MODULE_UTILS_DIR)
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
-    return importlib.import_module("gpuforge_node_health")
+    return paths.collection_import("plugins.module_utils.gpuforge_node_health")
 
 
 def default_tables(path: Path = EXPECTED_HARDWARE) -> dict:

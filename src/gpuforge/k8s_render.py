@@ -27,7 +27,9 @@ def _failure_message(runner) -> str:
         if event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
             data = event.get("event_data", {})
             result = data.get("res", {})
-            messages.append(f"{data.get('task', '?')}: {result.get('msg', result)}")
+            # A failed loop says "One or more items failed"; its failed items carry the messages.
+            items = [item.get("msg") for item in result.get("results") or [] if item.get("failed") and item.get("msg")]
+            messages.append(f"{data.get('task', '?')}: {'; '.join(items) if items else result.get('msg', result)}")
     if not messages:
         return f"ansible-playbook {runner.status} (rc={runner.rc}): {runner.stdout.read()[:2000]}"
     return "; ".join(messages)

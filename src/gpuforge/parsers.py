@@ -1,16 +1,14 @@
 """`gpuforge parse KIND FILE`: the module_utils parsers, reachable from the CLI.
 
-module_utils/ is not a package (its files are Ansible module_utils, packed into modules by Ansible), so this
-is the one place in the CLI that puts it on sys.path; everything else asks `parse()` or `resolve()` here.
+The parsers are imported by their collection path (gpuforge.paths.collection_import), as the modules import them;
+everything else in the CLI asks `parse()` or `resolve()` here.
 """
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections.abc import Callable
 
-from gpuforge.paths import MODULE_UTILS_DIR
+from gpuforge.paths import collection_import
 
 # KIND -> (module in module_utils/, function taking the tool's text and returning a dict/list).
 PARSERS: dict[str, tuple[str, str]] = {
@@ -36,20 +34,13 @@ class UnknownKind(ValueError):
     """The KIND is not in the registry."""
 
 
-def _ensure_path() -> None:
-    path = str(MODULE_UTILS_DIR)
-    if path not in sys.path:
-        sys.path.insert(0, path)
-
-
 def resolve(kind: str) -> Callable[[str], object]:
     """The parser function for KIND (ImportError/AttributeError when the registry names a wrong one)."""
     try:
         module_name, function_name = PARSERS[kind]
     except KeyError:
         raise UnknownKind(f"unknown kind {kind!r}; known: {', '.join(sorted(PARSERS))}") from None
-    _ensure_path()
-    module = importlib.import_module(module_name)
+    module = collection_import(f"plugins.module_utils.{module_name}")
     function = getattr(module, function_name)
     if not callable(function):
         raise TypeError(f"{module_name}.{function_name} is not callable")

@@ -1,10 +1,11 @@
-"""Lab smoke test (make smoke): bring up two nodes, reach them with Ansible, take the lab down.
+"""Lab smoke test (make smoke): bring up two nodes, reach them with Ansible over ssh, take the lab down.
 
 Note: this reconciles the lab to exactly these two nodes, and removes it at the end.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -28,6 +29,16 @@ def test_lab_up_ping_second_up_is_noop_and_down():
         ping = _run("ansible", "-m", "ansible.builtin.ping", "lab")
         assert ping.returncode == 0, ping.stdout + ping.stderr
         assert ping.stdout.count("SUCCESS") == 2
+        # Reached over ssh, host keys checked against the lab's own known_hosts: with an empty one (and no
+        # ControlPersist master to reuse) every node is refused.
+        unchecked = {
+            "ansible_ssh_common_args": "-o UserKnownHostsFile=/dev/null -o IdentitiesOnly=yes",
+            "ansible_ssh_args": "-o ControlMaster=no",
+        }
+        refused = _run("ansible", "-m", "ansible.builtin.ping", "lab", "-e", json.dumps(unchecked))
+        assert refused.returncode != 0
+        assert refused.stdout.count("UNREACHABLE") == 2, refused.stdout
+        assert "Host key verification failed" in refused.stdout + refused.stderr
         started = time.monotonic()
         again = _run("gpuforge", "lab", "up", "--nodes", "2", "--profile", "dgx1-v100-edr")
         assert again.returncode == 0, again.stderr

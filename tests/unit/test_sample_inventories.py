@@ -18,7 +18,11 @@ from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
 from ansible.vars.hostvars import HostVars
 from ansible.vars.manager import VariableManager
-from gpuforge_inventory import gpuforge_inventory_problems, known_variables, role_prefixes
+from ansible_collections.gpuforge.cluster.plugins.filter.gpuforge_inventory import (
+    gpuforge_inventory_problems,
+    known_variables,
+    role_prefixes,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES_DIR = ROOT / "inventories" / "sample"

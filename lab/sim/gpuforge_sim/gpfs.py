@@ -39,6 +39,35 @@ FS_DEFAULTS = [
 ]
 
 
+# `mmlsfs -Y` names each value by a field name, not by its flag. Names seen in public transcripts of the real
+# command (IBM Storage Scale -Y output quoted in the test fixtures of puppet-gpfs, OpenStack Cinder's GPFS
+# driver and gpfs_exporter): minFragmentSize, inodeSize, filesystemVersion, defaultMountPoint. The others
+# follow the same naming but are not confirmed by a transcript; gpuforge reads none of them through -Y
+# (spectrum_scale_facts reads the UID from the plain table, whose `--uid` row is keyed by its flag).
+Y_FIELD_NAMES = {
+    "-f": "minFragmentSize",
+    "-i": "inodeSize",
+    "-I": "indirectBlockSize",
+    "-m": "defaultMetadataReplicas",
+    "-r": "defaultDataReplicas",
+    "-j": "blockAllocationType",
+    "-B": "blockSize",
+    "-V": "filesystemVersion",
+    "-z": "DMAPIEnabled",
+    "-A": "automaticMountOption",
+    "-o": "additionalMountOptions",
+    "-T": "defaultMountPoint",
+    "--uid": "UID",
+}
+
+
+def filesystem_uid(fs: dict) -> str:
+    """The file system's UID as mmlsfs --uid prints it: two 8-digit hex words (IBM Redpaper REDP-5610 shows
+    099B6A7A:5EB99743). Real ones come from the creating node and time; the lab derives a stable one from the
+    owning cluster and the file system name."""
+    return f"{zlib.crc32(fs['cluster'].encode()):08X}:{zlib.crc32(fs['remote'].encode()):08X}"
+
+
 class MmError(Exception):
     """A command failure: message printed to stderr, exit status."""
 
@@ -618,14 +647,18 @@ def mmlsfs(argv: list[str]) -> int:
         ("-A", fs["automount"], "Automatic mount option"),
         ("-o", "none", "Additional mount options"),
         ("-T", fs["mount_point"], "Default mount point"),
+        ("--uid", filesystem_uid(fs), "File system UID"),
     ]
     flags = [flag for flag in opts if flag != "-Y"]
     if flags:
+        unknown = [flag for flag in flags if flag not in {row[0] for row in rows}]
+        if unknown:
+            raise MmError(f"mmlsfs: Incorrect option: {unknown[0]}")
         rows = [row for row in rows if row[0] in flags]
     if "-Y" in opts:
         print("mmlsfs::HEADER:version:reserved:reserved:deviceName:fieldName:data:remarks:")
         for flag, value, _ in rows:
-            print(f"mmlsfs::0:1:::{device}:{flag.lstrip('-')}:{quote(value, safe='')}::")
+            print(f"mmlsfs::0:1:::{device}:{Y_FIELD_NAMES[flag]}:{quote(value, safe='')}::")
         return 0
     out = [
         "flag                value                    description",

@@ -64,7 +64,10 @@ def visible_gpus(hw: dict) -> list[dict]:
     `gpu_missing` GPUs are dropped and the rest renumbered (the driver enumerates by PCI order, so a
     missing board shifts the indices). Each entry is a copy of the profile's device with:
     index (what nvidia-smi shows), profile_index, bus_id, numa, fallen_off_bus, ecc_dbe (count),
-    row_remap_pending, thermal_slowdown, pcie_gen / pcie_width (current link), xids (list of faults).
+    row_remap_pending, thermal_slowdown, pcie_gen / pcie_width (current link), xids (list of faults),
+    row_remap_failure, remapped_rows {correctable, uncorrectable}, ecc_aggregate {sram|dram_correctable|
+    uncorrectable: count}, clock_events {reason: fraction of samples}, nvlink_inactive (link numbers) and
+    nvlink_errors {link: {replay_errors, recovery_errors, crc_errors}}.
     """
     gpu = hw.get("gpu") or {}
     devices = gpu.get("devices") or []
@@ -92,8 +95,49 @@ def visible_gpus(hw: dict) -> list[dict]:
             if pcie[profile_index].get("gen") is not None:
                 entry["pcie_gen"] = int(pcie[profile_index]["gen"])
         entry["xids"] = [f for f in faults_of(hw, "xid") if int(f.get("gpu", -1)) == profile_index]
+        _memory_faults(hw, profile_index, entry)
+        _clock_and_nvlink_faults(hw, profile_index, entry)
         result.append(entry)
     return result
+
+
+def _mine(hw: dict, fault_type: str, profile_index: int) -> list[dict]:
+    return [f for f in faults_of(hw, fault_type) if int(f.get("gpu", -1)) == profile_index]
+
+
+def _memory_faults(hw: dict, profile_index: int, entry: dict) -> None:
+    """Row remapper and aggregate ECC state (faults row_remap_failure, remapped_rows, ecc_aggregate)."""
+    entry["row_remap_failure"] = bool(_mine(hw, "row_remap_failure", profile_index))
+    rows = {"correctable": 0, "uncorrectable": 1 if entry["row_remap_pending"] else 0}
+    for fault in _mine(hw, "remapped_rows", profile_index):
+        rows["correctable"] += int(fault.get("correctable", 0))
+        rows["uncorrectable"] += int(fault.get("uncorrectable", 0))
+    entry["remapped_rows"] = rows
+    counts = {f"{m}_{k}": 0 for m in ("sram", "dram") for k in ("correctable", "uncorrectable")}
+    for fault in _mine(hw, "ecc_aggregate", profile_index):
+        counts[f"{fault['memory']}_{fault['kind']}"] += int(fault["count"])
+    entry["ecc_aggregate"] = counts
+
+
+def _clock_and_nvlink_faults(hw: dict, profile_index: int, entry: dict) -> None:
+    """Clock event reasons over time and NVLink link state / error counters (faults clock_events,
+    thermal_slowdown, nvlink_inactive, nvlink_errors)."""
+    events = {}
+    if entry["thermal_slowdown"]:  # a board that overheats all the time: every sample shows it
+        events = {"hw_slowdown": 1.0, "hw_thermal_slowdown": 1.0}
+    for fault in _mine(hw, "clock_events", profile_index):
+        reason = fault["reason"]
+        events[reason] = float(fault["fraction"])
+        if reason in ("hw_thermal_slowdown", "hw_power_brake_slowdown"):  # both are kinds of HW Slowdown
+            events["hw_slowdown"] = max(events.get("hw_slowdown", 0.0), events[reason])
+    entry["clock_events"] = events
+    entry["nvlink_inactive"] = sorted({int(n) for f in _mine(hw, "nvlink_inactive", profile_index) for n in f["links"]})
+    errors: dict = {}
+    for fault in _mine(hw, "nvlink_errors", profile_index):
+        link = errors.setdefault(int(fault["link"]), {"replay_errors": 0, "recovery_errors": 0, "crc_errors": 0})
+        for key in ("replay", "recovery", "crc"):
+            link[f"{key}_errors"] += int(fault.get(key, 0))
+    entry["nvlink_errors"] = errors
 
 
 def ib_speed_name(rate_gbps: float, width: str) -> tuple[str, str]:
@@ -110,7 +154,8 @@ def ib_speed_name(rate_gbps: float, width: str) -> tuple[str, str]:
 
 
 def visible_hcas(hw: dict) -> list[dict]:
-    """RDMA adapters the kernel sees: `hca_missing` dropped, port state/rate faults applied (copies).
+    """RDMA adapters the kernel sees: `hca_missing` dropped, port state/rate and `hca_firmware` faults
+    applied (copies).
 
     An `ib_port_rate` fault on an InfiniBand port also updates the port's `speed` (and `width` when the
     rate does not fit the configured width, e.g. 25 on a 4X EDR port becomes 1X EDR).
@@ -118,11 +163,14 @@ def visible_hcas(hw: dict) -> list[dict]:
     missing = {f.get("hca") for f in faults_of(hw, "hca_missing")}
     states = {(f.get("hca"), int(f.get("port", 1))): f for f in faults_of(hw, "ib_port_state")}
     rates = {(f.get("hca"), int(f.get("port", 1))): f for f in faults_of(hw, "ib_port_rate")}
+    firmware = {f.get("hca"): str(f.get("fw_ver")) for f in faults_of(hw, "hca_firmware")}
     result = []
     for hca in hw.get("hcas") or []:
         if hca.get("name") in missing:
             continue
         entry = copy.deepcopy(hca)
+        if entry.get("name") in firmware:  # one node flashed with other firmware than the fleet
+            entry["fw_ver"] = firmware[entry["name"]]
         for port in entry.get("ports") or []:
             key = (entry.get("name"), int(port.get("port", 1)))
             if key in states:

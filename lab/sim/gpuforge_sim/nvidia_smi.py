@@ -1,7 +1,10 @@
 """Simulated nvidia-smi, driven by the node's hardware document (see hardware.py) and driver state.
 
 Views: bare table, -L, --query-gpu=... --format=csv[,noheader][,nounits], -q, -q -x, topo -m,
-nvlink --status / -s, each with -i N. Layouts follow the real tool (driver 535: XML DTD v12 with
+nvlink --status / -s and --errorcounters / -e, each with -i N. Clock event reasons are sampled: each
+--query-gpu that asks for a clock reason field reads the next sample (a counter in the run directory), so
+a fault active in a fraction of the samples shows in that fraction of repeated queries.
+Layouts follow the real tool (driver 535: XML DTD v12 with
 clocks_event_reasons, text -q padded to column 42, tab-separated topo -m with legends). Faults from
 lab/profiles/SCHEMA.md are applied in every view. Exit codes: 9 when the nvidia module is not loaded
 (and cannot be), 15 when a GPU has fallen off the bus, 6 when no GPU exists, 2 on bad arguments.
@@ -10,13 +13,15 @@ lab/profiles/SCHEMA.md are applied in every view. Exit codes: 9 when the nvidia 
 from __future__ import annotations
 
 import hashlib
+import math
+import os
 import socket
 import sys
 import time
 from xml.sax.saxutils import escape
 
 from gpuforge_sim import driver_state
-from gpuforge_sim.hardware import load_hardware, visible_gpus, visible_hcas
+from gpuforge_sim.hardware import load_hardware, run_dir, visible_gpus, visible_hcas
 
 NO_DRIVER = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
@@ -56,8 +61,18 @@ def _q(header, unit, fn):
     return (header, unit, fn)
 
 
-def _throttle(ctx, gpu):
-    return "Active" if gpu["thermal_slowdown"] else "Not Active"
+# Clock event reasons a fault can make active (NVML bit values: NVML API reference "NvmlClocksEventReasons").
+EVENT_BITS = {"gpu_idle": 0x1, "hw_slowdown": 0x8, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40}
+EVENT_BITS["hw_power_brake_slowdown"] = 0x80
+
+
+def _event(reason):
+    return lambda c, g: "Active" if c.event_active(g, reason) else "Not Active"
+
+
+def _event_mask(ctx, gpu) -> str:
+    mask = sum(bit for reason, bit in EVENT_BITS.items() if ctx.event_active(gpu, reason))
+    return f"0x{mask:016X}"
 
 
 QUERY_FIELDS = {
@@ -98,12 +113,36 @@ QUERY_FIELDS = {
     "pcie.link.gen.max": _q("pcie.link.gen.max", None, lambda c, g: str(c.gpu["pcie_gen_max"])),
     "pcie.link.width.current": _q("pcie.link.width.current", None, lambda c, g: str(g["pcie_width"])),
     "pcie.link.width.max": _q("pcie.link.width.max", None, lambda c, g: str(c.gpu["pcie_width_max"])),
-    "clocks_throttle_reasons.hw_thermal_slowdown": _q("clocks_throttle_reasons.hw_thermal_slowdown", None, _throttle),
-    "clocks_event_reasons.hw_thermal_slowdown": _q("clocks_event_reasons.hw_thermal_slowdown", None, _throttle),
+    "timestamp": _q("timestamp", None, lambda c, g: time.strftime("%Y/%m/%d %H:%M:%S.000")),
     "power.limit": _q("power.limit", "W", lambda c, g: c.watts(c.gpu["power_limit_w"])),
     "power.draw": _q("power.draw", "W", lambda c, g: c.watts(c.power_draw(g))),
 }
+# Both generations of the clock reason fields (R535 renamed clocks_throttle_reasons.* to clocks_event_reasons.*).
+for _prefix in ("clocks_throttle_reasons", "clocks_event_reasons"):
+    for _reason in ("gpu_idle", "hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown"):
+        QUERY_FIELDS[f"{_prefix}.{_reason}"] = _q(f"{_prefix}.{_reason}", None, _event(_reason))
+    QUERY_FIELDS[f"{_prefix}.active"] = _q(f"{_prefix}.active", None, _event_mask)
+CLOCK_FIELD_PREFIXES = ("clocks_throttle_reasons.", "clocks_event_reasons.")
 QUERY_ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id", "gpu_serial": "serial"}
+
+
+def _sample_path() -> str:
+    return os.path.join(run_dir(), "nvidia-smi-clock-sample")
+
+
+def _read_sample() -> int:
+    """The clock-reason sample number: every --query-gpu of a clock reason field reads the next sample."""
+    try:
+        with open(_sample_path(), encoding="ascii") as handle:
+            return int(handle.read().strip() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def _next_sample(current: int) -> None:
+    os.makedirs(run_dir(), exist_ok=True)
+    with open(_sample_path(), "w", encoding="ascii") as handle:
+        handle.write(f"{current + 1}\n")
 
 
 class Context:
@@ -128,6 +167,16 @@ class Context:
         self.all = gpus
         self.fallen = [g for g in gpus if g["fallen_off_bus"]]
         self.listed = [g for g in gpus if not g["fallen_off_bus"]]
+        self.sample = _read_sample()
+
+    def event_active(self, gpu, reason: str) -> bool:
+        """Whether a clock event reason is active in the current sample. A reason active in a fraction f of
+        the samples is active in sample k when floor((k+1)f) > floor(kf): n samples show it about f*n times."""
+        if reason == "gpu_idle":
+            return not any(self.event_active(gpu, r) for r in EVENT_BITS if r != "gpu_idle")
+        fraction = (gpu.get("clock_events") or {}).get(reason, 0.0)
+        k = self.sample
+        return math.floor((k + 1) * fraction + 1e-9) > math.floor(k * fraction + 1e-9)
 
     def uuid(self, gpu) -> str:
         digest = hashlib.md5(f"{self.host}/{self.hw.get('name')}/{gpu['profile_index']}".encode()).hexdigest()
@@ -201,14 +250,22 @@ def _ecc_nodes(ctx: Context, gpu: dict) -> list:
 
     def sram(volatile: bool):
         dram = dbe if volatile else zero
-        return [
-            ("sram_correctable", "SRAM Correctable", zero),
-            ("sram_uncorrectable", None, zero),
-            (None, "SRAM Uncorrectable Parity", zero),
+        agg = {key: "N/A" if na else str(value) for key, value in gpu["ecc_aggregate"].items()}
+        if volatile:
+            agg = dict.fromkeys(agg, zero)
+        else:
+            agg["dram_uncorrectable"] = "N/A" if na else str(gpu["ecc_aggregate"]["dram_uncorrectable"])
+        nodes = [
+            ("sram_correctable", "SRAM Correctable", agg["sram_correctable"]),
+            ("sram_uncorrectable", None, agg["sram_uncorrectable"]),
+            (None, "SRAM Uncorrectable Parity", agg["sram_uncorrectable"]),
             (None, "SRAM Uncorrectable SEC-DED", zero),
-            ("dram_correctable", "DRAM Correctable", zero),
-            ("dram_uncorrectable", "DRAM Uncorrectable", dram),
+            ("dram_correctable", "DRAM Correctable", agg["dram_correctable"]),
+            ("dram_uncorrectable", "DRAM Uncorrectable", dram if volatile else agg["dram_uncorrectable"]),
         ]
+        if not volatile and ctx.driver_major >= 535:
+            nodes.append(("sram_threshold_exceeded", "SRAM Threshold Exceeded", "N/A" if na else "No"))
+        return nodes
 
     return [("volatile", "Volatile", sram(True)), ("aggregate", "Aggregate", sram(False))]
 
@@ -228,28 +285,26 @@ def _memory_repair_nodes(ctx: Context, gpu: dict) -> list:
             ("pending_blacklist", "Pending Page Blacklist", "N/A"),
             ("pending_retirement", None, "N/A"),
         ]
+        rows = gpu["remapped_rows"]
+        # Each remap uses a spare row of one bank (2560 banks on H100, as the real output shows); a failed
+        # remap means a bank had no spare left.
+        banks = 2560
+        used = min(rows["correctable"] + rows["uncorrectable"], banks)
+        none = 1 if gpu["row_remap_failure"] else 0
         remap = [
-            ("remapped_row_corr", "Correctable Error", "0"),
-            ("remapped_row_unc", "Uncorrectable Error", "1" if gpu["row_remap_pending"] else "0"),
+            ("remapped_row_corr", "Correctable Error", str(rows["correctable"])),
+            ("remapped_row_unc", "Uncorrectable Error", str(rows["uncorrectable"])),
             ("remapped_row_pending", "Pending", pending),
-            ("remapped_row_failure", "Remapping Failure Occurred", "No"),
+            ("remapped_row_failure", "Remapping Failure Occurred", ctx.yes_no(gpu["row_remap_failure"])),
             (
                 "row_remapper_histogram",
                 "Bank Remap Availability Histogram",
                 [
-                    (
-                        "row_remapper_histogram_max",
-                        "Max",
-                        "2559 bank(s)" if gpu["row_remap_pending"] else "2560 bank(s)",
-                    ),
+                    ("row_remapper_histogram_max", "Max", f"{banks - used - none} bank(s)"),
                     ("row_remapper_histogram_high", "High", "0 bank(s)"),
-                    (
-                        "row_remapper_histogram_partial",
-                        "Partial",
-                        "1 bank(s)" if gpu["row_remap_pending"] else "0 bank(s)",
-                    ),
+                    ("row_remapper_histogram_partial", "Partial", f"{used} bank(s)"),
                     ("row_remapper_histogram_low", "Low", "0 bank(s)"),
-                    ("row_remapper_histogram_none", "None", "0 bank(s)"),
+                    ("row_remapper_histogram_none", "None", f"{none} bank(s)"),
                 ],
             ),
         ]
@@ -277,24 +332,37 @@ def _gpu_model(ctx: Context, gpu: dict) -> list:
     dev_id, sub_id = DEVICE_IDS.get(g["product_name"], ("1DB110DE", "121210DE"))
     idle, mem_clock, max_graphics, max_video = ctx.arch["clocks"]
     shutdown, slowdown, max_op = ctx.arch["temps"]
-    thermal = "Active" if gpu["thermal_slowdown"] else "Not Active"
+
+    def state(reason):
+        return "Active" if ctx.event_active(gpu, reason) else "Not Active"
+
     reserved, used, free = ctx.memory(gpu)
     na_if_vgpu = (lambda v: "N/A") if ctx.vgpu else (lambda v: v)
     reason = "clocks_event_reason_" if new else "clocks_throttle_reason_"
     reasons = [
-        ("gpu_idle", "Idle", "Not Active" if gpu["thermal_slowdown"] else "Active"),
+        ("gpu_idle", "Idle", state("gpu_idle")),
         ("applications_clocks_setting", "Applications Clocks Setting", "Not Active"),
         ("sw_power_cap", "SW Power Cap", "Not Active"),
-        ("hw_slowdown", "HW Slowdown", thermal),
-        ("hw_thermal_slowdown", "    HW Thermal Slowdown", thermal),
-        ("hw_power_brake_slowdown", "    HW Power Brake Slowdown", "Not Active"),
+        ("hw_slowdown", "HW Slowdown", state("hw_slowdown")),
+        ("hw_thermal_slowdown", "    HW Thermal Slowdown", state("hw_thermal_slowdown")),
+        ("hw_power_brake_slowdown", "    HW Power Brake Slowdown", state("hw_power_brake_slowdown")),
         ("sync_boost", "Sync Boost", "Not Active"),
-        ("sw_thermal_slowdown", "SW Thermal Slowdown", "Not Active"),
+        ("sw_thermal_slowdown", "SW Thermal Slowdown", state("sw_thermal_slowdown")),
         ("display_clocks_setting", "Display Clock Setting", "Not Active"),
     ]
+    draw = ctx.watts(ctx.power_draw(gpu)).strip("[]")
+    # R550 and newer replace power_draw with average_power_draw and instant_power_draw.
+    draws = (
+        [
+            ("average_power_draw", "Average Power Draw", draw),
+            ("instant_power_draw", "Instantaneous Power Draw", draw),
+        ]
+        if ctx.driver_major >= 550
+        else [("power_draw", "Power Draw", draw)]
+    )
     power = [
         ("power_state", None, "P0"),
-        ("power_draw", "Power Draw", ctx.watts(ctx.power_draw(gpu)).strip("[]")),
+        *draws,
         (
             "current_power_limit" if new else "power_limit",
             "Current Power Limit" if new else "Power Limit",
@@ -693,6 +761,8 @@ def view_query_gpu(ctx: Context, fields: list[str], fmt: str, out, err) -> int:
         out.write(", ".join(values) + "\n")
     for gpu in ctx.fallen:
         out.write(ctx.unable(gpu))
+    if any(f.startswith(CLOCK_FIELD_PREFIXES) for f in fields):
+        _next_sample(ctx.sample)
     return 15 if ctx.fallen else 0
 
 
@@ -738,14 +808,24 @@ def view_topo(ctx: Context, out) -> int:
     return 0
 
 
-def view_nvlink(ctx: Context, out) -> int:
+def view_nvlink(ctx: Context, out, errors: bool = False) -> int:
+    """nvlink -s: `Link N: <speed> GB/s` or `<inactive>`; nvlink -e: replay, recovery and CRC counters per
+    link, a blank line between links (layout of the public H100 output in tests/fixtures/nvidia-smi)."""
     nvlink = ctx.gpu.get("nvlink") or {}
     for gpu in ctx.listed:
         out.write(f"GPU {gpu['index']}: {ctx.gpu['product_name']} (UUID: {ctx.uuid(gpu)})\n")
-        if gpu["fallen_off_bus"]:
-            continue
-        for link in range(int(nvlink.get("links") or 0)):
-            out.write(f"         Link {link}: {float(nvlink['speed_gbps']):g} GB/s\n")
+        links = range(int(nvlink.get("links") or 0))
+        for link in links:
+            if errors:
+                counters = gpu["nvlink_errors"].get(link, {})
+                for key, label in (("replay_errors", "Replay"), ("recovery_errors", "Recovery"), ("crc_errors", "CRC")):
+                    out.write(f"         Link {link}: {label} Errors: {counters.get(key, 0)}\n")
+                if link != links[-1]:
+                    out.write("\n")
+            elif link in gpu["nvlink_inactive"]:
+                out.write(f"         Link {link}: <inactive>\n")
+            else:
+                out.write(f"         Link {link}: {float(nvlink['speed_gbps']):g} GB/s\n")
     return 0
 
 
@@ -805,10 +885,12 @@ def _parse_args(argv: list[str]):
         return opts
     if args and args[0] == "nvlink":
         rest = args[1:]
-        if not any(a in ("-s", "--status") for a in rest):
-            raise ValueError("nvlink: only --status (-s) is simulated")
+        flags = {"-s", "--status", "-e", "--errorcounters"}
+        if not any(a in flags for a in rest):
+            raise ValueError("nvlink: only --status (-s) and --errorcounters (-e) are simulated")
         opts["view"] = "nvlink"
-        args = [a for a in rest if a not in ("-s", "--status")]
+        opts["nvlink_errors"] = any(a in ("-e", "--errorcounters") for a in rest)
+        args = [a for a in rest if a not in flags]
     i = 0
     while i < len(args):
         arg = args[i]
@@ -893,7 +975,7 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
     if view == "topo":
         return view_topo(ctx, out)
     if view == "nvlink":
-        return view_nvlink(ctx, out)
+        return view_nvlink(ctx, out, errors=opts.get("nvlink_errors", False))
     return view_table(ctx, out)
 
 

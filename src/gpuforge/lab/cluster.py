@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuforge.lab import image, inventory, mirror, wheelhouse
+from gpuforge.lab import image, inventory, mirror, ssh, wheelhouse
 from gpuforge.lab.podman import PodmanError, exists, inspect, podman
 from gpuforge.lab.spec import LabSpec, NodeSpec
 from gpuforge.paths import LAB_STATE_DIR
@@ -107,7 +107,15 @@ def ensure_mirror(tag: str, log=print) -> str:
 
 def _config_hash(node: NodeSpec, tag: str, ip: str, peers: list[str]) -> str:
     payload = json.dumps(
-        {"tag": tag, "ip": ip, "peers": peers, "name": node.name, "options": _kind_options(node)}, sort_keys=True
+        {
+            "tag": tag,
+            "ip": ip,
+            "peers": peers,
+            "name": node.name,
+            "options": _kind_options(node),
+            "ssh": ssh.NODE_MOUNT,
+        },
+        sort_keys=True,
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
@@ -144,6 +152,7 @@ def ensure_node(spec: LabSpec, node: NodeSpec, index: int, tag: str, hosts: list
     container = container_name(node.name)
     ip = node_ip(index)
     hardware = _write_hardware(spec, node)
+    keys = ssh.ensure_node_keys(node.name)
     wanted = _config_hash(node, tag, ip, hosts)
     if exists("container", container):
         info = inspect("container", [container])[0]
@@ -152,6 +161,7 @@ def ensure_node(spec: LabSpec, node: NodeSpec, index: int, tag: str, hosts: list
                 return False
             podman("start", container)
             _wait_for_systemd(container)
+            ssh.wait_for_port(ip)
             return True
         podman("rm", "-f", "-t", "5", container)
     SHARED_DIR.mkdir(parents=True, exist_ok=True)
@@ -163,6 +173,8 @@ def ensure_node(spec: LabSpec, node: NodeSpec, index: int, tag: str, hosts: list
         "--label", f"{LABEL}=node", "--label", f"{LABEL}.profile={node.profile}",
         "--label", f"{LABEL}.config={wanted}",
         "-v", f"{hardware}:/etc/gpuforge-lab/hardware.json:ro",
+        # This node's host key and the lab's authorized key (gpuforge.lab.ssh): the controller reaches it by ssh.
+        "-v", f"{keys}:{ssh.NODE_MOUNT}:ro",
         # Stand-in for Spectrum Scale's replicated cluster configuration (CCR), shared by all nodes.
         "-v", f"{SHARED_DIR}:/var/lib/gpuforge-lab/shared",
         "--add-host", f"mirror:{MIRROR_IP}",
@@ -173,6 +185,7 @@ def ensure_node(spec: LabSpec, node: NodeSpec, index: int, tag: str, hosts: list
             args += ["--add-host", peer]
     podman(*args, tag)
     _wait_for_systemd(container)
+    ssh.wait_for_port(ip)
     return True
 
 
@@ -205,6 +218,7 @@ def _up(spec: LabSpec, log) -> list[NodeStatus]:
     mirror_url = ensure_mirror(tag, log=log)
     # Only the demo's benchmarks need the wheels, so `lab prepare` (Molecule) does not fetch them.
     wheelhouse.ensure(log=log)
+    ssh.ensure_client_key()
     hosts = [f"{node.name}:{node_ip(i)}" for i, node in enumerate(spec.nodes)]
     wanted = {container_name(n.name): _config_hash(n, tag, node_ip(i), hosts) for i, n in enumerate(spec.nodes)}
     # Nodes that go or change are removed first: a changed lab may give their addresses to other nodes.
@@ -213,7 +227,9 @@ def _up(spec: LabSpec, log) -> list[NodeStatus]:
         if ensure_node(spec, node, index, tag, hosts):
             changed = True
             log(f"lab: node {node.name} ({node.profile}) started at {node_ip(index)}")
-    inventory.write(spec, [node_ip(i) for i in range(len(spec.nodes))], mirror_url)
+    ips = [node_ip(i) for i in range(len(spec.nodes))]
+    ssh.write_known_hosts({node.name: ip for node, ip in zip(spec.nodes, ips, strict=True)})
+    inventory.write(spec, ips, mirror_url)
     if not changed and not removed:
         log("lab: already up, nothing changed")
     return status()
@@ -272,3 +288,5 @@ def _down(log) -> None:
     # The shared directory holds cluster state (the Storage Scale CCR stand-in) of the nodes just removed.
     shutil.rmtree(SHARED_DIR, ignore_errors=True)
     inventory.remove()
+    # The next lab's nodes are new machines: new host keys, a new authorized key.
+    ssh.remove()

@@ -19,7 +19,7 @@ from gpuforge.paths import LAB_DIR, LAB_STATE_DIR
 IMAGE_DIR = LAB_DIR / "image"
 IMAGE_REPO = "localhost/gpuforge-lab-node"
 SUITE = "bookworm"
-BUILDER_REVISION = "4"  # bump when the build steps below change
+BUILDER_REVISION = "5"  # bump when the build steps below change
 # Nodes take Debian packages from the lab mirror (internal network), trusting this lab's archive key.
 LAB_KEYRING = "/usr/share/keyrings/gpuforge-lab-archive-keyring.asc"
 LAB_TOOLS_PATH = "gpuforge-lab/tools"
@@ -88,6 +88,10 @@ def _customize(rootfs: Path, key: bytes) -> None:
     boot_link.unlink(missing_ok=True)
     boot_link.symlink_to("/etc/systemd/system/gpuforge-lab-boot.service")
     (rootfs / "etc/machine-id").write_text("", encoding="utf-8")
+    # openssh-server's postinst generated host keys in the build: every node would share them. Each node gets
+    # its own from `gpuforge lab up` (gpuforge.lab.ssh), mounted where the overlay's sshd drop-in looks.
+    for key in (rootfs / "etc/ssh").glob("ssh_host_*"):
+        key.unlink()
     # No recommends by default, as on a minimal server install; keeps lab installs fast.
     (rootfs / "etc/apt/apt.conf.d/90gpuforge-lab").write_text(
         'APT::Install-Recommends "false";\nAcquire::Retries "3";\n', encoding="utf-8"

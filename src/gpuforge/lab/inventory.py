@@ -6,6 +6,7 @@ from pathlib import Path
 
 import yaml
 
+from gpuforge.lab import ssh
 from gpuforge.lab.spec import LabSpec
 from gpuforge.paths import LAB_INVENTORY_DIR
 
@@ -40,16 +41,16 @@ def render(spec: LabSpec, ips: list[str]) -> dict:
     groups: dict[str, dict] = {}
     for node, ip in zip(spec.nodes, ips, strict=True):
         hosts[node.name] = {
-            "ansible_connection": "containers.podman.podman",
-            "ansible_host": f"gpuforge-lab-{node.name}",
-            "ansible_python_interpreter": "/usr/bin/python3",
+            # Reached over ssh at its address on the lab network, as a real site's server (docs/lab.md).
+            "ansible_host": ip,
             "gpuforge_node_ip": ip,
             "gpuforge_lab_profile": node.profile,
             "gpuforge_lab_faults": node.faults,
         }
         for group in node.groups:
             groups.setdefault(group, {"hosts": {}})["hosts"][node.name] = None
-    return {"all": {"children": {"lab": {"hosts": hosts}, **dict(sorted(groups.items()))}}}
+    lab = {"hosts": hosts, "vars": ssh.connection_vars()}
+    return {"all": {"children": {"lab": lab, **dict(sorted(groups.items()))}}}
 
 
 def write_generated_vars(mirror_url: str) -> bool:

@@ -37,7 +37,35 @@ FAULT_PARAMS: dict[str, tuple[set[str], set[str]]] = {
     "pcie_width_degraded": ({"gpu", "width"}, {"gen"}),
     "thermal_slowdown": ({"gpu"}, set()),
     "peermem_load_failure": (set(), set()),
+    "row_remap_failure": ({"gpu"}, set()),
+    "remapped_rows": ({"gpu"}, {"correctable", "uncorrectable"}),
+    "ecc_aggregate": ({"gpu", "memory", "kind", "count"}, set()),
+    "clock_events": ({"gpu", "reason", "fraction"}, set()),
+    "nvlink_inactive": ({"gpu", "links"}, set()),
+    "nvlink_errors": ({"gpu", "link"}, {"replay", "recovery", "crc"}),
+    "ib_port_errors": ({"hca", "port", "counters"}, {"initial"}),
+    "ib_link_flap": ({"hca", "port"}, {"count"}),
+    "hca_firmware": ({"hca", "fw_ver"}, set()),
 }
+# PortCounters fields perfquery prints (rdma-core libibmad/fields.c); ib_port_errors may set these.
+PERFQUERY_COUNTERS = {
+    "SymbolErrorCounter",
+    "LinkErrorRecoveryCounter",
+    "LinkDownedCounter",
+    "PortRcvErrors",
+    "PortRcvRemotePhysicalErrors",
+    "PortRcvSwitchRelayErrors",
+    "PortXmitDiscards",
+    "PortXmitConstraintErrors",
+    "PortRcvConstraintErrors",
+    "LocalLinkIntegrityErrors",
+    "ExcessiveBufferOverrunErrors",
+    "VL15Dropped",
+}
+# Faults of the row remapper and SRAM/DRAM ECC counters exist from Ampere on (NVIDIA, "NVIDIA A100 GPU
+# Memory Error Management", https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html).
+REMAP_ARCHITECTURES = {"Ampere", "Hopper", "Blackwell"}
+CLOCK_EVENT_REASONS = {"hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown"}
 
 
 class _Checker:
@@ -236,6 +264,62 @@ def _validate_fault(fault: dict, i: int, profile: dict, c: _Checker) -> None:
             c.fail(f"{field}.gen", "must be 1..gpu.pcie_gen_max")
     if kind == "ib_port_rate" and not isinstance(fault["rate_gbps"], (int, float)):
         c.fail(f"{field}.rate_gbps", "must be a number")
+    _validate_gpu_health_fault(kind, fault, field, gpu, c)
+    _validate_ib_health_fault(kind, fault, field, profile, c)
+
+
+def _validate_ib_health_fault(kind: str, fault: dict, field: str, profile: dict, c: _Checker) -> None:
+    """Parameters of the perfquery counter, link flap and HCA firmware faults (SCHEMA.md)."""
+    if kind == "ib_port_errors":
+        for key in ("counters", "initial"):
+            value = fault.get(key, {})
+            if not isinstance(value, dict) or (key == "counters" and not value):
+                c.fail(f"{field}.{key}", "must be a mapping of perfquery counter name to a count")
+            for name, count in value.items():
+                if name not in PERFQUERY_COUNTERS:
+                    c.fail(f"{field}.{key}.{name}", f"not one of {sorted(PERFQUERY_COUNTERS)}")
+                if not isinstance(count, int) or count < 0:
+                    c.fail(f"{field}.{key}.{name}", "must be a non-negative integer")
+    if kind == "ib_link_flap" and (not isinstance(fault.get("count", 1), int) or fault.get("count", 1) < 1):
+        c.fail(f"{field}.count", "must be an integer >= 1")
+    if kind in ("ib_port_errors", "ib_link_flap"):
+        hca = next((h for h in profile.get("hcas") or [] if h["name"] == fault["hca"]), {})
+        port = next((p for p in hca.get("ports") or [] if p["port"] == fault["port"]), {})
+        if kind == "ib_port_errors" and port.get("link_layer", "InfiniBand") != "InfiniBand":
+            c.fail(f"{field}.port", "perfquery counters need an InfiniBand port (RoCE ports have no PMA)")
+    if kind == "hca_firmware" and not isinstance(fault["fw_ver"], str):
+        c.fail(f"{field}.fw_ver", "must be a string such as 12.28.2006")
+
+
+def _validate_gpu_health_fault(kind: str, fault: dict, field: str, gpu: dict, c: _Checker) -> None:
+    """Parameters of the row remapper, ECC, clock event and NVLink faults (SCHEMA.md)."""
+    if kind in ("row_remap_failure", "remapped_rows", "ecc_aggregate") and gpu.get("architecture") not in (
+        REMAP_ARCHITECTURES
+    ):
+        c.fail(field, f"{kind} needs an Ampere or newer GPU (row remapping), not {gpu.get('architecture')}")
+    counts = [k for k in ("correctable", "uncorrectable", "count", "replay", "recovery", "crc") if k in fault]
+    for key in counts:
+        if not isinstance(fault[key], int) or fault[key] < 0:
+            c.fail(f"{field}.{key}", "must be a non-negative integer")
+    if kind == "ecc_aggregate":
+        if fault["memory"] not in ("sram", "dram"):
+            c.fail(f"{field}.memory", "must be sram or dram")
+        if fault["kind"] not in ("correctable", "uncorrectable"):
+            c.fail(f"{field}.kind", "must be correctable or uncorrectable")
+    if kind == "clock_events":
+        if fault["reason"] not in CLOCK_EVENT_REASONS:
+            c.fail(f"{field}.reason", f"must be one of {sorted(CLOCK_EVENT_REASONS)}")
+        if not isinstance(fault["fraction"], (int, float)) or not 0 < fault["fraction"] <= 1:
+            c.fail(f"{field}.fraction", "must be a number in (0, 1]: the share of samples showing the reason")
+    links = int((gpu.get("nvlink") or {}).get("links") or 0)
+    if kind in ("nvlink_inactive", "nvlink_errors") and not links:
+        c.fail(field, f"{kind} needs a GPU with NVLink (gpu.nvlink.links)")
+    if kind == "nvlink_inactive" and (
+        not isinstance(fault["links"], list) or not fault["links"] or any(n not in range(links) for n in fault["links"])
+    ):
+        c.fail(f"{field}.links", f"must be a non-empty list of link numbers 0..{links - 1}")
+    if kind == "nvlink_errors" and fault["link"] not in range(links):
+        c.fail(f"{field}.link", f"must be a link number 0..{links - 1}")
 
 
 def hardware_document(profile: dict, faults: list | None) -> dict:

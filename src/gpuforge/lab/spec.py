@@ -13,7 +13,7 @@ from gpuforge.lab.profiles import hardware_document, load_profile
 ROLE_GROUPS = {
     "gpu": ["gpu_nodes", "slurm_compute", "spectrum_scale_clients", "nfs_clients", "k8s_workers"],
     "storage": ["storage_nodes", "nfs_servers", "spectrum_scale_cluster", "ib_subnet_manager"],
-    "head": ["head_nodes", "slurm_controller"],
+    "head": ["head_nodes", "slurm_controller", "monitoring_server"],
 }
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpuforge_resnet50 import parse_resnet50
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_resnet50 import parse_resnet50
 
 torch = pytest.importorskip("torch", reason="torch not installed in the venv (pip install the CPU wheel)")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gpuforge.demo import DEGRADED_NODE, Stage, bench_attribution, summary_lines
+from gpuforge.demo import DEGRADED_NODE, Stage, bench_attribution, firing_alerts, summary_lines
 from gpuforge.report.model import ReportData
 
 
@@ -28,3 +28,38 @@ def test_attribution_is_read_from_the_benchmark_stage(tmp_path):
 
 def test_no_benchmark_stage_no_attribution(tmp_path):
     assert bench_attribution(tmp_path) == {}
+
+
+def _alert(instance, name, state="firing"):
+    return {"labels": {"alertname": name, "instance": instance, "severity": "critical"}, "state": state}
+
+
+def test_firing_alerts_by_node_from_the_prometheus_document(tmp_path):
+    # The /api/v1/alerts shape (Prometheus HTTP API: data.alerts[] with labels, annotations, state, activeAt).
+    document = {
+        "status": "success",
+        "data": {
+            "alerts": [
+                _alert("gpu03", "GpuXidFatal"),
+                _alert("gpu03", "GpuEccDoubleBitErrors"),
+                _alert("gpu03", "GpuEccDoubleBitErrors"),
+                _alert("gpu03", "IbPortDown", state="pending"),
+                _alert("gpu01", "GpuThermalSlowdown", state="inactive"),
+            ]
+        },
+    }
+    path = tmp_path / "alerts.json"
+    path.write_text(json.dumps(document), encoding="utf-8")
+    alerts = firing_alerts(path)
+    assert alerts == {"gpu03": ["GpuEccDoubleBitErrors", "GpuXidFatal"]}
+    lines = summary_lines([Stage("alerts", "ok", 0, "successful")], ReportData(), Path("r.html"), None, alerts)
+    assert "  gpu03: GpuEccDoubleBitErrors, GpuXidFatal" in lines
+
+
+def test_alerts_not_read_are_said_so(tmp_path):
+    assert firing_alerts(tmp_path / "missing.json") is None
+    (tmp_path / "bad.json").write_text("{not json", encoding="utf-8")
+    assert firing_alerts(tmp_path / "bad.json") is None
+    lines = summary_lines([], ReportData(), Path("r.html"), None, None)
+    assert "monitoring alerts: not read" in lines
+    assert "monitoring alerts firing (Prometheus): none" in summary_lines([], ReportData(), Path("r.html"), None, {})

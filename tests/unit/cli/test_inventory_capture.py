@@ -7,13 +7,13 @@ import json
 import sys
 from pathlib import Path
 
-import gpuforge_infiniband as ib
-import gpuforge_nvidia_smi as nv
 import pytest
 import yaml
-from gpuforge_inventory import check_inventory
-from gpuforge_kernel import parse_lsmod
-from gpuforge_node_health import judge_node
+from ansible_collections.gpuforge.cluster.plugins.filter.gpuforge_inventory import check_inventory
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_infiniband as ib
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_nvidia_smi as nv
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_kernel import parse_lsmod
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import judge_node
 
 from gpuforge import cli, inventory_capture
 from gpuforge.inventory_capture import CaptureError, capture, default_tables, load_facts, render

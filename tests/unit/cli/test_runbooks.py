@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gpuforge.cli import RUNBOOKS
+
 ROOT = Path(__file__).resolve().parents[3]
-RUNBOOKS = ["rolling_upgrade", "health_sweep", "diagnostics"]
 
 
 @pytest.mark.parametrize("name", RUNBOOKS)

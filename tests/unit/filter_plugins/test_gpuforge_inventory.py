@@ -11,7 +11,7 @@ from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
 from ansible.vars.hostvars import HostVars
 from ansible.vars.manager import VariableManager
-from gpuforge_inventory import (
+from ansible_collections.gpuforge.cluster.plugins.filter.gpuforge_inventory import (
     as_int,
     check_inventory,
     gpuforge_inventory_problems,

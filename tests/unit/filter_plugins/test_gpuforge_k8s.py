@@ -2,7 +2,12 @@
 
 import pytest
 from ansible.errors import AnsibleFilterError
-from gpuforge_k8s import gpu_product_label, k8s_version_check, rdma_config_list, scale_volume_handle
+from ansible_collections.gpuforge.cluster.plugins.filter.gpuforge_k8s import (
+    gpu_product_label,
+    k8s_version_check,
+    rdma_config_list,
+    scale_volume_handle,
+)
 
 
 def node(*ports, active=None):
@@ -32,11 +37,12 @@ def test_active_ports_numbered_in_natural_hca_order():
     assert {r["rdmaHcaMax"] for r in resources} == {100}
 
 
-def test_down_port_is_skipped_and_netdevs_merge_across_nodes():
+def test_down_port_keeps_its_resource_and_netdevs_merge_across_nodes():
     one = node(("mlx5_0", "Ethernet", "ens224", "Active"), ("mlx5_1", "Ethernet", "ens256", "Down"))
     two = node(("mlx5_0", "Ethernet", "ens3f0", "Active"))
     assert rdma_config_list({"a": one, "b": two}, ["a", "b"], rdma_hca_max=10) == [
-        {"resourceName": "shared_roce0", "rdmaHcaMax": 10, "selectors": {"ifNames": ["ens224", "ens3f0"]}}
+        {"resourceName": "shared_roce0", "rdmaHcaMax": 10, "selectors": {"ifNames": ["ens224", "ens3f0"]}},
+        {"resourceName": "shared_roce1", "rdmaHcaMax": 10, "selectors": {"ifNames": ["ens256"]}},
     ]
 
 
@@ -46,10 +52,13 @@ def test_errors_name_the_node():
     ):
         rdma_config_list({"a": DGX}, ["a"], hcas=["mlx5_7"])
     down = node(("mlx5_0", "InfiniBand", "ib0", "Down"))
-    with pytest.raises(AnsibleFilterError, match="HCA mlx5_0 on node a has no active port"):
+    with pytest.raises(AnsibleFilterError, match="no active RDMA port on any of a"):
         rdma_config_list({"a": down}, ["a"], hcas=["mlx5_0"])
     with pytest.raises(AnsibleFilterError, match="no active RDMA port on any of a"):
         rdma_config_list({"a": down}, ["a"])
+    roce = node(("mlx5_0", "Ethernet", "ens224", "Active"))
+    with pytest.raises(AnsibleFilterError, match="mlx5_0/1 is Ethernet on b but InfiniBand on a"):
+        rdma_config_list({"a": DGX, "b": roce}, ["a", "b"])
     with pytest.raises(AnsibleFilterError, match=r"node b has no ansible_facts\.infiniband"):
         rdma_config_list({"a": DGX, "b": {}}, ["a", "b"])
     with pytest.raises(AnsibleFilterError, match="node group is empty"):

@@ -89,3 +89,13 @@ def render_error(tmp_path):
         return str(info.value)
 
     return run
+
+
+@pytest.fixture
+def render_scenario(tmp_path):
+    """Render a scenario with extra variables; return its objects."""
+
+    def run(inventory: str, cluster: str, platform: str = "kubernetes", version: str = "1.33", **extravars) -> Rendered:
+        return load(run_scenario(tmp_path, inventory, platform, version, extravars), tmp_path / "out" / cluster)
+
+    return run

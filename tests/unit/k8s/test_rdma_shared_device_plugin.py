@@ -2,6 +2,10 @@
 
 import json
 
+import pytest
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpuforge.cluster.plugins.filter.gpuforge_k8s import rdma_config_list
+
 
 def config(rendered):
     return json.loads(rendered.get("ConfigMap", "rdma-devices", "kube-system")["data"]["config.json"])
@@ -30,3 +34,43 @@ def test_daemonset_mounts_the_config_and_selects_rdma_nodes(dgx1_k8s):
         "items": [{"key": "config.json", "path": "config.json"}],
     }
     assert len(ds["spec"]["template"]["metadata"]["annotations"]["gpuforge.io/config-sha256"]) == 64
+
+
+# The demo lab (lab/specs/demo.yml): three DGX-1 nodes, mlx5_0..3 -> ib0..ib3 (lab/profiles/dgx1-v100-edr.yml),
+# and gpu03's mlx5_2 port 1 Down (the fault the demo must find).
+def _dgx1_node(down=()):
+    hcas, active = [], []
+    for i in range(4):
+        state = "Down" if f"mlx5_{i}" in down else "Active"
+        hcas.append(
+            {
+                "name": f"mlx5_{i}",
+                "ca_type": "MT4115",
+                "ports": [{"port": 1, "state": state, "link_layer": "InfiniBand", "netdev": f"ib{i}"}],
+            }
+        )
+        if state == "Active":
+            active.append(f"mlx5_{i}/1")
+    return {"ansible_facts": {"infiniband": {"hcas": hcas, "active_ports": active}}}
+
+
+DEMO = {"gpu01": _dgx1_node(), "gpu02": _dgx1_node(), "gpu03": _dgx1_node(down=("mlx5_2",))}
+
+
+def test_demo_fault_keeps_every_hca_on_its_own_resource_on_every_node():
+    resources = rdma_config_list(DEMO, ["gpu01", "gpu02", "gpu03"])
+    assert [(r["resourceName"], r["selectors"]["ifNames"]) for r in resources] == [
+        (f"shared_ib{i}", [f"ib{i}"]) for i in range(4)
+    ]
+    # Whatever the node order and whichever node is faulty, the names do not move.
+    assert rdma_config_list(DEMO, ["gpu03", "gpu01", "gpu02"]) == resources
+    one_bad = {"gpu03": DEMO["gpu03"]}
+    assert rdma_config_list(one_bad, ["gpu03"]) == resources
+
+
+def test_a_netdev_name_on_two_hcas_is_refused():
+    swapped = _dgx1_node()
+    ports = swapped["ansible_facts"]["infiniband"]["hcas"]
+    ports[0]["ports"][0]["netdev"], ports[1]["ports"][0]["netdev"] = "ib1", "ib0"
+    with pytest.raises(AnsibleFilterError, match=r"netdev ib1 is mlx5_0/1 on gpu02 but mlx5_1/1 on gpu01"):
+        rdma_config_list({"gpu01": _dgx1_node(), "gpu02": swapped}, ["gpu01", "gpu02"])

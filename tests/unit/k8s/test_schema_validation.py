@@ -2,7 +2,11 @@
 
 import kubernetes_validate
 import pytest
-from gpuforge_k8s_structural import check_object, embedded_pod_templates, has_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_k8s_structural import (
+    check_object,
+    embedded_pod_templates,
+    has_check,
+)
 
 VERSIONS = ("1.30", "1.37")  # oldest gpuforge supports and newest kubernetes-validate 1.37.0 ships
 

@@ -73,3 +73,28 @@ def test_cluster_without_id_and_without_facts_is_a_clear_error(render_error):
         spectrum_scale_csi_facts_host="dgx02",
     )
     assert "has no id and dgx02 has no spectrum_scale facts" in message
+
+
+def test_an_inventory_uid_wins_over_the_one_read_from_the_cluster(tmp_path):
+    # The fixture's static volume UID comes from the facts (mmlsfs --uid on the first scale client); a site
+    # that sets spectrum_scale_csi_filesystem_uids gets its own value.
+    extravars = {
+        "gpuforge_k8s_enabled_addons": ["spectrum_scale_csi"],
+        "spectrum_scale_csi_filesystem_uids": {"ess3000_4M": "0A0B0C0D:01020304"},
+    }
+    paths = run_scenario(tmp_path, "dgx1_edr", "kubernetes", "1.33", extravars)
+    rendered = load(paths, tmp_path / "out" / "dgx1-edr")
+    pv = rendered.get("PersistentVolume", "adas-data-pv-ai-team")
+    assert pv["spec"]["csi"]["volumeHandle"] == "16217308676014575381;0A0B0C0D:01020304;path=/gpfs/ess3000_4M/adas"
+
+
+def test_a_static_volume_without_a_uid_is_a_clear_error(render_error):
+    message = render_error(
+        "dgx1_edr",
+        gpuforge_k8s_enabled_addons=["spectrum_scale_csi"],
+        spectrum_scale_csi_static_volumes=[
+            {"name": "scratch", "filesystem": "fs9", "path": "/gpfs/fs9/scratch", "size": "1Ti", "namespaces": ["x"]}
+        ],
+    )
+    assert "static volume scratch: no UID for file system fs9" in message
+    assert "mmlsfs fs9 --uid" in message

@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 
 import pytest
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_spectrum_scale import (
+    filesystem_uid,
+    parse_mmlsconfig,
+    parse_mmlsconfig_y,
+)
 from gpuforge_sim import gpfs
-from gpuforge_spectrum_scale import parse_mmlsconfig, parse_mmlsconfig_y
 
 
 @pytest.fixture
@@ -119,6 +123,14 @@ def test_remote_filesystem_mount(nodes, capsys, tmp_path):
     assert "File systems:    ess3000_4M (ess3000_4M)" in out
     _, out, _ = run(nodes, capsys, "gpu01", "mmlsfs", "ess3000_4M", "-B", "-T")
     assert [line.split()[:2] for line in out.splitlines()[2:]] == [["-B", "4194304"], ["-T", mount_point]]
+    # The UID the CSI static volumes need: the table the spectrum_scale_facts module reads, stable per file system.
+    _, out, _ = run(nodes, capsys, "gpu01", "mmlsfs", "ess3000_4M", "--uid")
+    uid = filesystem_uid(out)
+    assert out.splitlines()[2].split() == ["--uid", uid, "File", "system", "UID"]
+    assert run(nodes, capsys, "gpu01", "mmlsfs", "ess3000_4M", "--uid")[1] == out
+    _, out, _ = run(nodes, capsys, "gpu01", "mmlsfs", "ess3000_4M", "-T", "-Y")
+    assert out.splitlines()[1].split(":")[7:9] == ["defaultMountPoint", mount_point.replace("/", "%2F")]
+    assert run(nodes, capsys, "gpu01", "mmlsfs", "ess3000_4M", "--bogus")[0] != 0
     run(nodes, capsys, "gpu01", "mmshutdown")
     assert "is not mounted." in run(nodes, capsys, "gpu01", "mmlsmount", "ess3000_4M")[1]
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from gpuforge_perftest import parse_perftest_bw
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perftest import parse_perftest_bw
 from gpuforge_sim import ib_write_bw
 from ib_sim_helpers import run_tool, write_hardware
 

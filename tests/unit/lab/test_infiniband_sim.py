@@ -5,7 +5,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from gpuforge_infiniband import parse_ibdev2netdev, parse_ibstat, parse_ibstatus, parse_ibv_devinfo
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_infiniband import (
+    parse_ibdev2netdev,
+    parse_ibstat,
+    parse_ibstatus,
+    parse_ibv_devinfo,
+)
 from gpuforge_sim import ibdev2netdev, ibstat, ibstatus, ibv_devinfo
 from ib_sim_helpers import run_tool, write_hardware
 

@@ -8,8 +8,8 @@ import json
 import os
 import stat
 
-import gpuforge_nvidia_smi as nv
 import pytest
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_nvidia_smi as nv
 from gpuforge_sim import driver_state, nvidia_modprobe, nvidia_smi
 
 from gpuforge.lab.profiles import hardware_document, load_profile
@@ -238,7 +238,8 @@ def test_ecc_dbe_in_xml_text_csv_and_table(lab):
 def test_ecc_dbe_on_hopper_counts_dram(lab):
     lab("dgx-h100-ndr", [{"type": "ecc_dbe", "gpu": 5, "count": 2}])
     gpu = nv.parse_query_xml(smi("-q", "-x", "-i", "5")[1])["gpus"][0]
-    assert gpu["ecc"]["volatile"] == {"corrected": 0, "uncorrected": 2}
+    volatile = gpu["ecc"]["volatile"]
+    assert (volatile["corrected"], volatile["uncorrected"], volatile["dram_uncorrectable"]) == (0, 2, 2)
 
 
 @pytest.mark.parametrize(("profile", "remap"), [("dgx-h100-ndr", True), ("dgx1-v100-edr", False)])
@@ -362,3 +363,78 @@ def test_device_files_are_nvidia_character_devices(lab, monkeypatch):
     assert (os.major(info.st_rdev), os.minor(info.st_rdev)) == (195, 1)
     assert os.minor((lab.path / "nvidiactl").stat().st_rdev) == 255
     assert driver_state.create_device_files(range(2)) == []  # existing files are kept
+
+
+def test_remap_failure_count_and_aggregate_ecc_on_hopper(lab):
+    lab(
+        "dgx-h100-ndr",
+        [
+            {"type": "row_remap_failure", "gpu": 1},
+            {"type": "remapped_rows", "gpu": 1, "uncorrectable": 600, "correctable": 3},
+            {"type": "ecc_aggregate", "gpu": 2, "memory": "sram", "kind": "uncorrectable", "count": 2},
+            {"type": "ecc_aggregate", "gpu": 2, "memory": "dram", "kind": "correctable", "count": 40},
+        ],
+    )
+    for log in (nv.parse_query_xml(smi("-q", "-x")[1]), nv.parse_query_text(smi("-q")[1])):
+        rows = log["gpus"][1]["remapped_rows"]
+        assert (rows["failure"], rows["uncorrectable"], rows["correctable"]) == (True, 600, 3)
+        assert rows["histogram"] == {"max": 1956, "high": 0, "partial": 603, "low": 0, "none": 1}
+        aggregate = log["gpus"][2]["ecc"]["aggregate"]
+        assert (aggregate["sram_uncorrectable"], aggregate["dram_correctable"]) == (2, 40)
+        assert aggregate["sram_threshold_exceeded"] is False
+        assert log["gpus"][2]["ecc"]["volatile"]["sram_uncorrectable"] == 0
+
+
+def test_remap_faults_refused_on_volta(lab):
+    with pytest.raises(ValueError, match="needs an Ampere or newer GPU"):
+        lab("dgx1-v100-edr", [{"type": "row_remap_failure", "gpu": 1}])
+
+
+def test_clock_events_show_in_their_share_of_samples_in_both_field_names(lab):
+    lab("dgx-h100-ndr", [{"type": "clock_events", "gpu": 3, "reason": "hw_thermal_slowdown", "fraction": 0.25}])
+    for prefix in ("clocks_event_reasons", "clocks_throttle_reasons"):
+        fields = f"pci.bus_id,{prefix}.hw_thermal_slowdown,{prefix}.hw_slowdown,{prefix}.active"
+        rows = [nv.parse_query_gpu_csv(smi(f"--query-gpu={fields}", "--format=csv")[1])["rows"][3] for _ in range(8)]
+        assert sum(r[f"{prefix}.hw_thermal_slowdown"] == "Active" for r in rows) == 2
+        assert sum(r[f"{prefix}.hw_slowdown"] == "Active" for r in rows) == 2  # thermal is a kind of HW slowdown
+        assert {r[f"{prefix}.active"] for r in rows} == {"0x0000000000000001", "0x0000000000000048"}
+    # -q shows the current sample without taking one.
+    states = {nv.parse_query_xml(smi("-q", "-x")[1])["gpus"][3]["throttle_reasons"]["hw_slowdown"] for _ in range(4)}
+    assert len(states) == 1
+
+
+def test_nvlink_inactive_and_error_counters(lab):
+    lab(
+        "dgx1-v100-edr",
+        [{"type": "nvlink_inactive", "gpu": 2, "links": [0, 4]}, {"type": "nvlink_errors", "gpu": 5, "link": 3,
+         "replay": 7, "crc": 11}],
+    )  # fmt: skip
+    status = nv.parse_nvlink_status(smi("nvlink", "-s")[1])
+    assert status["gpus"][2]["active_links"] == 4
+    assert [link["state"] for link in status["gpus"][2]["links"]][:2] == ["<inactive>", "25.781 GB/s"]
+    for flag in ("-e", "--errorcounters"):
+        errors = nv.parse_nvlink_errors(smi("nvlink", flag)[1])
+        assert errors["errors"] == [] and len(errors["gpus"][5]["links"]) == 6
+        assert errors["gpus"][5]["links"][3] == {"link": 3, "replay_errors": 7, "recovery_errors": 0, "crc_errors": 11}
+
+
+def test_nvlink_errors_layout_matches_the_public_h100_output(lab):
+    lab("dgx-h100-ndr")
+    out = smi("nvlink", "-e", "-i", "0")[1]
+    assert out.splitlines()[1:5] == [
+        "         Link 0: Replay Errors: 0",
+        "         Link 0: Recovery Errors: 0",
+        "         Link 0: CRC Errors: 0",
+        "",
+    ]
+
+
+def test_power_draw_average_and_instant_on_newer_drivers(lab):
+    lab("dgx-h100-ndr")
+    (lab.path / "lib" / "nvidia-driver.json").write_text(
+        json.dumps({"driver_version": "550.90.07", "cuda_version": "12.4"}), encoding="utf-8"
+    )
+    for log in (nv.parse_query_xml(smi("-q", "-x")[1]), nv.parse_query_text(smi("-q")[1])):
+        gpu = log["gpus"][0]
+        assert gpu["power_draw_w"] == gpu["power_draw_average_w"] == gpu["power_draw_instant_w"] == 98.0
+    assert "<average_power_draw>98.00 W</average_power_draw>" in smi("-q", "-x", "-i", "0")[1]

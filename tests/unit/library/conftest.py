@@ -1,23 +1,13 @@
-"""Harness for library/ modules: alias module_utils under ansible.module_utils, run a module in-process."""
+"""Harness for library/ modules: run a module in-process.
+
+Tests import modules by their collection path (ansible_collections.gpuforge.cluster.plugins.modules.X).
+"""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
-
-import ansible.module_utils
 import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.testing import patch_module_args
-
-MODULE_UTILS = Path(__file__).resolve().parents[3] / "module_utils"
-
-for path in sorted(MODULE_UTILS.glob("gpuforge_*.py")):
-    name = path.stem
-    module = importlib.import_module(name)
-    sys.modules[f"ansible.module_utils.{name}"] = module
-    setattr(ansible.module_utils, name, module)
 
 
 class ModuleExit(Exception):

@@ -17,20 +17,24 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import gpu_node_check
-import ib_write_bw
-import infiniband_facts
-import k8s_manifest_validate
-import kernel_module
-import nccl_tests
-import nvidia_smi_facts
 import pytest
-import resnet50_benchmark
-import slurm_node_state
-import spectrum_scale_config
-import spectrum_scale_facts
 import yaml
 from ansible.module_utils.common.warnings import get_warning_messages
+from ansible_collections.gpuforge.cluster.plugins.modules import (
+    fleet_consistency,
+    gpu_node_check,
+    ib_port_counters,
+    ib_write_bw,
+    infiniband_facts,
+    k8s_manifest_validate,
+    kernel_module,
+    nccl_tests,
+    nvidia_smi_facts,
+    resnet50_benchmark,
+    slurm_node_state,
+    spectrum_scale_config,
+    spectrum_scale_facts,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -39,9 +43,11 @@ EXPECTED_HARDWARE = ROOT / "roles" / "gpuforge" / "defaults" / "main" / "expecte
 HOST = platform.node()
 HUGE = 10 * 1024 * 1024  # characters of the 10 MB output
 MODULES = {
-    module.__name__: module
+    module.__name__.rpartition(".")[2]: module
     for module in (
+        fleet_consistency,
         gpu_node_check,
+        ib_port_counters,
         ib_write_bw,
         infiniband_facts,
         k8s_manifest_validate,
@@ -227,10 +233,21 @@ def run_nvidia_smi_facts(ansible_module, tmp_path, change, args=None, check_mode
         "-q": change(real("nvidia-smi-q-x__netdata-go.d.plugin__a100-sxm4-40gb-mig_drv510.xml")),
         "topo": change(fixture("nvidia-smi/seed001_dgx1_topo_m_drv440.txt")),
         "nvlink": change(real("nvidia-smi-nvlink-status__leptonai-gpud__a100.txt")),
+        # clock event samples: the module's CLOCK_EVENT_FIELDS, one A100 row
+        "--query-gpu": change(
+            "timestamp, index, pci.bus_id, serial, clocks_event_reasons.hw_slowdown, "
+            "clocks_event_reasons.hw_thermal_slowdown, clocks_event_reasons.hw_power_brake_slowdown\n"
+            "2024/01/01 00:00:00.000, 0, 00000000:00:05.0, 1562521001000, Not Active, Not Active, Not Active\n"
+        ),
     }
-    runner = Runner(answer or (lambda argv: (0, answers[argv[1]], "")))
+    runner = Runner(answer or (lambda argv: (0, answers[argv[1].split("=", 1)[0]], "")))
     result = ansible_module(
-        nvidia_smi_facts, dict(args or {}), runner, None, check_mode, bin_path=paths or bins("nvidia-smi")
+        nvidia_smi_facts,
+        {"clock_event_samples": 2, "clock_event_interval_ms": 0, **(args or {})},
+        runner,
+        None,
+        check_mode,
+        bin_path=paths or bins("nvidia-smi"),
     )
     return result, runner
 
@@ -343,8 +360,33 @@ def run_k8s_manifest_validate(ansible_module, tmp_path, change, args=None, check
     return result, Runner(lambda argv: (0, "", ""))
 
 
+PERFQUERY = (FIXTURES / "perfquery" / "infiniband-diags_issue16_rhel75_perfquery_x.txt").read_text(encoding="utf-8")
+
+
+def run_ib_port_counters(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    output = change(PERFQUERY)
+    runner = Runner(answer or (lambda argv: (0, output, "")))
+    facts = {"hcas": [{"name": "mlx5_0", "ports": [{"port": 1, "state": "Active", "link_layer": "InfiniBand"}]}]}
+    base = {"infiniband": facts, "baseline": {"mlx5_0/1": {"SymbolErrorCounter": 0}}}
+    paths = paths or bins("perfquery", where="/usr/sbin")
+    result = ansible_module(ib_port_counters, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
+def run_fleet_consistency(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    """The 'tool output' of this module is the ofed_info -s text each node reported."""
+    # Module arguments travel as JSON: undecodable bytes in a registered command's output reach this module as
+    # U+FFFD (Ansible decodes stdout with errors='replace' before it can become an argument).
+    ofed = change("MLNX_OFED_LINUX-24.10-1.1.4.0:\n").encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    nodes = {host: {"ofed": ofed, "kernel": "6.1.0-18-amd64"} for host in "ab"}
+    result = ansible_module(fleet_consistency, {"nodes": nodes, **(args or {})}, None, None, check_mode)
+    return result, Runner(lambda argv: (0, "", ""))
+
+
 RUNNERS = {
+    "fleet_consistency": (run_fleet_consistency, ("nodes",)),
     "gpu_node_check": (run_gpu_node_check, ("lsmod", "dmesg")),
+    "ib_port_counters": (run_ib_port_counters, ("perfquery",)),
     "ib_write_bw": (run_ib_write_bw, ("ib_write_bw",)),
     "infiniband_facts": (run_infiniband_facts, ("ibstat", "ibv_devinfo", "ibdev2netdev")),
     "k8s_manifest_validate": (run_k8s_manifest_validate, ("manifest", "YAML", "rendered.yaml", "node.yaml")),
@@ -417,6 +459,7 @@ def _missing_tool_cases():
 
     return {
         "gpu_node_check": ({}, bins(), None, ("lsmod not found in PATH on", "install kmod")),
+        "ib_port_counters": ({}, bins(), None, ("perfquery not found in PATH on", "infiniband-diags")),
         "ib_write_bw": ({}, bins("timeout"), None, ("ib_write_bw not found in PATH on", "perftest")),
         "infiniband_facts": ({}, bins(), None, ("Neither ibstat nor ibv_devinfo is installed on", "infiniband-diags")),
         "k8s_manifest_validate": ({}, None, None, ("kubernetes-validate",)),

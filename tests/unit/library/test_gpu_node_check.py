@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import gpu_node_check
 import pytest
+from ansible_collections.gpuforge.cluster.plugins.modules import gpu_node_check
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
 from node_sim_helpers import SimNode, expected_for
@@ -46,7 +46,10 @@ def test_runs_lsmod_and_dmesg_and_finds_xid_and_peermem(tmp_path, monkeypatch, r
     # `failed` is Ansible's own result key: a truthy value there fails the task with "Unknown error".
     assert "failed" not in result
     xid = next(c for c in result["checks"] if c["name"] == "xid")
-    assert xid["observed"] == [48]
+    assert [(x["code"], x["action"], x["gpu"]) for x in xid["observed"]] == [
+        (48, "reset_gpu", "00000000:0A:00.0 (GPU 2, serial 0321618000102)")
+    ]
+    assert result["caused_failures"] == {}
 
 
 def test_given_text_is_used_without_running_commands(tmp_path, monkeypatch, run_module):
@@ -61,7 +64,8 @@ def test_given_text_is_used_without_running_commands(tmp_path, monkeypatch, run_
     result, calls = run_module(args, {})
     assert calls == []
     assert result["healthy"] is True
-    assert len(result["checks"]) == 22
+    # 22 checks plus ecc_aggregate, nvlink_errors (the C4140's V100s have NVLink) and ib_link_flaps.
+    assert len(result["checks"]) == 25
 
 
 def test_unreadable_lsmod_and_failing_dmesg_are_failed_checks(run_module):

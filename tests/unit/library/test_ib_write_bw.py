@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import ib_write_bw
 import pytest
+from ansible_collections.gpuforge.cluster.plugins.modules import ib_write_bw
 
 SEED = "ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt"
 DEEPOPS = "ib_write_bw__NVIDIA-deepops__roce-perf-k8s.md__cx5_roce100_rdmacm.txt"

@@ -7,9 +7,9 @@ import json
 from contextlib import redirect_stdout
 from pathlib import Path
 
-import infiniband_facts
 import pytest
 import yaml
+from ansible_collections.gpuforge.cluster.plugins.modules import infiniband_facts
 from gpuforge_sim import ibdev2netdev, ibstat, ibv_devinfo
 
 IBSTAT_H100 = "ibstat__leptonai-gpud__h100_cx7_roce400_some_down_polling.txt"

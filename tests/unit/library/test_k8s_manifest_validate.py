@@ -1,7 +1,7 @@
 """k8s_manifest_validate: writes manifests, validates core kinds by schema and CRs structurally."""
 
-import k8s_manifest_validate
 import pytest
+from ansible_collections.gpuforge.cluster.plugins.modules import k8s_manifest_validate
 
 NODE = "apiVersion: v1\nkind: Node\nmetadata:\n  name: dgx01\n  labels: {scale: 'true'}\n"
 SCC = """apiVersion: security.openshift.io/v1

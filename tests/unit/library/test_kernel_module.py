@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import partial
 
-import kernel_module
 import pytest
+from ansible_collections.gpuforge.cluster.plugins.modules import kernel_module
 
 
 class FakeKernel:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import partial
 
-import nccl_tests
 import pytest
+from ansible_collections.gpuforge.cluster.plugins.modules import nccl_tests
 
 SEED_1X8 = "nccl-tests/seed001_ex4-1_1x8xv100_nvlink_legacy.txt"
 SEED_2X8 = "nccl-tests/seed001_ex4-2_2x8xv100_ib_legacy.txt"
@@ -252,3 +252,40 @@ def test_interpreter_for_standin(run_module, tmp_path):
     )
     assert result["cmd"][:2] == ["/usr/bin/python3", str(script)]
     assert result["msg"] == "no result rows in the output: no result rows"
+
+
+def test_json_output_and_per_iteration_read_the_file_it_wrote(run_module, binary, tmp_path, fixture_text):
+    """-J: nccl-tests writes FILE.0 when FILE exists and says so; the module reads that file, the log adds transport."""
+    asked = tmp_path / "ar.json"
+    written = tmp_path / "ar.json.0"
+    written.write_text(fixture_text("nccl-tests/constructed_json_v2_per_iter_wrong.json"), encoding="utf-8")
+    log = f"# Writing JSON output to {written}\n" + fixture_text(SEED_16X1)
+    runner = FakeRunner(log, gpus=8)
+    result = run_module(
+        {"binary": binary, "json_output": str(asked), "per_iter_timing": True, "fail_on": "never"}, runner
+    )
+    cmd = runner.bench_calls[0][0]
+    assert cmd[cmd.index("-I") + 1] == "1"
+    assert cmd[cmd.index("-J") + 1] == str(asked)
+    assert result["json_output"] == str(written)
+    assert result["nccl"]["format"] == "json"
+    assert result["nccl"]["wrong_total"] == 3
+    assert result["nccl"]["transport"]["mode"] == "ib_gdr"
+    assert result["verdict"] == "fail"
+    assert [c["name"] for c in result["checks"] if c["status"] == "fail"] == ["wrong_values"]
+
+
+def test_json_output_missing_falls_back_to_the_table(run_module, binary, tmp_path, fixture_text):
+    runner = FakeRunner(fixture_text(SEED_1X8), gpus=8)
+    result = run_module({"binary": binary, "gpus": 8, "json_output": str(tmp_path / "none.json")}, runner)
+    assert result["nccl"]["format"] == "text"
+    assert "json_output" not in result
+    assert any("not read" in error for error in result["nccl"]["errors"])
+
+
+def test_min_bw_failed_fails_the_task(run_module, binary, fixture_text):
+    text = fixture_text("nccl-tests/constructed_v2.18_per_iter_I1_min_bw_failed.txt")
+    runner = FakeRunner(text, gpus=8)
+    result = run_module({"binary": binary, "gpus": 8, "env": {"NCCL_TESTS_MIN_BW": "170"}}, runner, expect_failure=True)
+    assert "nccl_tests_min_bw=146.001" in result["msg"]
+    assert "(170 GB/s)" in result["msg"]

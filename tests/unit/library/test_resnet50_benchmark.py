@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 import pytest
-import resnet50_benchmark
+from ansible_collections.gpuforge.cluster.plugins.modules import resnet50_benchmark
 
 BENCH_ARGS = [
     *("--batch-size", "64", "--image-size", "224", "--warmup-steps", "10"),

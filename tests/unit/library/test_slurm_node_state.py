@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-import slurm_node_state
+from ansible_collections.gpuforge.cluster.plugins.modules import slurm_node_state
 
 IDLE = (
     "NodeName=slurm-dgx1 Arch=x86_64 CoresPerSocket=2 CPUAlloc=0 CPUTot=2 Gres=gpu:v100:8 NodeAddr=slurm-dgx1 "

@@ -6,7 +6,7 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-import spectrum_scale_config
+from ansible_collections.gpuforge.cluster.plugins.modules import spectrum_scale_config
 
 SEED = (Path(__file__).resolve().parents[2] / "fixtures" / "mmlsconfig" / "seed001_dgx_common.txt").read_text(
     encoding="utf-8"

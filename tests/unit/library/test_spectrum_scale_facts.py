@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import spectrum_scale_facts
+from ansible_collections.gpuforge.cluster.plugins.modules import spectrum_scale_facts
 
 MMLSCLUSTER_Y = (Path(__file__).resolve().parents[2] / "fixtures" / "mmlscluster" / "seed001_Y.txt").read_text(
     encoding="utf-8"
@@ -52,7 +52,7 @@ def test_not_a_member_fails_with_the_reason(ansible_module, mmfs_bin):
 def test_not_a_member_allowed(ansible_module, mmfs_bin):
     args = {"mmfs_bin": mmfs_bin, "allow_no_cluster": True}
     result = ansible_module(spectrum_scale_facts, args, answer(1, "", NOT_A_MEMBER))
-    assert result["ansible_facts"]["spectrum_scale"] == {"member": False, "cluster": None}
+    assert result["ansible_facts"]["spectrum_scale"] == {"member": False, "cluster": None, "filesystems": {}}
 
 
 def test_truncated_output_is_a_clear_failure(ansible_module, mmfs_bin):
@@ -65,3 +65,56 @@ def test_not_installed(ansible_module, tmp_path):
     result = ansible_module(spectrum_scale_facts, {"mmfs_bin": str(tmp_path)}, answer(0, ""), True)
     assert result["msg"].startswith(f"mmlscluster not found at {tmp_path} on ")
     assert "is IBM Storage Scale (gpfs.base) installed?" in result["msg"]
+
+
+# `mmlsfs <fs> --uid` in the plain table layout (flag, value, description under a dashed rule); the UID is
+# the one IBM Redpaper REDP-5610 shows for ess3000_4M.
+MMLSFS_UID = (
+    "flag                value                    description\n"
+    "------------------- ------------------------ -----------------------------------\n"
+    " --uid              099B6A7A:5EB99743        File system UID\n"
+)
+
+
+def by_command(answers):
+    """run_command answering by the command's base name: {name: (rc, out, err)}."""
+    calls = []
+
+    def run_command(argv, **kwargs):
+        calls.append(argv)
+        return answers[Path(argv[0]).name]
+
+    run_command.calls = calls
+    return run_command
+
+
+def test_filesystem_uids_for_static_volumes(ansible_module, mmfs_bin):
+    runner = by_command({"mmlscluster": (0, MMLSCLUSTER_Y, ""), "mmlsfs": (0, MMLSFS_UID, "")})
+    args = {"mmfs_bin": mmfs_bin, "filesystems": ["ess3000_4M"]}
+    result = ansible_module(spectrum_scale_facts, args, runner, check_mode=True)
+    assert result["ansible_facts"]["spectrum_scale"]["filesystems"] == {"ess3000_4M": {"uid": "099B6A7A:5EB99743"}}
+    assert runner.calls[1] == [f"{mmfs_bin}/mmlsfs", "ess3000_4M", "--uid"]
+
+
+def test_an_unknown_filesystem_names_it_and_the_fix(ansible_module, mmfs_bin):
+    unknown = "mmlsfs: File system fs9 is not known to the GPFS cluster.\nmmlsfs: Command failed."
+    runner = by_command({"mmlscluster": (0, MMLSCLUSTER_Y, ""), "mmlsfs": (1, "", unknown)})
+    result = ansible_module(spectrum_scale_facts, {"mmfs_bin": mmfs_bin, "filesystems": ["fs9"]}, runner, True)
+    assert "mmlsfs fs9 --uid failed (rc=1)" in result["msg"]
+    assert "is not known to the GPFS cluster" in result["msg"]
+    assert "mmremotefs show" in result["msg"]
+
+
+@pytest.mark.parametrize(
+    ("out", "problem"),
+    [
+        ("", "no 'flag value description' header"),
+        (MMLSFS_UID.replace("099B6A7A:5EB99743", "unknown"), "not a file system UID"),
+        ("\n".join(MMLSFS_UID.splitlines()[:2]), "no --uid row"),
+    ],
+)
+def test_output_without_a_uid_is_a_clear_failure(ansible_module, mmfs_bin, out, problem):
+    runner = by_command({"mmlscluster": (0, MMLSCLUSTER_Y, ""), "mmlsfs": (0, out, "")})
+    result = ansible_module(spectrum_scale_facts, {"mmfs_bin": mmfs_bin, "filesystems": ["ess3000_4M"]}, runner, True)
+    assert result["msg"].startswith("could not read the UID of file system ess3000_4M")
+    assert problem in result["msg"]

@@ -12,9 +12,9 @@ import json
 import os
 from pathlib import Path
 
-import gpuforge_infiniband as ib
-import gpuforge_nvidia_smi as nv
 import yaml
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_infiniband as ib
+from ansible_collections.gpuforge.cluster.plugins.modules import nvidia_smi_facts
 from gpuforge_sim import ibstat, nvidia_smi
 
 from gpuforge.lab.profiles import hardware_document, load_profile
@@ -55,15 +55,33 @@ def expected_for(system: str) -> dict:
     """The spec validate.yml hands gpu_node_check: SKU + system + link speeds + global thresholds."""
     data = yaml.safe_load(EXPECTED.read_text(encoding="utf-8"))
     spec = data["gpuforge_expected_systems"][system]
-    merged = {**data["gpuforge_expected_gpu_skus"][spec["gpu_sku"]], **spec}
+    limits = {**data["gpuforge_expected_memory_errors"], **data["gpuforge_expected_clock_events"]}
+    merged = {**limits, **data["gpuforge_expected_gpu_skus"][spec["gpu_sku"]], **spec}
     merged.update(
         link_speeds=data["gpuforge_expected_link_speeds"],
         # expected_hardware.yml takes the branch from the driver pin (a template); the lab's is Debian 12's.
         driver_branch=LAB_DRIVER_RELEASE.split(".")[0],
         retired_pages_max=data["gpuforge_expected_retired_pages_max"],
         xid_fatal=data["gpuforge_expected_xid_fatal"],
+        xid_fail_actions=data["gpuforge_expected_xid_fail_actions"],
+        nvlink_error_max=data["gpuforge_expected_nvlink_error_max"],
+        ib_link_flaps_max=data["gpuforge_expected_ib_link_flaps_max"],
     )
     return merged
+
+
+class _SimModule:
+    """The AnsibleModule methods NvidiaSmiFacts uses, answered by the simulated nvidia-smi."""
+
+    def __init__(self, params: dict, smi):
+        self.params = params
+        self.smi = smi
+
+    def get_bin_path(self, name):
+        return "/usr/bin/nvidia-smi" if name == "nvidia-smi" else None
+
+    def run_command(self, argv, **_kwargs):
+        return self.smi(*argv[1:])
 
 
 class SimNode:
@@ -121,24 +139,18 @@ class SimNode:
         rc = nvidia_smi.main(list(argv), out=out, err=err)
         return rc, out.getvalue(), err.getvalue()
 
-    def nvidia_smi_facts(self) -> dict:
-        """Facts in nvidia_smi_facts' shape (fail_on_error false)."""
-        facts = {"driver_version": None, "gpu_count": 0, "gpus": [], "errors": []}
-        rc, out, err = self.smi("-q", "-x")
-        if rc != 0:
-            facts["errors"].append(f"nvidia-smi -q -x exited with code {rc}. Output: {(out or err).strip()}")
-            return facts
-        query = nv.parse_query_xml(out)
-        topo = nv.parse_topo_matrix(self.smi("topo", "-m")[1])
-        links = nv.parse_nvlink_status(self.smi("nvlink", "--status")[1]) if query["gpus"][0] else None
-        facts.update(driver_version=query["driver_version"], gpu_count=query["gpu_count"], gpus=query["gpus"])
-        by_topo = {g["index"]: g for g in topo["gpus"]}
-        by_link = {g["index"]: g for g in (links or {}).get("gpus", [])}
-        for gpu in facts["gpus"]:
-            gpu["numa_affinity"] = by_topo.get(gpu["index"], {}).get("numa_affinity")
-            gpu["nics"] = by_topo.get(gpu["index"], {}).get("nics", {})
-            gpu["nvlink"] = by_link.get(gpu["index"])
-        return facts
+    def nvidia_smi_facts(self, samples: int = 10) -> dict:
+        """The facts the nvidia_smi_facts module gathers (fail_on_error false) from the simulated nvidia-smi:
+        the module's own gather(), clock event samples taken back to back."""
+        params = {
+            "executable": "nvidia-smi",
+            "topology": True,
+            "nvlink": True,
+            "clock_event_samples": samples,
+            "clock_event_interval_ms": 0,
+            "fail_on_error": False,
+        }
+        return nvidia_smi_facts.NvidiaSmiFacts(_SimModule(params, self.smi)).gather()
 
     def infiniband_facts(self) -> dict:
         _rc, out = self._capture(ibstat.main, [])

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
-from gpuforge_bench_attribution import attribute_results, judge_results, median
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_attribution import (
+    attribute_results,
+    judge_results,
+    median,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_localize import ib_schedule, next_probe
 
 
 def ring(nodes, gbps_by_link, hca="mlx5_0", expected=100):
@@ -46,7 +50,7 @@ def test_degraded_node_in_ring_is_named_absolute():
         "gpu04__gpu01__mlx5_0": "ok",
     }
     assert out["results"][1]["threshold_gbps"] == 90.0
-    assert out["summary"].startswith("slow: gpu02 (every link it is in is slow")
+    assert out["summary"].startswith("slow node: gpu02 (every link it is in is slow (2 of 2 on 1 rail)")
 
 
 def test_degraded_node_named_by_median_baseline_on_tcp_rates():
@@ -137,11 +141,124 @@ def test_median():
 
 
 def test_filter_plugin_exposes_the_function():
-    # filter_plugins/gpuforge.py shares its name with the src/gpuforge package: load it by path
-    path = Path(__file__).parents[3] / "filter_plugins" / "gpuforge.py"
-    spec = importlib.util.spec_from_file_location("gpuforge_filter_plugins", path)
-    plugin = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plugin)
+    plugin = importlib.import_module("ansible_collections.gpuforge.cluster.plugins.filter.gpuforge")
     attribution = plugin.FilterModule().filters()["gpuforge_bench_attribution"]
     out = attribution(ring(NODES, {"gpu01__gpu02__mlx5_0": 1.0, "gpu04__gpu01__mlx5_0": 1.0}), expected_gbps="")
     assert [n["node"] for n in out["slow_nodes"]] == ["gpu01"]
+
+
+# All pairs per rail (gpuforge_localize.ib_schedule), as playbooks/tasks/bench_ib_pair.yml records them.
+RAILS = ["mlx5_0/1", "mlx5_1/1", "mlx5_2/1", "mlx5_3/1"]
+
+
+def all_pairs(nodes, gbps, down=()):
+    """ib_write_bw results of every pair on every rail; gbps(server, client, rail) -> value; down: (node, rail)."""
+    infiniband = {
+        node: {
+            "active_ports": [rail for rail in RAILS if (node, rail) not in down],
+            "inactive_ports": [rail for rail in RAILS if (node, rail) in down],
+            "hcas": [],
+        }
+        for node in nodes
+    }
+    results = []
+    for entry in ib_schedule(nodes, infiniband):
+        for pair in entry["pairs"]:
+            results.append(
+                {
+                    "name": pair["name"],
+                    "group": "ib_write_bw",
+                    "nodes": [pair["server"], pair["client"]],
+                    "hca": pair["hca"],
+                    "port": pair["port"],
+                    "rail": pair["rail"],
+                    "inactive": pair["inactive"],
+                    "gbps": gbps(pair["server"], pair["client"], pair["rail"]) if pair["run"] else None,
+                    "expected_gbps": 100,
+                    "error": "" if pair["run"] else f"{pair['rail']} is not Active on {', '.join(pair['inactive'])}",
+                }
+            )
+    return results
+
+
+def test_demo_faults_name_gpu02_as_the_node_and_gpu03_mlx5_2_as_a_link():
+    # The demo: tc slows all of gpu02's traffic (every rail shares the lab's one interface); gpu03's mlx5_2 is Down.
+    results = all_pairs(
+        ["gpu01", "gpu02", "gpu03"],
+        lambda server, client, rail: 1.2 if "gpu02" in (server, client) else 96.0,
+        down={("gpu03", "mlx5_2/1")},
+    )
+    for baseline in ("best", "absolute"):
+        out = attribute_results(results, baseline=baseline, median_fraction=0.5)
+        assert [n["node"] for n in out["slow_nodes"]] == ["gpu02"], baseline
+        assert out["slow_nodes"][0]["hcas"] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+        assert [(link["kind"], link["name"], link["hca"]) for link in out["slow_links"]] == [
+            ("port", "gpu03:mlx5_2/1", "mlx5_2")
+        ]
+        assert "is not Active on gpu03" in out["slow_links"][0]["reason"]
+        assert out["summary"].startswith("slow node: gpu02 (every link it is in is slow (7 of 7 on 4 rails)")
+        assert "slow link: gpu03:mlx5_2/1 (" in out["summary"]
+
+
+def test_one_slow_pair_among_eight_nodes_is_the_link():
+    nodes = [f"gpu{i:02d}" for i in range(1, 9)]
+    results = all_pairs(nodes, lambda s, c, rail: 40.0 if {s, c} == {"gpu03", "gpu06"} and rail == "mlx5_1/1" else 96.0)
+    out = attribute_results(results)
+    assert out["slow_nodes"] == []
+    assert [(link["kind"], sorted(link["nodes"]), link["rail"]) for link in out["slow_links"]] == [
+        ("pair", ["gpu03", "gpu06"], "mlx5_1/1")
+    ]
+
+
+def test_one_node_slow_on_one_rail_is_its_port_not_the_node():
+    nodes = [f"gpu{i:02d}" for i in range(1, 6)]
+    results = all_pairs(nodes, lambda s, c, rail: 30.0 if "gpu04" in (s, c) and rail == "mlx5_3/1" else 96.0)
+    out = attribute_results(results)
+    assert out["slow_nodes"] == []
+    assert [(link["kind"], link["name"], len(link["results"])) for link in out["slow_links"]] == [
+        ("port", "gpu04:mlx5_3/1", 4)
+    ]
+
+
+def test_a_node_slow_on_every_rail_among_eight_is_the_node_only():
+    nodes = [f"gpu{i:02d}" for i in range(1, 9)]
+    results = all_pairs(nodes, lambda s, c, rail: 20.0 if "gpu07" in (s, c) else 96.0)
+    out = attribute_results(results)
+    assert [n["node"] for n in out["slow_nodes"]] == ["gpu07"] and out["slow_links"] == []
+    assert len(out["slow_nodes"][0]["results"]) == 7 * 4
+
+
+def test_bisection_names_the_node_and_explains_the_all_node_runs():
+    nodes = [f"gpu{i:02d}" for i in range(1, 9)]
+    state = {"nodes": nodes, "runs": []}
+    while not (plan := next_probe(state))["done"]:
+        state["runs"].append({"nodes": plan["probe"], "slow": "gpu05" in plan["probe"]})
+    results = [{"name": f"nccl-single-{n}", "group": "nccl_single", "nodes": [n], "gbps": 80.0} for n in nodes]
+    results.append({"name": "nccl-multi-ib", "group": "nccl_multi_ib", "nodes": nodes, "gbps": 8.0})
+    results.append({"name": "nccl-multi-tcp", "group": "nccl_multi_tcp", "nodes": nodes, "gbps": 8.0})
+    out = attribute_results(results, baseline="median", bisection=plan)
+    assert [n["node"] for n in out["slow_nodes"]] == ["gpu05"]
+    assert out["slow_nodes"][0]["reasons"] == ["NCCL bisection: slow node: gpu05 (the others are fine)"]
+    assert out["bisection"]["verdict"] == "slow_node" and out["slow_links"] == []
+    unresolved = {"verdict": "unresolved", "slow_nodes": [], "suspects": nodes[:2], "summary": "two suspects"}
+    assert attribute_results(results, baseline="median", bisection=unresolved)["slow_nodes"] == []
+
+
+def test_a_slow_rail_run_is_a_rail():
+    nodes = ["gpu01", "gpu02", "gpu03"]
+    results = [
+        {
+            "name": f"nccl-rail-{r}",
+            "group": "nccl_rail_ib",
+            "nodes": nodes,
+            "rail": r,
+            "hca": r[:6],
+            "scope": "rail",
+            "gbps": 20.0 if r == "mlx5_1/1" else 90.0,
+        }
+        for r in RAILS
+    ]
+    out = attribute_results(results, baseline="median")
+    assert out["slow_nodes"] == []
+    assert [(link["kind"], link["rail"]) for link in out["slow_links"]] == [("rail", "mlx5_1/1")]
+    assert "the HCAs, cables or switches of that rail" in out["slow_links"][0]["reason"]

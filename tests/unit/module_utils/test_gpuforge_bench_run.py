@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from gpuforge_bench_run import run_bounded, verdict_blocks
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_run import run_bounded, verdict_blocks
 
 
 class RecordingModule:

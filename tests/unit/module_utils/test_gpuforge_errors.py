@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-import gpuforge_errors
-import gpuforge_infiniband
-import gpuforge_kernel
-import gpuforge_nccl_tests
-import gpuforge_nvidia_smi
-import gpuforge_perftest
-import gpuforge_resnet50
-import gpuforge_slurm
-import gpuforge_spectrum_scale
 import pytest
-from gpuforge_errors import OptionError, ParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils import (
+    gpuforge_errors,
+    gpuforge_infiniband,
+    gpuforge_kernel,
+    gpuforge_nccl_tests,
+    gpuforge_nvidia_smi,
+    gpuforge_perftest,
+    gpuforge_resnet50,
+    gpuforge_slurm,
+    gpuforge_spectrum_scale,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError, ParseError
 
 PARSER_ERRORS = {
     "gpuforge_infiniband.ParseError": gpuforge_infiniband.ParseError,
@@ -54,8 +56,8 @@ def test_the_base_class_catches_every_parser(parse, text):
 
 
 def test_one_base_class_object_whichever_way_it_was_imported():
-    # Each parser imports the base as ansible.module_utils.gpuforge_errors inside a module, else as
-    # gpuforge_errors: here (module_utils/ on sys.path) both must be this very class.
+    # Each parser imports the base by its collection path, the one path modules, filters, the CLI and these
+    # tests use: every parser's error class must derive from this very class.
     bases = {error.__mro__[1] for error in PARSER_ERRORS.values()}
     assert bases == {gpuforge_errors.ParseError}
 

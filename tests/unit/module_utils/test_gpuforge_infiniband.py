@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from gpuforge_infiniband import (
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_infiniband import (
     ParseError,
     parse,
     parse_ibdev2netdev,

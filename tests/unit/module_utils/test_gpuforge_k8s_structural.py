@@ -2,7 +2,11 @@
 
 import copy
 
-from gpuforge_k8s_structural import check_object, embedded_pod_templates, has_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_k8s_structural import (
+    check_object,
+    embedded_pod_templates,
+    has_check,
+)
 
 WORKER = {
     "replicas": 2,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import gpuforge_kernel as kernel
 import pytest
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_kernel as kernel
 
 LSMOD = """Module                  Size  Used by
 nvidia_uvm           1437696  0
@@ -64,3 +64,29 @@ def test_xid_none_in_clean_log():
     assert (
         kernel.parse_xid_events("[    1.0] Linux version 6.1.0\n[    2.0] nvidia: loading out-of-tree module\n") == []
     )
+
+
+def test_xid_catalogue_covers_every_code_with_a_known_action():
+    assert sorted(kernel.XID_CATALOGUE) == list(range(1, 173))
+    assert {bucket for _description, bucket in kernel.XID_CATALOGUE.values()} <= set(kernel.XID_ACTIONS)
+    assert set(kernel.XID_ACTIONS.values()) | {"unknown"} == set(kernel.ACTION_REMEDIES)
+
+
+@pytest.mark.parametrize(
+    ("code", "bucket", "action"),
+    [(13, "RESTART_APP", "restart_app"), (48, "WORKFLOW_XID_48", "reset_gpu"), (63, "IGNORE", "ignore"),
+     (79, "RESTART_BM", "reboot"), (54, "CHECK_MECHANICALS", "check_mechanicals"), (119, "RESET_GPU", "reset_gpu"),
+     (7, "CONTACT_SUPPORT", "contact_vendor"), (171, None, "not_given")],
+)  # fmt: skip
+def test_xid_action_follows_the_catalogue(code, bucket, action):
+    found = kernel.xid_action(code)
+    assert (found["catalogue_action"], found["action"], found["known"]) == (bucket, action, True)
+
+
+def test_unknown_xid_is_named_unknown_and_events_carry_their_action():
+    assert kernel.xid_action(4242) == {
+        "code": 4242, "description": None, "catalogue_action": None, "action": "unknown", "known": False
+    }  # fmt: skip
+    line = "[ 12.5] NVRM: Xid (PCI:0000:3b:00): 4242, pid=1, name=x, something new"
+    event = kernel.parse_xid_events(line + "\n" + line.replace("4242", "79"))
+    assert [(e["code"], e["action"]) for e in event] == [(4242, "unknown"), (79, "reboot")]

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 import pytest
-from gpuforge_nccl_tests import NcclTestsParseError, judge_nccl, overall_status, parse_nccl_tests
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nccl_tests import (
+    NcclTestsParseError,
+    decode_nccl_version,
+    json_output_path,
+    judge_nccl,
+    overall_status,
+    parse_nccl_tests,
+    parse_nccl_tests_json,
+)
 
 WOHLBIER = "nccl-all_reduce_perf__wohlbier-nccl-tests__README.md__dgx2_12xv100_old_format.txt"
 DEEPOPS = "nccl-all_reduce_perf__NVIDIA-deepops__slurm-perf-cluster.md__4x8xdgxa100_ib_table_only.txt"
@@ -282,3 +290,198 @@ def test_every_truncation_parses_or_raises_parse_error(fixture_text, name):
         except NcclTestsParseError:
             continue
         assert len(result["rows"]) <= 26
+
+
+# --- nccl-tests of today: -I columns, -J files, #wrong/Out of bounds verdict, NCCL_TESTS_MIN_BW, versions ---
+
+TABLE_HEAD = (
+    "#       size         count      type   redop    root"
+    "     time   algbw   busbw #wrong     time   algbw   busbw #wrong"
+)
+ISSUE82 = "nccl-tests/issue82_broadcast_perf_c0_nccl296_excerpt.txt"
+ISSUE287 = "nccl-tests/issue287_alltoall_perf_rtx5090_inplace_na.txt"
+PER_ITER = "nccl-tests/constructed_v2.18_per_iter_I1_min_bw_failed.txt"
+JSON_V1 = "nccl-tests/constructed_json_v1_misspelt_min_bw_failed.json"
+JSON_V2 = "nccl-tests/constructed_json_v2_per_iter_wrong.json"
+
+
+@pytest.mark.parametrize(
+    ("code", "version"),
+    [(22703, "2.27.3"), (23007, "2.30.7"), (20906, "2.9.6"), (2408, "2.4.8"), (0, None), ("x", None)],
+)
+def test_decode_nccl_version(code, version):
+    assert decode_nccl_version(code) == version
+
+
+def test_nccl_banner_without_info_prefix_and_c0_is_unchecked(fixture_text):
+    result = parse_nccl_tests(fixture_text(ISSUE82))
+    assert result["nccl_version"] == "2.9.6"
+    assert result["nccl_version_source"] == "NCCL banner"
+    assert result["header"]["validation"] == 0
+    assert result["correctness"]["verdict"] == "unchecked"
+    assert len(result["nccl_warnings"]) == 2
+    wrong = next(check for check in judge_nccl(result) if check["name"] == "wrong_values")
+    assert wrong["status"] == "warn"
+    assert "-c 1" in wrong["remedy"]
+
+
+def test_version_codes_of_the_nccl_tests_line(real_output):
+    result = parse_nccl_tests(real_output(CSCS_218))
+    assert result["tests_version"] == "2.18.2"
+    assert (result["nccl_version"], result["nccl_version_source"]) == (
+        "2.30.7",
+        "nccl-tests version line (nccl-library)",
+    )
+
+
+def test_in_place_na_counts_the_checked_cells(fixture_text):
+    result = parse_nccl_tests(fixture_text(ISSUE287))
+    row = result["rows"][0]
+    assert row["out_of_place"]["wrong"] == 0
+    assert row["in_place"]["wrong"] is None
+    assert result["wrong_total"] == 0
+    assert result["correctness"]["verdict"] == "ok"
+    assert result["min_bw_check"] is None  # no NCCL_TESTS_MIN_BW: no OK/FAILED after the average
+    assert "nccl_tests_min_bw" not in [check["name"] for check in judge_nccl(result)]
+
+
+def test_per_iteration_columns_and_min_bw_failed(fixture_text):
+    result = parse_nccl_tests(fixture_text(PER_ITER))
+    assert result["errors"] == []
+    assert len(result["rows"]) == 3
+    last = result["rows"][-1]
+    assert last["out_of_place"] == {
+        "time_us": 1905.7,
+        "algbw": 140.86,
+        "busbw": 246.51,
+        "wrong": 0,
+        "error": None,
+        "iter_min_us": 1893.0,
+        "iter_max_us": 2950.4,
+        "iter_p99_us": 2950.4,
+        "iter_cv_pct": 12.44,
+    }
+    assert result["per_iteration"] == {"max_cv_pct": 12.44, "max_p99_us": 2950.4, "max_us": 2950.4}
+    assert result["avg_busbw"] == 146.001
+    assert result["min_bw_check"] == "FAILED"
+    assert result["nccl_version"] == "2.27.3"
+    checks = {check["name"]: check for check in judge_nccl(result, {"max_iter_cv_pct": 10})}
+    assert checks["nccl_tests_min_bw"]["status"] == "fail"
+    assert checks["nccl_tests_min_bw"]["observed"] == 146.001
+    assert checks["iteration_variation"]["status"] == "fail"
+    assert checks["iteration_variation"]["observed"] == 12.44
+    assert checks["wrong_values"]["status"] == "ok"
+    assert judge_nccl(result, {"max_iter_cv_pct": 20})[-1]["status"] == "ok"
+
+
+def test_min_bw_ok_footer_passes():
+    text = (
+        f"{TABLE_HEAD}\n"
+        "     1048576        262144     float     sum      -1    41.20   25.45   44.54      0"
+        "    40.95   25.61   44.81      0\n"
+        "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 44.675 OK\n"
+    )
+    result = parse_nccl_tests(text)
+    gate = next(check for check in judge_nccl(result) if check["name"] == "nccl_tests_min_bw")
+    assert (gate["status"], gate["observed"]) == ("ok", 44.675)
+
+
+def test_timestamp_and_cputime_columns():
+    text = (
+        "#       size         count      type   redop    root  cputime   algbw   busbw #wrong  cputime   algbw   busbw"
+        " #wrong           timestamp\n"
+        "     1048576        262144     float     sum      -1    41.20   25.45   44.54      0    40.95   25.61   44.81"
+        "      0  2026-03-04 08:00:02\n"
+        "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 44.675\n"
+    )
+    result = parse_nccl_tests(text)
+    assert result["errors"] == []
+    row = result["rows"][0]
+    assert row["timestamp"] == "2026-03-04 08:00:02"
+    assert row["in_place"]["time_us"] == 40.95
+
+
+def test_out_of_bounds_failed_is_a_failed_correctness_verdict():
+    text = (
+        f"{TABLE_HEAD}\n"
+        "           8             2     float     sum      -1    12.10    0.00    0.00      2"
+        "    11.90    0.00    0.00      0\n"
+        "# Out of bounds values : 2 FAILED\n# Avg bus bandwidth    : 0.0\n"
+    )
+    result = parse_nccl_tests(text)
+    assert result["out_of_bounds_ok"] is False
+    assert result["correctness"] == {"verdict": "fail", "validation": None, "wrong_total": 2, "out_of_bounds": 2}
+    assert next(check for check in judge_nccl(result) if check["name"] == "wrong_values")["status"] == "fail"
+
+
+def test_json_output_path_from_stdout():
+    assert (
+        json_output_path("# nccl-tests version 2.17.1\n# Writing JSON output to /tmp/ar.json.1\n") == "/tmp/ar.json.1"
+    )
+    assert json_output_path("# nThread 1 nGpus 1\n") is None
+
+
+def test_json_v1_misspelt_average(fixture_text):
+    result = parse_nccl_tests_json(fixture_text(JSON_V1))
+    assert result["format"] == "json"
+    assert result["json_version"] == 1
+    assert result["json_average_key"] == "average_bus_bandwidith"
+    assert result["avg_busbw"] == 26.935
+    assert result["min_bw_check"] == "FAILED"
+    assert result["min_bw_env"] == "40"
+    assert result["nccl_version"] == "2.27.3"
+    assert result["collective"] == "all_reduce_perf"
+    assert result["header"]["nGpus"] == 1
+    assert result["header"]["step"] == 8
+    assert [device["host"] for device in result["devices"]] == ["node07", "node08"]
+    assert [row["size"] for row in result["rows"]] == [1048576, 8388608, 67108864]
+    assert result["rows"][0]["root"] == -1
+    assert result["peak_busbw"] == 35.77
+    assert result["correctness"]["verdict"] == "ok"
+    assert result["complete"] is True
+    gate = next(check for check in judge_nccl(result) if check["name"] == "nccl_tests_min_bw")
+    assert gate["status"] == "fail"
+    assert "(40 GB/s)" in gate["expected"]
+
+
+def test_json_v2_corrected_average_per_iteration_and_wrong(fixture_text):
+    result = parse_nccl_tests_json(fixture_text(JSON_V2))
+    assert result["json_average_key"] == "average_bus_bandwidth"
+    assert result["avg_busbw"] == 111.228
+    assert result["min_bw_check"] is None  # "unchecked": NCCL_TESTS_MIN_BW not set
+    assert result["out_of_bounds"] == 3
+    assert result["out_of_bounds_ok"] is False
+    assert result["wrong_total"] == 3
+    assert result["rows"][-1]["in_place"]["wrong"] is None  # "nan" is no count
+    assert result["rows"][1]["out_of_place"]["iter_cv_pct"] == 14.6
+    assert result["per_iteration"]["max_cv_pct"] == 14.6
+    assert result["correctness"]["verdict"] == "fail"
+    statuses = {check["name"]: check["status"] for check in judge_nccl(result, {"min_busbw": 150})}
+    assert statuses == {"large_message_busbw": "ok", "wrong_values": "fail"}
+
+
+def test_json_takes_transport_from_the_log(fixture_text):
+    log = fixture_text(SEED_16X1)
+    result = parse_nccl_tests_json(fixture_text(JSON_V2), text=log)
+    assert result["transport"]["mode"] == "ib_gdr"
+    assert result["nccl_version"] == "2.28.3"  # the file's code wins over the log
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        '{"version":2,"config":{"nthreads":1},"results":[{"size":8,',  # aborted before the file was closed
+        "[]",
+        '{"version": 2}',
+        "not json",
+    ],
+)
+def test_json_not_complete_raises(data):
+    with pytest.raises(NcclTestsParseError):
+        parse_nccl_tests_json(data)
+
+
+def test_json_rows_without_size_are_errors():
+    result = parse_nccl_tests_json({"config": {}, "results": [{"count": 2}, "x"]})
+    assert result["errors"] == ["results[0]: no size", "results[1]: no size", "no result rows"]
+    assert result["complete"] is False

@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-import gpuforge_kernel as kernel
-import gpuforge_nvidia_smi as nv
 import pytest
-from gpuforge_node_health import CHECK_NAMES, judge_node
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_kernel as kernel
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_nvidia_smi as nv
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import CHECK_NAMES, judge_node
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import parse_link_flaps
 from node_sim_helpers import GPU_PROFILES, LAB_DRIVER_RELEASE, SimNode, expected_for
+
+from gpuforge.lab.profiles import load_profile
 
 
 def judge(tmp_path, monkeypatch, profile, faults=None, expected=None):
     node = SimNode(tmp_path, monkeypatch, profile, faults)
+    log = node.dmesg()
     return judge_node(
         node.nvidia_smi_facts(),
         node.infiniband_facts(),
         kernel.parse_lsmod(node.lsmod()),
-        kernel.parse_xid_events(node.dmesg()),
+        kernel.parse_xid_events(log),
         expected or expected_for(profile),
+        link_flaps=parse_link_flaps(log),
     )
 
 
@@ -57,18 +62,55 @@ FAULTS = [
     ({"type": "pcie_width_degraded", "gpu": 4, "width": 8}, "pcie_link"),
     ({"type": "thermal_slowdown", "gpu": 6}, "throttle"),
     ({"type": "peermem_load_failure"}, "peermem_loaded"),
+    ({"type": "row_remap_failure", "gpu": 2}, "row_remap"),
+    ({"type": "remapped_rows", "gpu": 3, "uncorrectable": 513}, "row_remap"),
+    ({"type": "ecc_aggregate", "gpu": 4, "memory": "sram", "kind": "uncorrectable", "count": 1}, "ecc_aggregate"),
+    ({"type": "ecc_aggregate", "gpu": 4, "memory": "sram", "kind": "correctable", "count": 10001}, "ecc_aggregate"),
+    ({"type": "clock_events", "gpu": 1, "reason": "hw_power_brake_slowdown", "fraction": 0.5}, "throttle"),
+    ({"type": "clock_events", "gpu": 1, "reason": "hw_thermal_slowdown", "fraction": 0.3}, "throttle"),
+    ({"type": "nvlink_inactive", "gpu": 7, "links": [3, 5]}, "nvlink_active"),
+    ({"type": "nvlink_errors", "gpu": 0, "link": 2, "crc": 50}, "nvlink_errors"),
+    ({"type": "nvlink_errors", "gpu": 0, "link": 2, "replay": 5}, "nvlink_errors"),
+    ({"type": "nvlink_errors", "gpu": 0, "link": 2, "recovery": 7}, "nvlink_errors"),
+    ({"type": "xid", "gpu": 1, "code": 119, "message": "Timeout waiting for RPC from GSP!"}, "xid"),
+    ({"type": "ib_link_flap", "hca": "mlx5_1", "port": 1, "count": 3}, "ib_link_flaps"),
 ]
+# Faults of the row remapper and SRAM/DRAM counters exist from Ampere on: injected on the H100 system.
+HOPPER_ONLY = {"row_remap_pending", "row_remap_failure", "remapped_rows", "ecc_aggregate"}
 
 
-@pytest.mark.parametrize(("fault", "check"), FAULTS, ids=[f[0]["type"] for f in FAULTS])
+def _ids(faults):
+    return [f"{f[0]['type']}-{i}" for i, f in enumerate(faults)]
+
+
+@pytest.mark.parametrize(("fault", "check"), FAULTS, ids=_ids(FAULTS))
 def test_fault_fails_the_named_check(tmp_path, monkeypatch, fault, check):
-    # row remapping exists from Ampere on: inject that fault on the H100 system.
-    profile = "dgx-h100-ndr" if fault["type"] == "row_remap_pending" else "dgx1-v100-edr"
+    profile = "dgx-h100-ndr" if fault["type"] in HOPPER_ONLY else "dgx1-v100-edr"
     result = judge(tmp_path, monkeypatch, profile, [fault])
     assert result["healthy"] is False
     assert check in result["failed_checks"]
     failing = by_name(result)[check]
     assert failing["fault"] and failing["remedy"]
+    assert failing["caused_by"] is None
+
+
+GPU_FAULTS = [(f, c) for f, c in FAULTS if "gpu" in f and f["type"] not in ("gpu_missing", "xid", "gpu_fallen_off_bus")]
+
+
+@pytest.mark.parametrize(("fault", "check"), GPU_FAULTS, ids=_ids(GPU_FAULTS))
+def test_gpu_verdict_names_the_board_by_bus_id_and_serial(tmp_path, monkeypatch, fault, check):
+    profile = "dgx-h100-ndr" if fault["type"] in HOPPER_ONLY else "dgx1-v100-edr"
+    node = SimNode(tmp_path, monkeypatch, profile, [fault])
+    bus = node.nvidia_smi_facts()
+    judged = judge_node(
+        bus, node.infiniband_facts(), kernel.parse_lsmod(node.lsmod()), kernel.parse_xid_events(node.dmesg()),
+        expected_for(profile),
+    )  # fmt: skip
+    failing = by_name(judged)[check]
+    device = load_profile(profile)["gpu"]["devices"][fault["gpu"]]["bus_id"]
+    assert device in failing["observed"]
+    serial = load_profile(profile)["gpu"]["serial_prefix"] + str(fault["gpu"])
+    assert f"{device} (GPU {fault['gpu']}, serial {serial})" in failing["fault"]
 
 
 def test_fault_details_name_the_component(tmp_path, monkeypatch):
@@ -80,11 +122,16 @@ def test_fault_details_name_the_component(tmp_path, monkeypatch):
         {"type": "xid", "gpu": 5, "code": 79, "message": "GPU has fallen off the bus."},
     ]
     checks = by_name(judge(tmp_path, monkeypatch, "dgx1-v100-edr", faults))
-    assert checks["ecc_volatile_dbe"]["observed"] == {1: 2}
+    assert checks["ecc_volatile_dbe"]["observed"] == {"00000000:07:00.0": 2}
     assert checks["ib_port_rate"]["observed"] == {"mlx5_2/1": "56 Gb/s InfiniBand"}
-    assert checks["pcie_link"]["observed"][4].startswith("Gen3 x8")
-    assert checks["throttle"]["observed"] == {6: "hw_slowdown,hw_thermal_slowdown"}
-    assert checks["xid"]["observed"] == [79]
+    assert checks["pcie_link"]["observed"]["00000000:85:00.0"].startswith("Gen3 x8")
+    assert checks["throttle"]["observed"] == {
+        "00000000:89:00.0": "hw_slowdown 1.0 (10/10), hw_thermal_slowdown 1.0 (10/10)"
+    }
+    # The DBE logs Xid 48 on its GPU: that Xid is the ECC check's fault, the Xid 79 on GPU 5 is its own.
+    xids = {(x["code"], x["gpu"].split()[0]): x["action"] for x in checks["xid"]["observed"]}
+    assert xids == {(48, "00000000:07:00.0"): "reset_gpu", (79, "00000000:86:00.0"): "reboot"}
+    assert checks["xid"]["caused_by"] is None
 
 
 def test_down_port_is_a_state_fault_only(tmp_path, monkeypatch):
@@ -99,7 +146,71 @@ def test_non_fatal_xid_is_a_warning(tmp_path, monkeypatch):
     fault = {"type": "xid", "gpu": 0, "code": 13, "message": "Graphics Exception"}
     result = judge(tmp_path, monkeypatch, "dgx1-v100-edr", [fault])
     assert result["healthy"] is True
-    assert by_name(result)["xid"]["status"] == "warn"
+    xid = by_name(result)["xid"]
+    assert xid["status"] == "warn"
+    assert xid["observed"][0]["catalogue_action"] == "RESTART_APP"
+    assert "restart the application" in xid["remedy"]
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "action"),
+    [(63, "ok", "ignore"), (31, "warn", "restart_app"), (54, "fail", "check_mechanicals"), (78, "fail",
+     "update_software"), (1, "fail", "contact_vendor"), (165, "warn", "not_given"), (250, "warn", "unknown")],
+)  # fmt: skip
+def test_every_xid_is_judged_by_its_catalogue_action(tmp_path, monkeypatch, code, status, action):
+    result = judge(tmp_path, monkeypatch, "dgx-h100-ndr", [{"type": "xid", "gpu": 3, "code": code}])
+    xid = by_name(result)["xid"]
+    assert (xid["status"], xid["observed"][0]["action"]) == (status, action)
+    assert xid["observed"][0]["gpu"].startswith("00000000:61:00.0 (GPU 3, serial ")
+    if action == "unknown":
+        assert "not in the catalogue" in xid["fault"]
+
+
+def test_xid_fatal_inventory_list_still_fails_any_code(tmp_path, monkeypatch):
+    expected = {**expected_for("dgx1-v100-edr"), "xid_fatal": [13]}
+    result = judge(tmp_path, monkeypatch, "dgx1-v100-edr", [{"type": "xid", "gpu": 0, "code": 13}], expected)
+    assert by_name(result)["xid"]["status"] == "fail"
+
+
+def test_fallen_gpu_others_still_judged_and_consequences_not_counted(tmp_path, monkeypatch):
+    faults = [{"type": "gpu_fallen_off_bus", "gpu": 2}, {"type": "ecc_dbe", "gpu": 6, "count": 1}]
+    result = judge(tmp_path, monkeypatch, "dgx1-v100-edr", faults)
+    checks = by_name(result)
+    assert checks["gpu_fallen_off_bus"]["observed"] == ["00000000:0A:00.0"]
+    assert checks["nvidia_smi_readable"]["status"] == "ok"
+    # The 7 other GPUs were read and judged: GPU 6's DBE is found.
+    assert checks["ecc_volatile_dbe"]["observed"] == {"00000000:89:00.0": 1}
+    assert checks["persistence_mode"]["status"] == "ok"
+    # The count and the Xid 79 fail only because GPU 2 fell off: recorded, not counted again.
+    assert (checks["gpu_count"]["status"], checks["gpu_count"]["caused_by"]) == ("fail", "gpu_fallen_off_bus")
+    assert result["caused_failures"]["gpu_count"] == "gpu_fallen_off_bus"
+    assert result["caused_failures"]["gpu_hca_affinity"] == "gpu_fallen_off_bus"
+    assert result["failed_checks"] == ["gpu_fallen_off_bus", "ecc_volatile_dbe"]
+    # Xid 48 on GPU 6 (the DBE) and 79 on GPU 2 are both explained by the checks above.
+    assert set(checks["xid"]["caused_by"].split(",")) == {"ecc_volatile_dbe", "gpu_fallen_off_bus"}
+    assert result["healthy"] is False
+
+
+def test_clock_events_below_the_rate_warn_and_one_snapshot_never_fails(tmp_path, monkeypatch):
+    fault = {"type": "clock_events", "gpu": 4, "reason": "hw_slowdown", "fraction": 0.1}
+    node = SimNode(tmp_path, monkeypatch, "dgx-h100-ndr", [fault])
+    facts = node.nvidia_smi_facts(samples=20)
+    throttle = by_name(judge_node(facts, None, None, [], expected_for("dgx-h100-ndr")))["throttle"]
+    assert (throttle["status"], throttle["observed"]) == ("warn", {"00000000:9D:00.0": "hw_slowdown 0.1 (2/20)"})
+    # The same GPU with no samples: HW slowdown in the snapshot is only a warning, never a failure.
+    for gpu in facts["gpus"]:
+        gpu["clock_events"] = None
+        gpu["throttle_reasons"]["hw_slowdown"] = gpu["bus_id"] == "00000000:9D:00.0"
+    throttle = by_name(judge_node(facts, None, None, [], expected_for("dgx-h100-ndr")))["throttle"]
+    assert throttle["status"] == "warn" and "no samples" in throttle["fault"]
+
+
+def test_all_new_faults_together_on_one_h100_node(tmp_path, monkeypatch):
+    faults = [f for f, _ in FAULTS if f["type"] not in ("hca_missing",) and "hca" not in f]
+    faults = [f for f in faults if f["type"] != "gpu_missing"]
+    result = judge(tmp_path, monkeypatch, "dgx-h100-ndr", faults)
+    wanted = {c for f, c in FAULTS if f in faults}
+    assert wanted <= set(result["failed_checks"]) | set(result["caused_failures"])
 
 
 def test_missing_hca_breaks_affinity_too(tmp_path, monkeypatch):

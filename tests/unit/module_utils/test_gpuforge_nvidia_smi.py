@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import gpuforge_nvidia_smi as nv
+from pathlib import Path
+
 import pytest
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_nvidia_smi as nv
 
 P100_XML = "nvidia-smi-q-x__netdata-go.d.plugin__tesla-p100.xml"
 A100_MIG_XML = "nvidia-smi-q-x__netdata-go.d.plugin__a100-sxm4-40gb-mig_drv510.xml"
@@ -27,8 +29,9 @@ def test_xml_p100_dtd_v11_throttle_reasons_and_retired_pages(real_output):
     assert gpu["uuid"] == "GPU-d3da8716-eaab-75db-efc1-60e88e1cd55e"
     assert gpu["memory"] == {"total_mib": 16384, "reserved_mib": 103, "used_mib": 0, "free_mib": 16280}
     assert gpu["pcie"] == {"gen_max": 3, "gen_current": 3, "width_max": 16, "width_current": 16}
-    assert gpu["ecc"]["volatile"] == {"corrected": 0, "uncorrected": 0}
-    assert gpu["ecc"]["aggregate"] == {"corrected": 3, "uncorrected": 0}
+    assert (gpu["ecc"]["volatile"]["corrected"], gpu["ecc"]["volatile"]["uncorrected"]) == (0, 0)
+    assert (gpu["ecc"]["aggregate"]["corrected"], gpu["ecc"]["aggregate"]["uncorrected"]) == (3, 0)
+    assert gpu["ecc"]["aggregate"]["sram_correctable"] is None  # Pascal counts bits, not SRAM/DRAM
     assert gpu["retired_pages"] == {"single_bit": 0, "double_bit": 0, "pending": False}
     assert gpu["remapped_rows"] is None
     assert gpu["active_throttle_reasons"] == ["gpu_idle"]
@@ -48,8 +51,12 @@ def test_xml_a100_mig_and_value_with_line_break(real_output):
     # <clocks_throttle_reason_applications_clocks_setting>Not Active\n  </...>
     assert gpu["throttle_reasons"]["applications_clocks_setting"] is False
     assert gpu["active_throttle_reasons"] == []
-    assert gpu["ecc"]["volatile"] == {"corrected": None, "uncorrected": None}
-    assert gpu["ecc"]["aggregate"] == {"corrected": 0, "uncorrected": 0}
+    # A100 on driver 510: SRAM/DRAM split; volatile N/A with MIG on, aggregate readable.
+    assert set(gpu["ecc"]["volatile"].values()) == {None}
+    assert gpu["ecc"]["aggregate"] == {
+        "corrected": 0, "uncorrected": 0, "sram_correctable": 0, "sram_uncorrectable": 0, "dram_correctable": 0,
+        "dram_uncorrectable": 0, "sram_threshold_exceeded": None,
+    }  # fmt: skip
     assert gpu["retired_pages"] == {"single_bit": None, "double_bit": None, "pending": None}
     assert gpu["pcie"]["gen_max"] == 4
 
@@ -62,7 +69,10 @@ def test_xml_rtx4090_dtd_v12_clock_event_reasons_and_remapped_rows(real_output):
     assert gpu["serial"] is None
     assert gpu["persistence_mode"] == "Enabled"
     assert gpu["pcie"] == {"gen_max": 3, "gen_current": 1, "width_max": 16, "width_current": 16}
-    assert gpu["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
+    assert gpu["remapped_rows"] == {
+        "correctable": 0, "uncorrectable": 0, "pending": False, "failure": False,
+        "histogram": {"max": 192, "high": 0, "partial": 0, "low": 0, "none": 0},
+    }  # fmt: skip
     assert gpu["memory_repair_pending"] is False
     assert gpu["active_throttle_reasons"] == ["gpu_idle"]
     assert gpu["power_limit_w"] == 450.0
@@ -79,11 +89,19 @@ def test_text_h100_eight_gpus_same_shape_as_xml(real_output):
     assert first["product_name"] == "NVIDIA H100 80GB HBM3"
     assert first["memory"]["total_mib"] == 81559
     assert first["pcie"] == {"gen_max": 5, "gen_current": 5, "width_max": 16, "width_current": 16}
-    assert first["remapped_rows"] == {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
+    assert first["remapped_rows"] == {
+        "correctable": 0, "uncorrectable": 0, "pending": False, "failure": False,
+        "histogram": {"max": 2560, "high": 0, "partial": 0, "low": 0, "none": 0},
+    }  # fmt: skip
+    assert first["ecc"]["aggregate"]["sram_threshold_exceeded"] is False
+    assert first["power_draw_w"] == 71.97 and first["power_draw_average_w"] is None
     # HW Thermal Slowdown is indented under HW Slowdown in the text layout.
     assert first["throttle_reasons"]["hw_thermal_slowdown"] is False
     assert first["active_throttle_reasons"] == ["gpu_idle"]
-    assert first["ecc"]["volatile"] == {"corrected": 0, "uncorrected": 0}
+    assert first["ecc"]["volatile"] == {
+        "corrected": 0, "uncorrected": 0, "sram_correctable": 0, "sram_uncorrectable": 0, "dram_correctable": 0,
+        "dram_uncorrectable": 0,
+    }  # fmt: skip
     assert first["power_limit_w"] == 700.0
     assert first["fabric_state"] == "Completed"
     assert log["gpus"][7]["bus_id"] == "00000000:CA:00.0"
@@ -238,3 +256,69 @@ def test_xml_malformed_raises_parse_error(text):
 def test_text_without_header_raises():
     with pytest.raises(nv.ParseError, match="NVSMI LOG"):
         nv.parse_query_text("Driver Version : 1\n")
+
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "nvidia-smi"
+
+
+def test_a100_remapped_rows_pending_excerpt():
+    """Public A100 `nvidia-smi -q` excerpt (Xid 63 case): a remap pending, one bank used (SOURCES.md)."""
+    log = nv.parse_query_text((FIXTURES / "stas00_a100_q_remap_pending_drv510_EXCERPT.txt").read_text())
+    gpu = log["gpus"][0]
+    assert (gpu["bus_id"], gpu["product_name"]) == ("00000000:10:1C.0", "NVIDIA A100-SXM4-80GB")
+    assert gpu["remapped_rows"] == {
+        "correctable": 1, "uncorrectable": 0, "pending": True, "failure": False,
+        "histogram": {"max": 639, "high": 1, "partial": 0, "low": 0, "none": 0},
+    }  # fmt: skip
+    assert gpu["ecc"]["aggregate"]["dram_correctable"] == 177
+    assert gpu["ecc"]["volatile"]["corrected"] == 177
+    assert gpu["memory_repair_pending"] is True
+
+
+def test_h100_nvlink_errors_excerpt():
+    """Public H100 `nvidia-smi nvlink -e` excerpt (links 0, 1 and 17; `[...]` marks the cut, SOURCES.md)."""
+    parsed = nv.parse_nvlink_errors((FIXTURES / "stas00_h100_nvlink_e_EXCERPT.txt").read_text())
+    gpu = parsed["gpus"][0]
+    assert (gpu["index"], gpu["name"]) == (0, "NVIDIA H100 80GB HBM3")
+    assert [link["link"] for link in gpu["links"]] == [0, 1, 17]
+    assert gpu["links"][2] == {"link": 17, "replay_errors": 0, "recovery_errors": 0, "crc_errors": 0}
+    assert parsed["errors"] == ["[...]"]
+
+
+def test_nvlink_errors_one_line_form_and_na():
+    text = "GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-1)\n\t Link 3: Replay Errors: 142, Recovery Errors: N/A\n"
+    assert nv.parse_nvlink_errors(text)["gpus"][0]["links"] == [
+        {"link": 3, "replay_errors": 142, "recovery_errors": None}
+    ]
+    with pytest.raises(nv.ParseError):
+        nv.parse_nvlink_errors("")
+
+
+def test_clock_event_samples_both_field_generations_and_bitmask():
+    new = (
+        "index, pci.bus_id, clocks_event_reasons.hw_slowdown, clocks_event_reasons.hw_power_brake_slowdown\n"
+        "0, 00000000:1B:00.0, Active, Not Active\n1, 00000000:43:00.0, Not Active, Not Active\n"
+    )
+    samples = nv.parse_clock_event_samples(new * 3)
+    assert samples["sample_count"] == 3
+    assert samples["gpus"][0]["active"] == {"hw_slowdown": 3, "hw_power_brake_slowdown": 0}
+    old = "0, 00000000:1B:00.0, Not Active\n"
+    fields = ["index", "pci.bus_id", "clocks_throttle_reasons.hw_thermal_slowdown"]
+    assert nv.parse_clock_event_samples(old * 2, fields=fields)["gpus"][0]["active"] == {"hw_thermal_slowdown": 0}
+    mask = "pci.bus_id, clocks_event_reasons.active\n00000000:1B:00.0, 0x0000000000000088\n"
+    active = nv.parse_clock_event_samples(mask)["gpus"][0]["active"]
+    assert (active["hw_slowdown"], active["hw_power_brake_slowdown"], active["gpu_idle"]) == (1, 1, 0)
+    lost = "pci.bus_id, clocks_event_reasons.active\nUnable to determine the device handle for GPU0000:85:00.0: x\n"
+    assert nv.parse_clock_event_samples(lost)["unreachable"] == ["00000000:85:00.0"]
+    with pytest.raises(nv.ParseError):
+        nv.parse_clock_event_samples("0, Active\n")
+
+
+def test_power_draw_from_average_and_instant_fields():
+    xml = (
+        '<?xml version="1.0" ?><nvidia_smi_log><driver_version>570.86.15</driver_version><gpu id="00000000:01:00.0">'
+        "<gpu_power_readings><average_power_draw>81.20 W</average_power_draw>"
+        "<instant_power_draw>85.02 W</instant_power_draw></gpu_power_readings></gpu></nvidia_smi_log>"
+    )
+    gpu = nv.parse_query_xml(xml)["gpus"][0]
+    assert (gpu["power_draw_w"], gpu["power_draw_average_w"], gpu["power_draw_instant_w"]) == (81.2, 81.2, 85.02)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from gpuforge_options import (
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import (
     OptionError,
     anything,
     boolean,

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from gpuforge_perftest import ParseError, mbps_to_gbps, parse_perftest_bw
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perftest import (
+    ParseError,
+    mbps_to_gbps,
+    parse_perftest_bw,
+)
 
 DEEPOPS = "ib_write_bw__NVIDIA-deepops__roce-perf-k8s.md__cx5_roce100_rdmacm.txt"
 SPARK = "ib_write_bw__eugr-spark-vllm-docker__docs-NETWORKING.md__dgx-spark_cx7_roce_4qp_rdmacm.txt"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from gpuforge_resnet50 import (
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_resnet50 import (
     REFERENCES,
     Resnet50ParseError,
     judge_resnet50,

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import platform
 
-import gpuforge_bench_run
-import gpuforge_run
 import pytest
-from gpuforge_run import KILL_AFTER_S, find_tool, missing_tool, run_bounded, run_tool
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_bench_run, gpuforge_run
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import (
+    KILL_AFTER_S,
+    find_tool,
+    missing_tool,
+    run_bounded,
+    run_tool,
+)
 
 HOST = platform.node()
 

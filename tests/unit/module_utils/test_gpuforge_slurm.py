@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from gpuforge_slurm import ParseError, parse_gres, parse_show_node, parse_sinfo_states, parse_state
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_slurm import (
+    ParseError,
+    parse_gres,
+    parse_show_node,
+    parse_sinfo_states,
+    parse_state,
+)
 
 
 @pytest.fixture

@@ -5,13 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gpuforge_spectrum_scale import (
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_spectrum_scale import (
     ParseError,
     config_changes,
     effective_value,
+    filesystem_uid,
     parse_mmlscluster_y,
     parse_mmlsconfig,
     parse_mmlsconfig_y,
+    parse_mmlsfs,
 )
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "mmlsconfig"
@@ -119,3 +121,30 @@ def test_mmlscluster_y_seed001():
 def test_mmlscluster_y_errors(text, message):
     with pytest.raises(ParseError, match=message):
         parse_mmlscluster_y(text)
+
+
+# The plain mmlsfs table: a value with spaces (-V), and a value longer than its column that pushes the
+# description right (the -d row's shape in a public mmlsfs transcript).
+MMLSFS_TABLE = """flag                value                    description
+------------------- ------------------------ -----------------------------------
+ -B                 4194304                  Block size
+ -V                 35.00 (5.1.9.0)          File system version
+ -d                 GPFS_MD_LUN01;GPFS_MD_LUN02;GPFS_DATA_LUN01  Disks in file system
+ --uid              099b6a7a:5eb99743        File system UID
+"""
+
+
+def test_mmlsfs_table_rows():
+    rows = parse_mmlsfs(MMLSFS_TABLE)
+    assert rows["-B"] == {"value": "4194304", "description": "Block size"}
+    assert rows["-V"] == {"value": "35.00 (5.1.9.0)", "description": "File system version"}
+    assert rows["-d"]["value"] == "GPFS_MD_LUN01;GPFS_MD_LUN02;GPFS_DATA_LUN01"
+    assert rows["-d"]["description"] == "Disks in file system"
+
+
+def test_filesystem_uid_is_upper_case_and_checked():
+    assert filesystem_uid(MMLSFS_TABLE) == "099B6A7A:5EB99743"
+    with pytest.raises(ParseError, match="not a 'flag value description' row"):
+        filesystem_uid(MMLSFS_TABLE + "garbage here\n")
+    with pytest.raises(ParseError, match="no --uid row"):
+        filesystem_uid(MMLSFS_TABLE.replace(" --uid ", " -Q    "))

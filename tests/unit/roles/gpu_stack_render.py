@@ -98,7 +98,9 @@ class RoleRender:
         """The (rendered) module arguments of the first task in tasks/<file> whose name starts with name_start."""
         tasks = yaml.safe_load((self.role_dir / "tasks" / tasks_file).read_text(encoding="utf-8"))
         task = next(t for t in tasks if t["name"].startswith(name_start))
-        module = next(key for key in task if key.startswith("ansible.builtin.") or key in ("kernel_module",))
+        module = next(
+            key for key in task if key.startswith("ansible.builtin.") or key in ("gpuforge.cluster.kernel_module",)
+        )
         return self.templar.template(trusted(task[module]))
 
     def template(self, name: str, **variables) -> str:
@@ -143,7 +145,7 @@ class RoleRender:
         return Templar(loader=DataLoader(), variables=scope)
 
     def module_of(self, task: dict) -> str:
-        return next(key for key in task if key.startswith(("ansible.builtin.", "community.")) or key == "kernel_module")
+        return next(key for key in task if key.startswith(("ansible.builtin.", "community.", "gpuforge.cluster.")))
 
     def task_args(self, tasks_file: str, name_start: str, **variables) -> dict:
         """The rendered module arguments of a task found by find_task, its vars in scope; for an include_role

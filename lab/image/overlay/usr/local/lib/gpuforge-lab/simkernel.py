@@ -263,10 +263,24 @@ def _modules_load_d() -> list[str]:
     return names
 
 
+# Xid lines the driver logs for a hardware fault as well (NVIDIA "Xid Errors" catalogue,
+# https://docs.nvidia.com/deploy/xid-errors/): a GPU that fell off the bus logs Xid 79, a double-bit
+# ECC error Xid 48. Explicit `xid` faults come after them.
+FAULT_XIDS = {
+    "gpu_fallen_off_bus": (79, "GPU has fallen off the bus."),
+    "ecc_dbe": (48, "An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer."),
+}
+
+
 def _xid_lines(hardware: dict) -> list[str]:
     devices = (hardware.get("gpu") or {}).get("devices", [])
     lines = []
-    for fault in _fault(hardware, "xid"):
+    implied = [
+        {"gpu": fault.get("gpu", 0), "code": code, "message": message}
+        for kind, (code, message) in FAULT_XIDS.items()
+        for fault in _fault(hardware, kind)
+    ]
+    for fault in implied + _fault(hardware, "xid"):
         index = int(fault.get("gpu", 0))
         bus = devices[index]["bus_id"] if index < len(devices) else "00000000:00:00.0"
         # Kernel log addresses the GPU as PCI:<domain>:<bus>:<device> (4-digit domain).
@@ -274,6 +288,22 @@ def _xid_lines(hardware: dict) -> list[str]:
         pci = f"{domain[-4:]}:{bus_no}:{dev_fn.split('.')[0]}"
         message = fault.get("message", "Graphics Exception")
         lines.append(f"NVRM: Xid (PCI:{pci}): {int(fault.get('code', 79))}, pid=1234, name=python3, {message}")
+    return lines
+
+
+def _link_flap_lines(hardware: dict) -> list[str]:
+    """Fault ib_link_flap (lab/profiles/SCHEMA.md): `count` down/up pairs of the port's netdev, worded as
+    systemd-networkd logs an IPoIB netdev (Lost/Gained carrier) and mlx5 logs a RoCE one (Link down/up)."""
+    lines = []
+    for fault in _fault(hardware, "ib_link_flap"):
+        hca = next((h for h in hardware.get("hcas") or [] if h.get("name") == fault.get("hca")), {})
+        port = next((p for p in hca.get("ports") or [] if int(p.get("port", 1)) == int(fault.get("port", 1))), {})
+        dev = port.get("netdev") or f"{fault.get('hca')}/{fault.get('port', 1)}"
+        for _ in range(int(fault.get("count", 1))):
+            if port.get("link_layer") == "Ethernet":
+                lines += [f"mlx5_core {hca.get('bus_id')} {dev}: Link {state}" for state in ("down", "up")]
+            else:
+                lines += [f"systemd-networkd[612]: {dev}: {state} carrier" for state in ("Lost", "Gained")]
     return lines
 
 
@@ -297,7 +327,7 @@ def boot() -> int:
             kernel_log(f"systemd-modules-load: Failed to insert module '{_norm(name)}': {exc}")
             status = 1
     write_table(table)
-    for line in _xid_lines(hardware):
+    for line in _xid_lines(hardware) + _link_flap_lines(hardware):
         kernel_log(line)
     return status
 

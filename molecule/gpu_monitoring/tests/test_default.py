@@ -1,0 +1,149 @@
+"""GPU monitoring on the lab: Prometheus scrapes every node, the collector writes the simulated GPUs' metrics,
+and the faults side_effect.yml injected into mon-dgx1 fire their alerts there and nowhere else.
+
+Prometheus and node-exporter are Debian's packages (real); the GPUs, nvidia-smi, ibstat and the kernel log
+are the lab's simulations.
+"""
+
+import json
+import time
+
+import pytest
+
+PROMETHEUS = "http://127.0.0.1:9090"
+NODES = {"mon-head", "mon-dgx1", "mon-c4140"}
+# Alerts the injected faults must fire on mon-dgx1 (GpuThermalSlowdown and IbPortDown after their `for: 1m`).
+EXPECTED_ALERTS = {
+    "GpuXidFatal",
+    "GpuXid",
+    "GpuEccDoubleBitErrors",
+    "GpuRowRemapPending",
+    "GpuThermalSlowdown",
+    "GpuMissing",
+    "IbPortDown",
+}
+ALERT_WAIT_S = 240
+
+
+def _name(host):
+    return host.backend.get_hostname()
+
+
+def _get(host, path):
+    script = "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())"
+    return json.loads(host.check_output("python3 -c %s %s", script, PROMETHEUS + path))
+
+
+def _query(host, promql):
+    from urllib.parse import quote
+
+    answer = _get(host, "/api/v1/query?query=" + quote(promql))
+    assert answer["status"] == "success"
+    return answer["data"]["result"]
+
+
+def _firing(host):
+    alerts = _get(host, "/api/v1/alerts")["data"]["alerts"]
+    return [alert for alert in alerts if alert["state"] == "firing"]
+
+
+def _server_only(host):
+    if _name(host) != "mon-head":
+        pytest.skip("asked from the Prometheus server")
+
+
+def test_services_active(host):
+    if _name(host) == "mon-head":
+        assert host.service("prometheus").is_running
+        assert host.service("prometheus").is_enabled
+    assert host.service("prometheus-node-exporter").is_running
+    assert host.service("gpuforge-gpu-metrics.timer").is_running
+
+
+def test_package_versions_meet_the_pins(host):
+    node_exporter = host.package("prometheus-node-exporter")
+    assert node_exporter.is_installed
+    assert host.run(f"dpkg --compare-versions {node_exporter.version} ge 1.5.0-1+b6").rc == 0
+    if _name(host) == "mon-head":
+        prometheus = host.package("prometheus")
+        assert host.run(f"dpkg --compare-versions {prometheus.version} ge 2.42.0+ds-5+deb12u1").rc == 0
+
+
+def test_scrape_targets_are_the_inventory_nodes_and_all_up(host):
+    _server_only(host)
+    deadline = time.time() + 90
+    while True:
+        results = _query(host, 'up{job="node"}')
+        up = {result["metric"]["instance"]: result["value"][1] for result in results}
+        if (set(up) == NODES and set(up.values()) == {"1"}) or time.time() > deadline:
+            break
+        time.sleep(5)
+    assert up == dict.fromkeys(NODES, "1")
+
+
+def test_configuration_loaded(host):
+    _server_only(host)
+    result = _query(host, "prometheus_config_last_reload_successful")
+    assert result[0]["value"][1] == "1"
+    rules = _get(host, "/api/v1/rules")["data"]["groups"]
+    names = {rule["name"] for group in rules for rule in group["rules"]}
+    assert names >= EXPECTED_ALERTS
+
+
+def test_collector_metrics_reach_prometheus(host):
+    _server_only(host)
+    counts = {r["metric"]["instance"]: r["value"][1] for r in _query(host, "gpuforge_gpus_listed")}
+    # mon-dgx1 lost GPU 7 in side_effect.yml; the C4140 keeps its 4 V100.
+    assert counts == {"mon-dgx1": "7", "mon-c4140": "4"}
+    expected = {r["metric"]["instance"]: r["value"][1] for r in _query(host, "gpuforge_gpus_expected")}
+    assert expected == {"mon-dgx1": "8", "mon-c4140": "4"}
+    names = {r["metric"]["name"] for r in _query(host, "gpuforge_gpu_info")}
+    assert names == {"Tesla V100-SXM2-16GB"}
+    # Ports from the simulated ibstat: 4 EDR ports on the DGX-1, 1 on the C4140 and 1 on the head node.
+    ports = _query(host, "gpuforge_ib_port_active")
+    per_node = {}
+    for result in ports:
+        per_node[result["metric"]["instance"]] = per_node.get(result["metric"]["instance"], 0) + 1
+    assert per_node == {"mon-dgx1": 4, "mon-c4140": 1, "mon-head": 1}
+
+
+def test_textfile_on_the_node(host):
+    if _name(host) == "mon-head":
+        pytest.skip("no GPUs on the head node")
+    text = host.file("/var/lib/prometheus/node-exporter/gpuforge_gpu.prom").content_string
+    wanted = 7 if _name(host) == "mon-dgx1" else 4
+    assert f"gpuforge_gpus_listed {float(wanted)}" in text.splitlines()
+    # node-exporter serves it.
+    script = "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9100/metrics').read().decode())"
+    served = host.check_output("python3 -c %s", script)
+    assert f"gpuforge_gpus_listed {wanted}" in served.splitlines()
+
+
+def test_injected_faults_fire_their_alerts_on_that_node_only(host):
+    _server_only(host)
+    deadline = time.time() + ALERT_WAIT_S
+    while True:
+        firing = _firing(host)
+        on_dgx1 = {alert["labels"]["alertname"] for alert in firing if alert["labels"]["instance"] == "mon-dgx1"}
+        if on_dgx1 >= EXPECTED_ALERTS or time.time() > deadline:
+            break
+        time.sleep(10)
+    assert on_dgx1 == EXPECTED_ALERTS
+    elsewhere = [alert["labels"] for alert in firing if alert["labels"]["instance"] != "mon-dgx1"]
+    assert elsewhere == []
+    by_name = {}
+    for alert in firing:
+        by_name.setdefault(alert["labels"]["alertname"], []).append(alert["labels"])
+    assert [labels["xid"] for labels in by_name["GpuXidFatal"]] == ["79"]
+    assert [labels["xid"] for labels in by_name["GpuXid"]] == ["13"]
+    assert by_name["GpuXidFatal"][0]["severity"] == "critical"
+    assert [(labels["hca"], labels["port"]) for labels in by_name["IbPortDown"]] == [("mlx5_0", "1")]
+    assert len(by_name["GpuEccDoubleBitErrors"]) == 1
+    assert len(by_name["GpuThermalSlowdown"]) == 1
+    assert by_name["GpuRowRemapPending"][0]["mechanism"] == "page_retirement"  # Volta retires pages
+
+
+def test_alerts_query_agrees(host):
+    _server_only(host)
+    firing = _query(host, 'ALERTS{alertstate="firing", alertname="GpuMissing"}')
+    assert [result["metric"]["instance"] for result in firing] == ["mon-dgx1"]

@@ -1,0 +1,98 @@
+"""nfs_server: the kernel server's exports and nfsd settings, the ganesha configuration, and the refusals.
+
+The lab runs the ganesha path for real (nfs_client scenario); the kernel path cannot run in a container (no nfsd
+in the shared kernel), so its files are checked here as rendered for each OS.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from gpu_stack_render import RoleRender
+
+SEED_002 = [
+    {
+        "path": "/home",
+        "clients": [
+            {"network": "192.168.100.0/24", "options": ["rw", "sync", "no_subtree_check", "root_squash"]},
+            {"network": "10.0.0.0/16", "options": ["ro", "sync", "no_subtree_check"]},
+        ],
+    },
+    {"path": "/opt/apps", "clients": [{"network": "192.168.100.0/24"}]},
+]
+
+
+@pytest.mark.parametrize("os_name", ["debian12", "ubuntu2204", "rhel9"])
+def test_kernel_exports_one_line_per_directory_with_each_network(os_name):
+    role = RoleRender("nfs_server", os_name, nfs_server_exports=SEED_002)
+    lines = [line for line in role.template("gpuforge.exports.j2").splitlines() if not line.startswith("#")]
+    assert [re.split(r"\s+", line) for line in lines if line] == [
+        ["/home", "192.168.100.0/24(rw,sync,no_subtree_check,root_squash)", "10.0.0.0/16(ro,sync,no_subtree_check)"],
+        ["/opt/apps", "192.168.100.0/24(rw,sync,no_subtree_check)"],
+    ]
+
+
+@pytest.mark.parametrize(
+    ("os_name", "packages"),
+    [
+        ("debian12", ["nfs-kernel-server", "netbase"]),
+        ("ubuntu2404", ["nfs-kernel-server", "netbase"]),
+        ("rhel8", ["nfs-utils"]),
+    ],
+)
+def test_kernel_packages_and_service_per_os(os_name, packages):
+    role = RoleRender("nfs_server", os_name)
+    assert role.var("nfs_server_kernel_packages") == packages
+    assert role.var("nfs_server_kernel_service") == "nfs-server"
+
+
+def test_nfsd_settings_with_rdma():
+    role = RoleRender("nfs_server", "debian12", nfs_server_rdma=True, nfs_server_versions=[4])
+    raw = role.find_task("kernel.yml", "Configure nfsd")
+    settings = {
+        item["option"]: (role.expr(str(item["value"])), role.expr(str(item.get("state", "present"))))
+        for item in raw["loop"]
+    }
+    assert settings == {
+        "threads": (16, "present"),
+        "vers3": ("n", "present"),
+        "vers4": ("y", "present"),
+        "rdma": ("y", "present"),
+        "rdma-port": (20049, "present"),
+    }
+
+
+def test_no_rdma_listener_by_default():
+    role = RoleRender("nfs_server", "debian12")
+    raw = role.find_task("kernel.yml", "Configure nfsd")
+    states = {item["option"]: role.expr(str(item.get("state", "present"))) for item in raw["loop"]}
+    assert states["rdma"] == states["rdma-port"] == "absent"
+
+
+def test_ganesha_client_blocks_carry_access_and_squash():
+    exports = [
+        {
+            "path": "/srv/nfs/home",
+            "clients": [
+                {"network": "10.242.0.0/24", "options": ["rw", "root_squash"]},
+                {"network": "10.243.0.0/24", "options": ["ro", "no_root_squash"]},
+            ],
+        }
+    ]
+    text = RoleRender("nfs_server", "debian12", nfs_server_exports=exports).template("ganesha.conf.j2")
+    assert "Protocols = 3, 4;" in text
+    blocks = re.findall(r"CLIENT \{(.*?)\}", text, re.S)
+    parsed = [dict(re.findall(r"(\w+) = ([^;]+);", block)) for block in blocks]
+    assert parsed == [
+        {"Clients": "10.242.0.0/24", "Access_Type": "RW", "Squash": "Root_Squash"},
+        {"Clients": "10.243.0.0/24", "Access_Type": "RO", "Squash": "No_Root_Squash"},
+    ]
+    assert "Access_Type = None;" in text  # nothing granted outside the client blocks
+
+
+def test_ganesha_refuses_options_it_cannot_express():
+    exports = [{"path": "/srv/x", "clients": [{"network": "10.0.0.0/8", "options": ["rw", "fsid=0", "crossmnt"]}]}]
+    role = RoleRender("nfs_server", "debian12", nfs_server_exports=exports, nfs_server_implementation="ganesha")
+    raw = role.find_task("main.yml", "The ganesha server is given options it can express")
+    assert role.expr(raw["vars"]["unsupported"]) == ["fsid=0", "crossmnt"]
