@@ -162,7 +162,9 @@ def firing_alerts(path: Path) -> dict[str, list[str]] | None:
         return None
     firing: dict[str, set[str]] = {}
     for alert in alerts if isinstance(alerts, list) else []:
-        labels = alert.get("labels") or {} if isinstance(alert, dict) else {}
+        if not isinstance(alert, dict):
+            continue
+        labels = alert.get("labels") if isinstance(alert.get("labels"), dict) else {}
         if alert.get("state") == "firing" and labels.get("alertname"):
             firing.setdefault(str(labels.get("instance", "-")), set()).add(str(labels["alertname"]))
     return {node: sorted(names) for node, names in sorted(firing.items())}

@@ -45,6 +45,8 @@ def test_firing_alerts_by_node_from_the_prometheus_document(tmp_path):
                 _alert("gpu03", "GpuEccDoubleBitErrors"),
                 _alert("gpu03", "IbPortDown", state="pending"),
                 _alert("gpu01", "GpuThermalSlowdown", state="inactive"),
+                "not an alert",
+                {"state": "firing", "labels": None},
             ]
         },
     }
