@@ -42,7 +42,7 @@ def round_robin_rounds(nodes):
     ring = [*nodes, None] if len(nodes) % 2 else list(nodes)
     size = len(ring)
     rounds = []
-    for _ in range(size - 1):
+    for _round in range(size - 1):
         pairs = []
         bye = None
         for i in range(size // 2):
@@ -62,7 +62,7 @@ def round_robin_rounds(nodes):
 
 
 def _split_port(port_id):
-    hca, _, port = str(port_id).rpartition("/")
+    hca, _sep, port = str(port_id).rpartition("/")
     if not hca:
         return str(port_id), 1
     try:
@@ -100,7 +100,7 @@ def ib_schedule(nodes, infiniband):
     facts = {node: (infiniband or {}).get(node) or {} for node in nodes}
     active = {node: set(facts[node].get("active_ports") or []) for node in nodes}
     present = {node: active[node] | set(facts[node].get("inactive_ports") or []) for node in nodes}
-    rails = sorted(set().union(*present.values()) if present else set(), key=lambda rail: _split_port(rail))
+    rails = sorted(set().union(*present.values()) if present else set(), key=_split_port)
     schedule = []
     for rail in rails:
         hca, port = _split_port(rail)

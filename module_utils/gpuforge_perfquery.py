@@ -297,7 +297,7 @@ def judge_fleet(nodes: dict) -> dict:
             elif value is not None:
                 keys.add(prop)
         for key in sorted(keys):
-            top, _, sub = key.partition(".")
+            top, _sep, sub = key.partition(".")
             per_host = {}
             for host, facts in nodes.items():
                 value = (facts or {}).get(top)
