@@ -57,6 +57,7 @@ KNOWN_GROUPS = (
     "spectrum_scale_cluster",
     "ib_subnet_manager",
     "monitoring_server",
+    "jupyterhub",
 )
 # nvidia_driver derives the kernel module flavour from these (roles/nvidia_driver/vars/main.yml).
 GPU_ARCHITECTURES = ("Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell")

@@ -2,28 +2,29 @@
 # Copyright: (c) 2026, gpuforge maintainers
 # GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Ansible module: compare HCA firmware, OFED, GPU driver, VBIOS and kernel across nodes; name the outliers."""
+"""Ansible module: compare HCA firmware, OFED, GPU driver, VBIOS, kernel and P_Keys across nodes; name the outliers."""
 
 from __future__ import annotations
 
 DOCUMENTATION = r"""
 ---
 module: fleet_consistency
-short_description: Name the nodes whose HCA firmware, OFED, GPU driver, VBIOS or kernel differ from the fleet
+short_description: Name the nodes whose HCA firmware, OFED, GPU driver, VBIOS, kernel or P_Keys differ from the fleet
 description:
   - Each node looks fine on its own; a node flashed with other HCA firmware, or left on another OFED or
     driver release, is found only by comparing it with the others (ibdiagnet checks uniform firmware
     across the fabric; Imbue and Meta's GCM compare firmware and VBIOS with a golden config).
   - Takes the facts of every node and returns the C(fleet_consistency) check per group of nodes of the
     same system (C(system) of each node) - for every property the majority value, and each node that
-    differs from it by name. HCA firmware is compared per HCA name, VBIOS per GPU bus ID.
+    differs from it by name. HCA firmware is compared per HCA name, VBIOS per GPU bus ID, P_Keys per HCA port.
   - Pure computation on the given facts; run it once (C(run_once), C(delegate_to localhost)).
 options:
   nodes:
     description:
       - Node name to its facts - C(infiniband) (infiniband_facts), C(nvidia_smi) (nvidia_smi_facts), C(ofed)
-        (the output of C(ofed_info -s)), C(kernel) (C(ansible_kernel)), C(system) (the expected system name;
-        nodes are compared within one system).
+        (the output of C(ofed_info -s)), C(kernel) (C(ansible_kernel)), C(pkeys) (the C(pkeys) of
+        C(gpu_node_check) - the P_Keys in use per HCA port, compared per port so that every node of a rail is
+        in the same partitions), C(system) (the expected system name; nodes are compared within one system).
     type: dict
     required: true
 extends_documentation_fragment:
@@ -84,6 +85,7 @@ def judge(nodes) -> dict:
             facts.get("nvidia_smi") if isinstance(facts.get("nvidia_smi"), dict) else None,
             facts.get("ofed"),
             facts.get("kernel"),
+            facts.get("pkeys") if isinstance(facts.get("pkeys"), dict) else None,
         )
     checks = {system: judge_fleet(members) for system, members in sorted(groups.items())}
     outliers = sorted({h for c in checks.values() for per_host in c["observed"].values() for h in per_host})

@@ -18,13 +18,21 @@ description:
     event reasons over a sampling window, Xid events by NVIDIA's Xid catalogue, NVLinks active and their
     error counters, HCAs present, port state and rate, InfiniBand link flaps in the log (IPoIB C(Lost carrier)
     and mlx5 C(Link down) lines per netdev), nvidia-peermem loaded, GPU to HCA NUMA affinity.
+  - PCIe (when I(pcie) is true) - the negotiated link of every HCA against its capability (C(lspci -vvv) LnkSta
+    against LnkCap), the kernel's C(available PCIe bandwidth, limited by) reports for GPUs and HCAs, the AER
+    counters of GPUs and HCAs (sysfs C(aer_dev_correctable), C(aer_dev_nonfatal), C(aer_dev_fatal)), and on
+    bare metal (not I(expected.virtual)) ACS enabled on the PCIe bridges above them, which breaks GPUDirect
+    peer-to-peer traffic (NCCL troubleshooting guide, PCI Access Control Services).
+  - Returns the P_Keys of every HCA port (sysfs C(pkeys)) in C(pkeys), for the cross-node comparison of
+    C(fleet_consistency).
   - Every GPU verdict names the board by PCI bus ID (and serial). A GPU that fell off the bus is failed by
     name while the others are still judged; a check that fails only because another failed (the GPU
     count, the Xid 79 that reports it) names that check in C(caused_by) and is not counted again.
   - Facts that are missing or cannot be read give a failed C(*_readable) check naming what could not
     be read; the module itself does not fail, so a broken node yields a report, not an aborted play.
-  - Runs C(lsmod) and C(dmesg) when I(lsmod) / I(kernel_log) are not given. Reads only; check mode
-    runs the same commands.
+  - Runs C(lsmod), C(dmesg) and C(lspci -vvv -D) (as root - lspci hides capabilities from other users) when
+    I(lsmod) / I(kernel_log) / I(lspci) are not given, and reads sysfs under I(sysfs_root). Reads only; check
+    mode runs the same commands.
 options:
   nvidia_smi:
     description: The C(ansible_facts.nvidia_smi) dict of the nvidia_smi_facts module.
@@ -38,6 +46,21 @@ options:
   kernel_log:
     description: Kernel log text (C(dmesg) or C(journalctl -k)); when omitted the module runs C(dmesg).
     type: str
+  lspci:
+    description: Output of C(lspci -vvv); when omitted the module runs C(lspci -vvv -D).
+    type: str
+  pcie:
+    description: Run the PCIe checks (lspci, kernel link reports, AER, ACS) and read the P_Keys.
+    type: bool
+    default: true
+  sysfs_root:
+    description:
+      - Where sysfs is mounted; AER counters are read from C(<sysfs_root>/bus/pci/devices/<address>/aer_dev_*),
+        the bridges above a device from the path C(<sysfs_root>/bus/pci/devices/<address>) links to, HCAs and
+        their P_Keys from C(<sysfs_root>/class/infiniband/<hca>/device) and C(.../ports/<n>/pkeys/<index>).
+      - The lab points it at the tree its simulated lspci writes.
+    type: path
+    default: /sys
   expected:
     description:
       - The expected spec - a GPU SKU entry of C(gpuforge_expected_gpu_skus) combined with the system
@@ -49,7 +72,9 @@ options:
         clock_event_max_fraction, clock_event_min_samples, nvlink_error_max (counter name to per-link max),
         hcas (list of name and ports with port and link, or rate_gbps and link_layer), link_speeds
         (link name to rate_gbps and link_layer), peermem (bool), numa_affinity (list of gpus, hcas, numa),
-        ib_link_flaps_max (link-down events of one netdev in the log that still pass; more fail).
+        ib_link_flaps_max (link-down events of one netdev in the log that still pass; more fail),
+        virtual (bool; a virtual machine - PCIe ACS is not judged), pcie_aer_uncorrectable_max and
+        pcie_aer_correctable_max (AER errors per device that still pass).
       - Keys that are absent are not checked.
     type: dict
     required: true
@@ -110,13 +135,18 @@ failed_checks:
   type: list
   elements: str
   sample: [ecc_volatile_dbe, xid]
+pkeys:
+  description: HCA port (C(hca/port)) to the sorted P_Keys in use in its P_Key table (empty when not read).
+  returned: always
+  type: dict
+  sample: {mlx5_0/1: ["0xffff"]}
 checks:
   description:
     - One entry per check. Names are stable - nvidia_smi_readable, infiniband_readable, lsmod_readable,
       kernel_log_readable, gpu_count, gpu_model, gpu_fallen_off_bus, driver_branch, persistence_mode,
       ecc_enabled, ecc_volatile_dbe, ecc_aggregate, row_remap, retired_pages, pcie_link, throttle, xid,
       nvlink_active, nvlink_errors, hcas_present, ib_port_state, ib_port_rate, ib_link_flaps, peermem_loaded,
-      gpu_hca_affinity.
+      gpu_hca_affinity, lspci_readable, pcie_link_hca, pcie_link_limited, pcie_aer, pcie_acs.
     - Checks whose spec key is absent (or whose input could not be read) are left out.
   returned: always
   type: list
@@ -153,6 +183,8 @@ checks:
       caused_by: null
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_kernel import (
@@ -161,6 +193,14 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_kernel i
     parse_xid_events,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import check_expected, judge_node
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_pcie import (
+    AER_KINDS,
+    parse_aer,
+    parse_link_limited,
+    parse_lspci,
+    parse_pkey,
+    pci_address,
+)
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import parse_link_flaps
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import missing_tool
 
@@ -168,7 +208,75 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run impo
 TOOL_FIXES = {
     "lsmod": "install kmod, or pass lsmod",
     "dmesg": "install util-linux, or pass kernel_log (journalctl -k)",
+    "lspci": "install pciutils, or pass lspci",
 }
+ACCESS_DENIED = "<access denied>"  # lspci's capability line when not run as root
+
+
+def _read(path):
+    """The text of a sysfs file, None when it cannot be read."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def _listdir(path):
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def sysfs_hcas(root) -> dict:
+    """{PCI address: HCA name} from <root>/class/infiniband/<hca>/device links."""
+    base = os.path.join(root, "class", "infiniband")
+    found = {}
+    for name in _listdir(base):
+        address = pci_address(os.path.basename(os.path.realpath(os.path.join(base, name, "device"))))
+        if address:
+            found[address] = name
+    return found
+
+
+def sysfs_upstream(root, addresses) -> dict:
+    """{address: [bridge addresses above it, root first]} from the device path <root>/bus/pci/devices/<a>
+    links to (/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0: 0000:00:01.0 is above 0000:01:00.0)."""
+    found = {}
+    for address in addresses:
+        link = os.path.join(root, "bus", "pci", "devices", address)
+        if not os.path.exists(link):
+            continue
+        parts = [pci_address(p) for p in os.path.realpath(link).split(os.sep) if "." in p]
+        found[address] = [p for p in parts if p and p != address]
+    return found
+
+
+def sysfs_aer(root, addresses) -> dict:
+    """{address: {correctable|nonfatal|fatal: parse_aer()}} for the devices whose AER files exist."""
+    found = {}
+    for address in addresses:
+        files = {}
+        for kind in AER_KINDS:
+            text = _read(os.path.join(root, "bus", "pci", "devices", address, f"aer_dev_{kind}"))
+            if text is not None:
+                files[kind] = parse_aer(text)
+        if files:
+            found[address] = files
+    return found
+
+
+def sysfs_pkeys(root) -> dict:
+    """{"<hca>/<port>": sorted P_Keys in use} of every port under <root>/class/infiniband."""
+    base = os.path.join(root, "class", "infiniband")
+    found = {}
+    for hca in _listdir(base):
+        for port in _listdir(os.path.join(base, hca, "ports")):
+            table = os.path.join(base, hca, "ports", port, "pkeys")
+            keys = {parse_pkey(_read(os.path.join(table, index))) for index in _listdir(table)}
+            found[f"{hca}/{port}"] = sorted(k for k in keys if k)
+    return found
 
 
 def netdevs(infiniband) -> list:
@@ -181,6 +289,25 @@ def netdevs(infiniband) -> list:
         for p in h.get("ports") or []
         if isinstance(p, dict) and p.get("netdev")
     ]
+
+
+def pcie_inputs(devices, log, root, nvidia_smi) -> dict:
+    """judge_node's `pcie` input: parsed lspci (devices), the kernel's link reports in the log, and the HCAs,
+    AER counters and bridges above each GPU and HCA from sysfs under root."""
+    hcas = sysfs_hcas(root)
+    smi = nvidia_smi if isinstance(nvidia_smi, dict) else {}
+    listed = [
+        v for key in ("gpus", "unreachable_gpus") for v in (smi.get(key) if isinstance(smi.get(key), list) else [])
+    ]
+    gpus = [g for g in listed if isinstance(g, dict)]
+    addresses = sorted({pci_address(g.get("bus_id")) for g in gpus if pci_address(g.get("bus_id"))} | set(hcas))
+    return {
+        "lspci": devices or {},
+        "hcas": hcas,
+        "limited": parse_link_limited(log) if log is not None else [],
+        "aer": sysfs_aer(root, addresses),
+        "upstream": sysfs_upstream(root, addresses),
+    }
 
 
 class GpuNodeCheck:
@@ -222,6 +349,7 @@ class GpuNodeCheck:
         log = self.text("kernel_log", "dmesg")
         events = parse_xid_events(log) if log is not None else []
         flaps = parse_link_flaps(log, netdevs(self.params["infiniband"])) if log is not None else None
+        pcie, pkeys = (self.pcie_inputs(log), self.pkeys()) if self.params["pcie"] else (None, {})
         result = judge_node(
             self.params["nvidia_smi"],
             self.params["infiniband"],
@@ -230,8 +358,40 @@ class GpuNodeCheck:
             expected,
             unreadable=self.unreadable,
             link_flaps=flaps,
+            pcie=pcie,
         )
-        self.module.exit_json(changed=False, **result)
+        self.module.exit_json(changed=False, pkeys=pkeys, **result)
+
+    def lspci(self):
+        """Parsed `lspci -vvv -D` (or the given text); None and a note when it cannot be read."""
+        text = self.params["lspci"]
+        if text is None:
+            path = self.module.get_bin_path("lspci")
+            if not path:
+                self.unreadable["lspci"] = missing_tool("lspci", TOOL_FIXES["lspci"], "PATH")
+                return None
+            try:
+                rc, text, err = self.module.run_command(
+                    [path, "-vvv", "-D"], environ_update={"LC_ALL": "C"}, handle_exceptions=False
+                )
+            except OSError as exc:
+                self.unreadable["lspci"] = f"{path} could not be run ({exc}): {TOOL_FIXES['lspci']}"
+                return None
+            if rc != 0:
+                self.unreadable["lspci"] = f"lspci exited with code {rc}: {(err or text).strip()[:200]}"
+                return None
+        if ACCESS_DENIED in text:
+            self.unreadable["lspci"] = "lspci shows 'Capabilities: <access denied>': run the check as root (become)"
+            return None
+        return parse_lspci(text)
+
+    def pcie_inputs(self, log) -> dict:
+        """The PCIe inputs of judge_node: lspci is run first (the lab's lspci writes its sysfs tree)."""
+        devices = self.lspci()
+        return pcie_inputs(devices, log, self.params["sysfs_root"], self.params["nvidia_smi"])
+
+    def pkeys(self) -> dict:
+        return sysfs_pkeys(self.params["sysfs_root"])
 
 
 def main():
@@ -241,6 +401,9 @@ def main():
             "infiniband": {"type": "dict"},
             "lsmod": {"type": "str"},
             "kernel_log": {"type": "str"},
+            "lspci": {"type": "str"},
+            "pcie": {"type": "bool", "default": True},
+            "sysfs_root": {"type": "path", "default": "/sys"},
             "expected": {"type": "dict", "required": True},
         },
         supports_check_mode=True,

@@ -11,14 +11,18 @@ DOCUMENTATION = r"""
 module: resnet50_benchmark
 short_description: Run the gpuforge ResNet-50 benchmark over a list of GPU counts and judge throughput and scaling
 description:
-  - Runs C(benchmarks/resnet50/resnet50_bench.py) once per entry of I(gpu_counts). A count that fits on
+  - Runs C(benchmarks/resnet50/resnet50_bench.py) once per entry of I(precision) and of I(gpu_counts)
+    (FP32 and mixed precision side by side by default, as seed 002 compares them). A count that fits on
     one node (at most I(gpus_per_node)) runs with C(torchrun --standalone); a larger one runs across
     I(hosts) with Open MPI C(mpirun) (C(--host h1:N,h2:N), C(MASTER_ADDR) passed with C(-x)) or Slurm
     C(srun), as I(multi_node_launcher) says. I(launcher) forces one launcher for every count.
   - Each run's output is parsed (C(RESNET50 RESULT) line), judged against the per-GPU reference of
-    I(expect.sku) (seed 001 V100, seed 004 T4 vGPU) or I(expect.min_per_gpu), and the sweep's scaling
-    efficiency against linear scaling from the smallest count is computed and judged against
-    I(expect.min_scaling_efficiency).
+    I(expect.sku) (seed 001 V100, seed 004 T4 vGPU; mixed-precision references, so FP32 runs are not
+    judged against them) or I(expect.min_per_gpu), and each precision's scaling efficiency against linear
+    scaling from its smallest count is computed and judged against I(expect.min_scaling_efficiency).
+  - Where FP32 and a mixed precision both ran at a GPU count, C(comparison) gives the speedup of the
+    mixed precision over FP32 (seed 002 measured 65 to 91 % faster with FP16 on V100), judged against
+    I(expect.min_amp_speedup) when the site sets one.
   - Every run is wrapped in coreutils C(timeout) (whole process group) so a hung rank leaves no orphans.
   - Runs that fail are reported and the sweep goes on; the task fails at the end.
   - In check mode nothing runs; the commands are returned.
@@ -117,10 +121,20 @@ options:
     type: int
     default: 50
   precision:
-    description: C(auto) is bf16 (fp16 without bf16 support) on GPU and fp32 on CPU.
-    type: str
-    choices: [auto, fp32, fp16, bf16]
-    default: auto
+    description:
+      - Precisions to run, each over every GPU count. C(amp) is automatic mixed precision (bf16 autocast
+        where the GPU or CPU supports it, fp16 with loss scaling on GPUs without bf16); C(auto) is C(amp) on
+        GPU and C(fp32) on CPU; C(fp16) and C(bf16) force one type.
+    type: list
+    elements: str
+    choices: [auto, fp32, amp, fp16, bf16]
+    default: [fp32, amp]
+  batch_size_by_precision:
+    description:
+      - Images per rank per step for some precisions, overriding I(batch_size) (seed 002 doubled the batch
+        for FP16, which needs half the memory per value), for example C(amp) at 128.
+    type: dict
+    default: {}
   device:
     description: C(cpu) for the lab (no GPU); C(auto) uses CUDA when torch sees it.
     type: str
@@ -140,13 +154,14 @@ options:
     type: int
     default: 1800
   output_dir:
-    description: Directory for the raw output of each run (C(resnet50-<N>gpu.txt)); created when missing.
+    description: Directory for the raw output of each run (C(resnet50-<N>gpu-<precision>.txt)); created when missing.
     type: path
   expect:
     description:
       - C(sku) (a key of C(REFERENCES) in gpuforge_resnet50, for example C(Tesla V100-SXM2-16GB)),
         C(min_per_gpu), C(ratio) (0.9), C(fail_ratio) (0.75) for the per-GPU check of each run;
-        C(min_scaling_efficiency) (default 0.9) and C(scaling_warn_margin) (0.1) for the sweep.
+        C(min_scaling_efficiency) (default 0.9) and C(scaling_warn_margin) (0.1) for the sweep;
+        C(min_amp_speedup), the site's floor on mixed-precision over FP32 throughput.
     type: dict
     default: {}
   fail_on:
@@ -167,6 +182,8 @@ EXAMPLES = r"""
   gpuforge.cluster.resnet50_benchmark:
     script: /opt/gpuforge/benchmarks/resnet50/resnet50_bench.py
     gpu_counts: [1, 2, 4, 8, 16]
+    precision: [fp32, amp]
+    batch_size_by_precision: {amp: 128}
     hosts: [dgx01, dgx02]
     env: {NCCL_IB_DISABLE: "0", NCCL_NET_GDR_LEVEL: "PHB"}
     output_dir: /var/lib/gpuforge/bench
@@ -178,6 +195,7 @@ EXAMPLES = r"""
   gpuforge.cluster.resnet50_benchmark:
     script: /usr/lib/gpuforge/bench/resnet50_bench.py
     gpu_counts: [1, 2]
+    precision: [fp32]
     device: cpu
     image_size: 64
     batch_size: 2
@@ -188,19 +206,30 @@ EXAMPLES = r"""
 
 RETURN = r"""
 runs:
-  description: One entry per GPU count, C({gpus, cmd, rc, output_path, resnet50, checks, verdict, error}).
+  description:
+    - One entry per precision and GPU count, C({precision, gpus, cmd, rc, output_path, resnet50,
+      images_per_second, checks, verdict, error}); C(resnet50.precision) is the type the run used (C(bf16)
+      for C(amp) on a GPU with bf16).
   returned: always
   type: list
   elements: dict
 scaling:
   description:
-    - Scaling against linear from the smallest successful count, C({world_size, total_imgs_per_sec, per_gpu,
-      speedup, ideal_imgs_per_sec, efficiency}).
+    - Per precision, scaling against linear from its smallest successful count, C({precision, world_size,
+      total_imgs_per_sec, per_gpu, speedup, ideal_imgs_per_sec, efficiency}).
+  returned: when it ran
+  type: list
+  elements: dict
+comparison:
+  description:
+    - Per GPU count where FP32 and another precision both ran, C({gpus, baseline, precision,
+      baseline_images_per_second, images_per_second, speedup}).
   returned: when it ran
   type: list
   elements: dict
 checks:
-  description: All checks (per run ones carry C(gpus)), each C({name, status, observed, expected, remedy}).
+  description:
+    - All checks (per run ones carry C(gpus) and C(precision)), each C({name, status, observed, expected, remedy}).
   returned: when it ran
   type: list
   elements: dict
@@ -224,13 +253,19 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors i
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_resnet50 import (
     EXPECT,
     Resnet50ParseError,
+    judge_precision_comparison,
     judge_resnet50,
     judge_scaling,
     overall_status,
     parse_resnet50,
+    precision_comparison,
     scaling_efficiency,
     sweep_counts,
 )
+
+PRECISIONS = ("auto", "fp32", "amp", "fp16", "bf16")
+# The keys of expect that judge_resnet50 reads for one run; the others judge the sweep.
+RUN_EXPECT_KEYS = ("sku", "min_per_gpu", "ratio", "fail_ratio")
 
 
 class Resnet50Sweep:
@@ -242,11 +277,12 @@ class Resnet50Sweep:
     def fail(self, msg):
         self.module.fail_json(msg=msg, **self.result)
 
-    def bench_args(self):
+    def bench_args(self, precision):
         params = self.params
+        batch = params["batch_size_by_precision"].get(precision, params["batch_size"])
         args = [
             "--batch-size",
-            str(params["batch_size"]),
+            str(batch),
             "--image-size",
             str(params["image_size"]),
             "--warmup-steps",
@@ -254,7 +290,7 @@ class Resnet50Sweep:
             "--steps",
             str(params["steps"]),
             "--precision",
-            params["precision"],
+            precision,
             "--device",
             params["device"],
         ]
@@ -270,7 +306,7 @@ class Resnet50Sweep:
         # Without hosts every rank is on this node: loopback is the rendezvous.
         return self.params["master_addr"] or (self.params["hosts"][0] if self.params["hosts"] else "127.0.0.1")
 
-    def command(self, gpus):
+    def command(self, gpus, precision):
         params = self.params
         per_node = params["gpus_per_node"]
         nodes = math.ceil(gpus / per_node)
@@ -278,7 +314,7 @@ class Resnet50Sweep:
         if launcher == "torchrun":
             if nodes > 1:
                 self.fail(f"{gpus} GPUs do not fit on one node of {per_node}: torchrun runs one node here")
-            return [params["torchrun"], "--standalone", f"--nproc_per_node={gpus}", *self.bench_args()]
+            return [params["torchrun"], "--standalone", f"--nproc_per_node={gpus}", *self.bench_args(precision)]
         if nodes > 1 and len(params["hosts"]) < nodes:
             self.fail(f"{gpus} GPUs need {nodes} hosts of {per_node} GPUs; hosts lists {len(params['hosts'])}")
         if launcher == "mpirun":
@@ -290,7 +326,7 @@ class Resnet50Sweep:
             env = dict(self.run_env())
             for name, value in sorted(env.items()):
                 cmd += ["-x", f"{name}={value}"]
-            return cmd + params["mpirun_args"] + [params["python"], *self.bench_args()]
+            return cmd + params["mpirun_args"] + [params["python"], *self.bench_args(precision)]
         cmd = [
             params["srun"],
             "--ntasks",
@@ -302,7 +338,7 @@ class Resnet50Sweep:
         ]
         if params["hosts"]:
             cmd += ["--nodelist", ",".join(params["hosts"][:nodes])]
-        return cmd + params["srun_args"] + [params["python"], *self.bench_args()]
+        return cmd + params["srun_args"] + [params["python"], *self.bench_args(precision)]
 
     def run_env(self):
         env = {str(k): str(v) for k, v in self.params["env"].items()}
@@ -324,6 +360,14 @@ class Resnet50Sweep:
             params["gpu_counts"] = sweep_counts(params["gpus_per_node"], max(1, len(params["hosts"])))
         if min(params["gpu_counts"]) < 1:
             self.fail("gpu_counts must list positive GPU counts")
+        if not params["precision"]:
+            self.fail("precision must list at least one of auto, fp32, amp, fp16, bf16")
+        for precision, batch in params["batch_size_by_precision"].items():
+            if precision not in PRECISIONS:
+                self.fail(f"batch_size_by_precision.{precision} is not a precision (known: {', '.join(PRECISIONS)})")
+            if isinstance(batch, bool) or not str(batch).isdigit() or int(batch) < 1:
+                self.fail(f"batch_size_by_precision.{precision} must be a positive integer, got {batch!r}")
+            params["batch_size_by_precision"][precision] = int(batch)
         if not os.path.isfile(params["script"]):
             self.fail(f"benchmark script {params['script']} not found on {os.uname().nodename}")
 
@@ -345,16 +389,16 @@ class Resnet50Sweep:
         }
         return fixes.get(cmd[0], "install it or give its full path")
 
-    def run_one(self, gpus, cmd):
+    def run_one(self, precision, gpus, cmd):
         params = self.params
-        run = {"gpus": gpus, "cmd": cmd, "rc": None, "output_path": None, "resnet50": None, "checks": []}
-        run["verdict"], run["error"] = "fail", None
+        run = {"precision": precision, "gpus": gpus, "cmd": cmd, "rc": None, "output_path": None, "resnet50": None}
+        run["images_per_second"], run["checks"], run["verdict"], run["error"] = None, [], "fail", None
         rc, raw, timed_out = run_bounded(
             self.module, cmd, params["timeout"], self.run_env(), fix=self.launcher_fix(cmd), result=self.result
         )
         run["rc"] = rc
         if params["output_dir"]:
-            path = os.path.join(params["output_dir"], f"resnet50-{gpus}gpu.txt")
+            path = os.path.join(params["output_dir"], f"resnet50-{gpus}gpu-{precision}.txt")
             try:
                 with open(path, "w", encoding="utf-8") as handle:
                     handle.write(raw)
@@ -375,8 +419,11 @@ class Resnet50Sweep:
             run["error"] = f"could not read the benchmark output: {exc}"
             return run
         run["resnet50"] = parsed
+        run["images_per_second"] = parsed["total_imgs_per_sec"]
+        expect = {key: value for key, value in self.params["expect"].items() if key in RUN_EXPECT_KEYS}
         run["checks"] = [
-            {**check, "gpus": gpus} for check in judge_resnet50(parsed, {**self.params["expect"], "world_size": gpus})
+            {**check, "gpus": gpus, "precision": precision}
+            for check in judge_resnet50(parsed, {**expect, "world_size": gpus})
         ]
         run["verdict"] = overall_status(run["checks"])
         return run
@@ -385,28 +432,40 @@ class Resnet50Sweep:
         params = self.params
         self.validate()
         counts = sorted(set(params["gpu_counts"]))
-        commands = [(gpus, self.command(gpus)) for gpus in counts]
+        precisions = list(dict.fromkeys(params["precision"]))
+        commands = [(p, gpus, self.command(gpus, p)) for p in precisions for gpus in counts]
         if self.module.check_mode:
-            self.result["runs"] = [{"gpus": gpus, "cmd": cmd} for gpus, cmd in commands]
+            self.result["runs"] = [{"precision": p, "gpus": gpus, "cmd": cmd} for p, gpus, cmd in commands]
             self.module.exit_json(**self.result)
         self.make_output_dir()
-        for gpus, cmd in commands:
-            self.result["runs"].append(self.run_one(gpus, cmd))
-        parsed = [run["resnet50"] for run in self.result["runs"] if run["resnet50"]]
-        rows = scaling_efficiency(parsed)
-        self.result["scaling"] = rows
+        for precision, gpus, cmd in commands:
+            self.result["runs"].append(self.run_one(precision, gpus, cmd))
         expect = params["expect"]
-        checks = [check for run in self.result["runs"] for check in run["checks"]]
-        checks += judge_scaling(rows, expect.get("min_scaling_efficiency", 0.9), expect.get("scaling_warn_margin", 0.1))
+        rows, checks = [], [check for run in self.result["runs"] for check in run["checks"]]
+        for precision in precisions:
+            parsed = [r["resnet50"] for r in self.result["runs"] if r["resnet50"] and r["precision"] == precision]
+            own = [{**row, "precision": precision} for row in scaling_efficiency(parsed)]
+            rows += own
+            checks += [
+                {**check, "precision": precision}
+                for check in judge_scaling(
+                    own, expect.get("min_scaling_efficiency", 0.9), expect.get("scaling_warn_margin", 0.1)
+                )
+            ]
+        self.result["scaling"] = rows
+        comparison = precision_comparison(self.result["runs"])
+        self.result["comparison"] = comparison
+        checks += judge_precision_comparison(comparison, expect.get("min_amp_speedup"))
         self.result["checks"] = checks
         failed = [run for run in self.result["runs"] if run["error"]]
         self.result["verdict"] = "fail" if failed else overall_status(checks)
         if failed:
-            self.fail("; ".join(f"{run['gpus']} GPUs: {run['error']}" for run in failed))
+            self.fail("; ".join(f"{run['precision']} {run['gpus']} GPUs: {run['error']}" for run in failed))
         fail_on = params["fail_on"]
         if verdict_blocks(self.result["verdict"], fail_on):
             bad = [
-                f"{c['name']}{'@' + str(c['gpus']) if 'gpus' in c else ''}={c['observed']} (expected {c['expected']})"
+                f"{c['name']}@{c.get('precision', '')}{'/' + str(c['gpus']) if 'gpus' in c else ''}={c['observed']}"
+                f" (expected {c['expected']})"
                 for c in checks
                 if c["status"] != "ok"
             ]
@@ -435,7 +494,8 @@ def main():
             "image_size": {"type": "int", "default": 224},
             "warmup_steps": {"type": "int", "default": 10},
             "steps": {"type": "int", "default": 50},
-            "precision": {"type": "str", "choices": ["auto", "fp32", "fp16", "bf16"], "default": "auto"},
+            "precision": {"type": "list", "elements": "str", "choices": list(PRECISIONS), "default": ["fp32", "amp"]},
+            "batch_size_by_precision": {"type": "dict", "default": {}},
             "device": {"type": "str", "choices": ["auto", "cuda", "cpu"], "default": "auto"},
             "extra_args": {"type": "list", "elements": "str", "default": []},
             "output_dir": {"type": "path"},

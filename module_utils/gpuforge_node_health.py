@@ -27,6 +27,12 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options 
     record,
     string,
 )
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_pcie import (
+    acs_enabled,
+    aer_total,
+    link_degraded,
+    pci_address,
+)
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import judge_link_flaps
 
 __all__ = ["CHECK_NAMES", "EXPECTED", "check_expected", "judge_node", "summarize"]
@@ -57,6 +63,11 @@ CHECK_NAMES = (
     "ib_link_flaps",
     "peermem_loaded",
     "gpu_hca_affinity",
+    "lspci_readable",
+    "pcie_link_hca",
+    "pcie_link_limited",
+    "pcie_aer",
+    "pcie_acs",
 )
 
 # Clock event reasons that mean the hardware is protecting itself (not a software cap or idle clocks),
@@ -121,6 +132,9 @@ EXPECTED = record(
         ),
         "peermem": boolean(),
         "ib_link_flaps_max": integer(minimum=0),
+        "virtual": boolean(),
+        "pcie_aer_correctable_max": integer(minimum=0),
+        "pcie_aer_uncorrectable_max": integer(minimum=0),
         "numa_affinity": list_of(
             record(
                 {
@@ -683,7 +697,7 @@ def _ib_checks(ib, expected):
             key = f"{hca.get('name')}/{port.get('port', 1)}"
             seen = present.get(port.get("port", 1))
             if seen is None:
-                bad_state[key] = "absent"
+                bad_state[key] = "HCA absent" if hca.get("name") in missing else "absent"
                 continue
             up = seen.get("state") == "Active" and seen.get("phys_state") in (None, "LinkUp")
             if not up:
@@ -693,6 +707,7 @@ def _ib_checks(ib, expected):
             want_rate = (port.get("rate_gbps") if up else None, port.get("link_layer"))
             if any(w is not None and w != s for w, s in zip(want_rate, rate)):
                 bad_rate[key] = f"{rate[0]} Gb/s {rate[1]}"
+    # The ports of an HCA that is not there are down because of it: hcas_present names the fault.
     checks.append(
         _check(
             "ib_port_state",
@@ -701,6 +716,7 @@ def _ib_checks(ib, expected):
             "Active/LinkUp",
             f"port(s) {sorted(bad_state)} not Active/LinkUp",
             "Check cable and switch port; on InfiniBand make sure a subnet manager (opensm/UFM) runs",
+            caused_by="hcas_present" if bad_state and set(bad_state.values()) == {"HCA absent"} else None,
         )
     )
     checks.append(
@@ -760,11 +776,186 @@ def _affinity_check(smi, expected):
     )
 
 
-def judge_node(nvidia_smi, infiniband, lsmod, xid_events, expected, unreadable=None, link_flaps=None):
+# What a PCIe fault means and what to do about it (remedies of the pcie_* checks).
+PCIE_LINK_REMEDY = (
+    "Reseat the adapter (and its riser or cable), check the slot's lane setting (bifurcation) and link speed in "
+    "the BIOS, and compare lspci -vvv -s <bus> LnkSta with LnkCap after a reboot; move or RMA the card if the "
+    "link stays below its capability"
+)
+PCIE_AER_REMEDY = (
+    "Read the AER lines of the kernel log for the device and its root port (journalctl -k | grep -i aer), reseat "
+    "the card and riser and check the slot; uncorrectable (non-fatal or fatal) errors mean the link lost data: "
+    "drain the node and RMA the card or the riser if they come back after a reboot"
+)
+PCIE_ACS_REMEDY = (
+    "Disable ACS on bare metal: turn off ACS / PCIe isolation (and the IOMMU for P2P) in the BIOS, or clear the "
+    "ACS control register of each bridge at boot (setpci -s <bridge> ECAP_ACS+0x6.w=0000); NCCL troubleshooting "
+    "guide, 'PCI Access Control Services (ACS)' "
+    "(https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs)"
+)
+
+
+def _pcie_devices(pcie, gpus, lost):
+    """({address: name} of the GPUs, of the HCAs, {address: key in observed}): GPUs from nvidia-smi (named and
+    keyed by their bus ID as nvidia-smi spells it), HCAs from pcie.hcas (else the Mellanox InfiniBand/Ethernet
+    controllers lspci lists), named by HCA and keyed by PCI address."""
+    boards, keys = {}, {}
+    for gpu in gpus:
+        address = pci_address(gpu.get("bus_id"))
+        if address:
+            boards[address], keys[address] = _gpu_name(gpu), gpu_key(gpu)
+    for gpu in lost:
+        address = pci_address(gpu.get("bus_id"))
+        if address:
+            boards.setdefault(address, f"{gpu.get('bus_id')} (GPU)")
+            keys.setdefault(address, str(gpu.get("bus_id")))
+    hcas = {pci_address(a): str(n) for a, n in _d(pcie.get("hcas")).items() if pci_address(a)}
+    if not hcas:
+        for address, device in _d(pcie.get("lspci")).items():
+            text = str(_d(device).get("description") or "").lower()
+            if address and "mellanox" in text and ("infiniband controller" in text or "ethernet controller" in text):
+                hcas[address] = address
+    keys.update({address: address for address in hcas})
+    return boards, hcas, keys
+
+
+def _pcie_checks(pcie, gpus, lost, expected, failing):
+    """The PCIe checks (lspci LnkCap/LnkSta of the HCAs, the kernel's link-limited reports, AER counters, ACS
+    on bridges); pcie: {lspci: gpuforge_pcie.parse_lspci(), hcas: {address: hca name}, limited:
+    parse_link_limited(), aer: {address: {correctable|nonfatal|fatal: parse_aer()}}, upstream: {address:
+    [bridge addresses above it]}}."""
+    gpu_names, hca_names, keys = _pcie_devices(pcie, gpus, lost)
+    devices = _d(pcie.get("lspci"))
+    checks = []
+    degraded = {}
+    for address, name in sorted(hca_names.items()):
+        device = devices.get(address)
+        if device is None:
+            continue  # an HCA lspci does not list is hcas_present's fault
+        why = link_degraded(device)
+        if why:
+            degraded[keys[address]] = f"{name}: {why}"
+    checks.append(
+        _check(
+            "pcie_link_hca",
+            "fail" if degraded else "ok",
+            degraded,
+            "LnkSta speed and width = LnkCap (lspci -vvv)",
+            "HCA PCIe link below the adapter's capability on " + "; ".join(degraded.values()),
+            PCIE_LINK_REMEDY,
+        )
+    )
+    names = {**gpu_names, **hca_names}
+    gpu_link_failed = set(failing.get("pcie_link", set()))  # bus_key spelling
+    reports, others = {}, {}
+    causes = set()
+    for report in pcie.get("limited") or []:
+        if not isinstance(report, dict) or not report.get("address"):
+            continue
+        address = report["address"]
+        text = (
+            f"{report.get('available_gbps')} Gb/s available, limited by {report.get('speed_gts'):g} GT/s "
+            f"x{report.get('width')} at {report.get('limited_at')} (capable of {report.get('capable_gbps')} Gb/s, "
+            f"{report.get('capable_speed_gts'):g} GT/s x{report.get('capable_width')})"
+        )
+        if address in names:
+            reports[keys[address]] = f"{names[address]}: {text}"
+            if keys[address] in degraded:
+                causes.add("pcie_link_hca")
+            elif bus_key(address) in gpu_link_failed:
+                causes.add("pcie_link")
+            else:
+                causes.add(None)
+        else:
+            others[address] = text
+    status = "fail" if reports else ("warn" if others else "ok")
+    caused_by = None if None in causes or not causes else ",".join(sorted(causes))
+    checks.append(
+        _check(
+            "pcie_link_limited",
+            status,
+            {**others, **reports},
+            "no 'available PCIe bandwidth, limited by' report for a GPU or HCA in the kernel log",
+            "the kernel reports a downtrained PCIe link for "
+            + "; ".join(reports.values() if reports else (f"{a}: {v}" for a, v in others.items())),
+            PCIE_LINK_REMEDY + ("" if reports else " (the device is neither a GPU nor an HCA of this node)"),
+            caused_by=caused_by,
+        )
+    )
+    checks.append(_aer_check(pcie, names, keys, expected))
+    if not expected.get("virtual"):
+        checks.append(_acs_check(pcie, devices, names))
+    return checks
+
+
+def _aer_check(pcie, names, keys, expected):
+    correctable_max = expected.get("pcie_aer_correctable_max")
+    uncorrectable_max = expected.get("pcie_aer_uncorrectable_max") or 0
+    over, seen = {}, {}
+    for address, files in sorted(_d(pcie.get("aer")).items()):
+        key = pci_address(address)
+        if key not in names:
+            continue
+        totals = {kind: aer_total(_d(files).get(kind), kind) for kind in ("correctable", "nonfatal", "fatal")}
+        text = ", ".join(f"{kind} {count}" for kind, count in totals.items() if count)
+        uncorrectable = totals["nonfatal"] + totals["fatal"]
+        if uncorrectable > uncorrectable_max or (
+            correctable_max is not None and totals["correctable"] > correctable_max
+        ):
+            over[keys[key]] = f"{names[key]}: {text}"
+        elif text:
+            seen[keys[key]] = f"{names[key]}: {text}"
+    limit = f"correctable <= {correctable_max}, " if correctable_max is not None else ""
+    return _check(
+        "pcie_aer",
+        "fail" if over else ("warn" if seen else "ok"),
+        {**seen, **over},
+        f"{limit}non-fatal + fatal <= {uncorrectable_max} (sysfs aer_dev_*)",
+        "PCIe AER errors over the limit on " + "; ".join(over.values())
+        if over
+        else "PCIe AER errors below the limit on " + "; ".join(seen.values()),
+        PCIE_AER_REMEDY,
+    )
+
+
+def _acs_check(pcie, devices, names):
+    """ACS on the bridges above the GPUs and HCAs (pcie.upstream), or on every bridge lspci lists when the
+    topology is not known."""
+    upstream = _d(pcie.get("upstream"))
+    if upstream:
+        bridges = {}
+        for address in sorted(names):
+            for bridge in filter(None, map(pci_address, upstream.get(address) or [])):
+                bridges.setdefault(bridge, []).append(address)
+    else:
+        bridges = {a: [] for a, d in devices.items() if a and _d(d).get("bridge")}
+    enabled = {}
+    for bridge, below in sorted(bridges.items()):
+        flags = acs_enabled(_d(devices.get(bridge)).get("acs_ctl"))
+        if flags:
+            shown = ", ".join(names.get(b, b) for b in below)
+            enabled[bridge] = "+ ".join(flags) + "+" + (f" (above {shown})" if shown else "")
+    return _check(
+        "pcie_acs",
+        "fail" if enabled else "ok",
+        enabled,
+        "ACSCtl all '-' on the PCIe bridges above the GPUs and HCAs (bare metal)",
+        "PCIe ACS is enabled on bridge(s) "
+        + "; ".join(f"{a}: {v}" for a, v in enabled.items())
+        + ": peer-to-peer traffic (GPUDirect RDMA, GPU P2P) is redirected through the root complex",
+        PCIE_ACS_REMEDY,
+    )
+
+
+def judge_node(nvidia_smi, infiniband, lsmod, xid_events, expected, unreadable=None, link_flaps=None, pcie=None):
     """Run every check; returns {checks, healthy, failed_checks, caused_failures}.
 
     link_flaps: {netdev: link-down events} of the kernel log (gpuforge_perfquery.parse_link_flaps), judged
     by `ib_link_flaps` against expected.ib_link_flaps_max when the spec has HCAs.
+
+    pcie: the PCIe inputs of _pcie_checks (lspci, hcas, limited, aer, upstream), judged by `pcie_link_hca`,
+    `pcie_link_limited`, `pcie_aer` and `pcie_acs` (not on a virtual machine: expected.virtual); with
+    unreadable["lspci"] only `lspci_readable` fails and the lspci-based checks are left out.
 
     unreadable: {source name: message} for inputs that could not be read (e.g. {"lsmod": "..."});
     such a source yields a failed `<source>_readable` check and the checks built on it are skipped.
@@ -825,13 +1016,45 @@ def judge_node(nvidia_smi, infiniband, lsmod, xid_events, expected, unreadable=N
         checks.append(judge_link_flaps(link_flaps, expected["ib_link_flaps_max"]))
     if expected.get("peermem", True) and "lsmod" not in unreadable:
         checks.append(_peermem_check(lsmod))
+    if pcie is not None:
+        checks += _pcie_inputs_checks(pcie, gpus, lost, expected, failing, unreadable)
     if expected.get("numa_affinity"):
         affinity = _affinity_check(smi, expected)
-        absent = [k for k, v in _d(affinity["observed"]).items() if v == "absent"]
-        if affinity["status"] == "fail" and lost and len(absent) == len(affinity["observed"]):
-            affinity["caused_by"] = "gpu_fallen_off_bus"
+        observed = _d(affinity["observed"])
+        absent = [k for k, v in observed.items() if v == "absent"]
+        present_hcas = {h.get("name") for h in _d(infiniband).get("hcas") or [] if isinstance(h, dict)}
+        # GPU<->HCA pairs whose HCA is missing (hcas_present's fault): the HCA cannot be near any GPU.
+        hca_gone = [k for k in observed if "<->" in k and k.split("<->", 1)[1] not in present_hcas]
+        failed_names = {c["name"] for c in checks if c["status"] == "fail"}
+        if affinity["status"] == "fail":
+            if lost and len(absent) == len(observed):
+                affinity["caused_by"] = "gpu_fallen_off_bus"
+            elif "gpu_count" in failed_names:
+                # nvidia-smi renumbers the GPUs after one is gone: the spec's indexes no longer name the same
+                # boards, so the affinity cannot be judged until the count is right.
+                affinity["caused_by"] = "gpu_count"
+            elif hca_gone and len(hca_gone) == len(observed) and "hcas_present" in failed_names:
+                affinity["caused_by"] = "hcas_present"
         checks.append(affinity)
     return summarize(checks)
+
+
+def _pcie_inputs_checks(pcie, gpus, lost, expected, failing, unreadable):
+    pcie = _d(pcie)
+    if "lspci" in unreadable:
+        readable = _check(
+            "lspci_readable",
+            "fail",
+            None,
+            "lspci -vvv output",
+            f"could not read lspci -vvv: {unreadable['lspci']}",
+            "Install pciutils and run the check as root (capabilities are hidden from other users)",
+        )
+        return [readable, *_pcie_checks({**pcie, "lspci": {}}, gpus, lost, {**expected, "virtual": True}, failing)[1:]]
+    return [
+        _check("lspci_readable", "ok", True, "lspci -vvv output"),
+        *_pcie_checks(pcie, gpus, lost, expected, failing),
+    ]
 
 
 def _failing_buses(check, gpus, lost) -> set:

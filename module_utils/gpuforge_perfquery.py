@@ -280,6 +280,15 @@ FLEET_PROPERTIES = {
     "gpu_driver": ("NVIDIA driver version", "Install the pinned driver with the gpuforge_nvidia_driver role"),
     "vbios": ("GPU VBIOS", "Update the VBIOS with the system vendor's firmware bundle"),
     "kernel": ("kernel release", "Boot the fleet's kernel (and rebuild DKMS modules for it)"),
+    # P_Keys in use per HCA port (rail): every node's port of a rail must be in the same partitions, or jobs
+    # across them cannot talk (Verda's cluster acceptance checks; SemiAnalysis ClusterMAX). Partition membership
+    # is set by the subnet manager, not on the node.
+    "pkeys": (
+        "P_Keys of HCA port",
+        "Add the node's port GUIDs to the same partitions as the other nodes in the subnet manager's partition "
+        "configuration (OpenSM partitions.conf, or UFM PKey management) and compare "
+        "/sys/class/infiniband/<hca>/ports/<n>/pkeys/* again",
+    ),
 }
 
 
@@ -329,10 +338,18 @@ def _ofed_release(text):
     return line[0].strip().rstrip(":") if line else None
 
 
-def fleet_facts(infiniband=None, nvidia_smi=None, ofed=None, kernel=None) -> dict:
+def fleet_facts(infiniband=None, nvidia_smi=None, ofed=None, kernel=None, pkeys=None) -> dict:
     """The compared properties of one node from its infiniband_facts / nvidia_smi_facts facts, the text of
-    `ofed_info -s` and the kernel release; properties that cannot be read are left out."""
+    `ofed_info -s`, the kernel release and the P_Keys per HCA port (gpu_node_check's `pkeys`: {"mlx5_0/1":
+    ["0xffff"]}, compared as one comma-joined value per port); properties that cannot be read are left out."""
     facts: dict = {}
+    ports = {
+        str(port): ",".join(str(k) for k in keys) or "none"
+        for port, keys in (pkeys or {}).items()
+        if isinstance(keys, (list, tuple))
+    }
+    if ports:
+        facts["pkeys"] = ports
     firmware = {
         str(h.get("name")): h.get("fw_ver")
         for h in (infiniband or {}).get("hcas") or []

@@ -1,13 +1,15 @@
 """Typed result records (schemas/*.schema.json, schema_version 1) built from what the playbooks write today.
 
-Four kinds, one verdict vocabulary (PASS / WARN / FAIL / UNKNOWN):
+Five kinds, one verdict vocabulary (PASS / WARN / FAIL / UNKNOWN):
 
 * ``node_check``     one check of one node: a ``checks[]`` entry of ``validation/<host>.json``
                      (playbooks/validate.yml from ``gpu_node_check``);
 * ``benchmark_run``  one benchmark gate: a ``results[]`` entry of ``bench/<run>/summary.json``
                      (playbooks/tasks/bench_summary.yml through the ``gpuforge_bench_attribution`` filter);
 * ``attribution``    a node or link the attribution names as slow (``slow_nodes`` / ``slow_links`` there);
-* ``stage_result``   one stage of a CLI run: a ``stages[]`` entry of ``<run-id>/summary.json``.
+* ``stage_result``   one stage of a CLI run: a ``stages[]`` entry of ``<run-id>/summary.json``;
+* ``k8s_check``      one post-deploy check of the Kubernetes add-ons: a ``checks[]`` entry of ``k8s/verify.json``
+                     (``gpuforge k8s verify``, module_utils/gpuforge_k8s_verify.py).
 
 The builders read those shapes strictly: a missing or mistyped key raises RecordError naming the file's key,
 so a playbook that changes what it writes fails the schema tests (tests/unit/schemas/). ``node_verdicts``
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 SCHEMA_VERSION = 1
 VERDICTS = ("PASS", "WARN", "FAIL", "UNKNOWN")
-KINDS = ("node_check", "benchmark_run", "attribution", "stage_result")
+KINDS = ("node_check", "benchmark_run", "attribution", "stage_result", "k8s_check", "burnin_round")
 _RANK = {"PASS": 0, "UNKNOWN": 1, "WARN": 2, "FAIL": 3}
 
 # Where a threshold comes from, as the records name it.
@@ -28,6 +30,7 @@ BENCH_SOURCE = "peer baseline of the run (gpuforge_bench_attribution, roles/gpuf
 _CHECK_VERDICT = {"ok": "PASS", "warn": "WARN", "fail": "FAIL"}
 _BENCH_VERDICT = {"ok": "PASS", "slow": "FAIL", "failed": "FAIL", "unjudged": "UNKNOWN"}
 _STAGE_VERDICT = {"ok": "PASS", "failed": "FAIL", "skipped": "UNKNOWN"}
+_K8S_VERDICT = {"ok": "PASS", "warn": "WARN", "fail": "FAIL", "unknown": "UNKNOWN"}
 
 __all__ = [
     "KINDS",
@@ -36,8 +39,11 @@ __all__ = [
     "RecordError",
     "attribution_records",
     "benchmark_run_records",
+    "fleet_check_records",
+    "k8s_check_records",
     "node_check_records",
     "node_verdicts",
+    "raw_result_path",
     "stage_result_records",
     "worst_verdict",
 ]
@@ -75,6 +81,17 @@ def worst_verdict(verdicts) -> str:
     return max(verdicts, key=_RANK.__getitem__, default="PASS")
 
 
+def _caused_by(value, where):
+    """A check's caused_by (None, "a" or "a,b", as gpu_node_check writes it, or a list) as a list of names."""
+    if value is None or value == "":
+        return []
+    if isinstance(value, str):
+        return [name for name in value.split(",") if name]
+    if isinstance(value, list) and all(isinstance(name, str) for name in value):
+        return list(value)
+    raise RecordError(f"{where}: caused_by is {type(value).__name__}, expected a check name or a list of them")
+
+
 def node_check_records(host_file: dict, run_id=None) -> list:
     """Records of ``validation/<host>.json``: ``{host, checked_at, system, healthy, failed, checks}``."""
     where = "validation/<host>.json"
@@ -101,8 +118,8 @@ def node_check_records(host_file: dict, run_id=None) -> list:
                 "verdict": _verdict(_CHECK_VERDICT, status, at),
                 "remedy": remedy,
                 "fault": check.get("fault") or "",
-                # gpu_node_check does not record root causes yet (issue 16 item 6): none is claimed.
-                "caused_by": [],
+                # gpu_node_check names the root-cause check(s) of a consequence, comma-separated.
+                "caused_by": _caused_by(check.get("caused_by"), at),
             }
         )
     return records
@@ -119,8 +136,72 @@ def _result_identity(result, benchmark, at):
     return {"nodes": nodes, "link": link, "rail": hca}
 
 
-def benchmark_run_records(bench_summary: dict, run_id=None) -> list:
-    """Records of ``bench/<run>/summary.json``: one per ``results[]`` entry of every benchmark."""
+def raw_result_path(benchmark, name):
+    """Where, relative to ``bench/<run>/``, the playbooks write the parsed result behind a ``results[]`` entry;
+    None where no file holds more than the summary does (ib_write_bw pairs, the Slurm-launched runs).
+
+    nccl:     ``nccl-<stem>`` -> ``nccl/<stem>.json`` (playbooks/tasks/bench_nccl.yml, "Write the parsed results":
+              single-<host>, multi-<mode>, rail-<hca>-<port>; bench_nccl_probe.yml: bisect-<n>);
+    resnet50: ``resnet50-node-<host>`` -> ``resnet50/<host>/node.json``, ``resnet50-sweep-<n>gpu`` ->
+              ``resnet50/sweep.json`` (bench_resnet50.yml, "Write the parsed results").
+    """
+    if benchmark == "nccl" and name.startswith("nccl-") and "/" not in name:
+        return f"nccl/{name[len('nccl-') :]}.json"
+    if benchmark == "resnet50" and name.startswith("resnet50-node-") and "/" not in name:
+        return f"resnet50/{name[len('resnet50-node-') :]}/node.json"
+    if benchmark == "resnet50" and name.startswith("resnet50-sweep-"):
+        return "resnet50/sweep.json"
+    return None
+
+
+def _nccl_series(document, at):
+    """Message size (bytes) -> bus bandwidth (GB/s, out-of-place, else in-place) of a parsed nccl-tests run
+    (module nccl_tests: ``nccl.rows[]``); None when the run produced no table."""
+    nccl = document.get("nccl") if isinstance(document, dict) else None
+    if not nccl:
+        return None
+    points = []
+    for index, row in enumerate(_get(nccl, "rows", list, at)):
+        size = _get(row, "size", int, f"{at} nccl.rows[{index}]")
+        timing = row.get("out_of_place") or row.get("in_place") or {}
+        busbw = timing.get("busbw") if isinstance(timing, dict) else None
+        if isinstance(busbw, (int, float)) and not isinstance(busbw, bool):
+            points.append([size, busbw])
+    return {"x": "message size", "x_unit": "B", "y": "bus bandwidth", "y_unit": "GB/s", "points": points}
+
+
+def _raw_observed(benchmark, name, document, at):
+    """What the parsed result file adds to a record's ``observed``: the NCCL size/busbw series, or the GPU
+    count of a ResNet-50 run."""
+    if not isinstance(document, dict):
+        raise RecordError(f"{at}: not an object")
+    if benchmark == "nccl":
+        series = _nccl_series(document, at)
+        return {"series": series} if series is not None else {}
+    if name.startswith("resnet50-node-"):
+        gpus = _get(document, "gpus", (int, type(None)), at)
+        return {"gpus": gpus} if gpus is not None else {}
+    for index, run in enumerate(_get(document, "runs", list, at)):
+        gpus = _get(run, "gpus", int, f"{at} runs[{index}]")
+        if name == f"resnet50-sweep-{gpus}gpu":
+            return {"gpus": gpus}
+    return {}
+
+
+def _value(result, at):
+    """The measured value: ``gbps`` (the playbooks' name for it, images/s for ResNet-50) or
+    ``images_per_second`` (the name ResNet-50 results move to)."""
+    if "images_per_second" in result:
+        return _get(result, "images_per_second", (int, float, type(None)), at)
+    return _get(result, "gbps", (int, float, type(None)), at)
+
+
+def benchmark_run_records(bench_summary: dict, run_id=None, raw=None) -> list:
+    """Records of ``bench/<run>/summary.json``: one per ``results[]`` entry of every benchmark.
+
+    ``raw`` (optional) is a callable: a path relative to the bench run folder (raw_result_path) -> the parsed
+    JSON file there, or None when it is absent; what it holds is added to ``observed`` (chart data).
+    """
     records = []
     run_id = run_id or bench_summary.get("run_id")
     for benchmark, block in sorted(_benchmark_blocks(bench_summary)):
@@ -128,10 +209,19 @@ def benchmark_run_records(bench_summary: dict, run_id=None) -> list:
         for index, result in enumerate(_get(block, "results", list, f"summary.json {benchmark}")):
             at = f"summary.json {benchmark}.results[{index}]"
             name = _get(result, "name", str, at)
-            value = _get(result, "gbps", (int, float, type(None)), at)
+            value = _value(result, at)
             threshold = _get(result, "threshold_gbps", (int, float, type(None)), at)
             unit = result.get("unit") or "Gb/s"
             reason = _get(result, "reason", str, at)
+            observed = {"value": value, "unit": unit}
+            path = raw_result_path(benchmark, name) if raw is not None else None
+            document = raw(path) if path else None
+            if document is not None:
+                observed.update(_raw_observed(benchmark, name, document, f"{path} (for {name})"))
+            limits = {"value": threshold, "unit": unit, "op": ">=", "baseline": baseline, "source": BENCH_SOURCE}
+            line_rate = _get(result, "line_rate_gbps", (int, float), at) if "line_rate_gbps" in result else None
+            if line_rate is not None:
+                limits["line_rate"] = float(line_rate)
             records.append(
                 {
                     "kind": "benchmark_run",
@@ -141,14 +231,8 @@ def benchmark_run_records(bench_summary: dict, run_id=None) -> list:
                     "name": name,
                     "group": _get(result, "group", str, at),
                     **_result_identity(result, benchmark, at),
-                    "observed": {"value": value, "unit": unit},
-                    "threshold": {
-                        "value": threshold,
-                        "unit": unit,
-                        "op": ">=",
-                        "baseline": baseline,
-                        "source": BENCH_SOURCE,
-                    },
+                    "observed": observed,
+                    "threshold": limits,
                     "verdict": _verdict(_BENCH_VERDICT, _get(result, "verdict", str, at), at),
                     "module_verdict": result.get("module_verdict"),
                     "reason": reason,
@@ -176,18 +260,24 @@ def attribution_records(bench_summary: dict, run_id=None) -> list:
             node = _get(entry, "node", str, at)
             reasons = _get(entry, "reasons", list, at)
             records.append(
-                _attribution(run_id, benchmark, "node", node, [node], entry.get("hcas") or [], reasons, block)
+                _attribution(run_id, benchmark, "node", node, [node], entry.get("hcas") or [], reasons, block, entry)
             )
         for index, entry in enumerate(_get(block, "slow_links", list, where)):
             at = f"{where}.slow_links[{index}]"
             link = _get(entry, "name", str, at) if "name" in entry else _get(entry, "link", str, at)
             nodes = entry.get("nodes") or link.split("__")[:2]
             reasons = entry.get("reasons") or [entry.get("reason") or ""]
-            records.append(_attribution(run_id, benchmark, "link", link, nodes, [entry.get("hca")], reasons, block))
+            records.append(
+                _attribution(run_id, benchmark, "link", link, nodes, [entry.get("hca")], reasons, block, entry)
+            )
     return records
 
 
-def _attribution(run_id, benchmark, subject, name, nodes, rails, reasons, block):
+def _attribution(run_id, benchmark, subject, name, nodes, rails, reasons, block, entry):
+    observed = {"reasons": [str(reason) for reason in reasons]}
+    # The results the attribution rests on, where it names them (a port's pairs: gpuforge_bench_attribution).
+    if isinstance(entry.get("results"), list) and all(isinstance(item, str) for item in entry["results"]):
+        observed["results"] = list(entry["results"])
     return {
         "kind": "attribution",
         "schema_version": SCHEMA_VERSION,
@@ -198,7 +288,7 @@ def _attribution(run_id, benchmark, subject, name, nodes, rails, reasons, block)
         "nodes": list(nodes),
         "link": name if subject == "link" else None,
         "rails": [rail for rail in rails if rail],
-        "observed": {"reasons": [str(reason) for reason in reasons]},
+        "observed": observed,
         "threshold": {"baseline": block.get("baseline"), "source": BENCH_SOURCE},
         "verdict": "FAIL",
         "remedy": (
@@ -208,6 +298,58 @@ def _attribution(run_id, benchmark, subject, name, nodes, rails, reasons, block)
         ),
         "caused_by": [],
     }
+
+
+FLEET_CHECK = "fleet_consistency"
+FLEET_SOURCE = "majority of the nodes of the same system (fleet_consistency, library/fleet_consistency.py)"
+
+
+def fleet_check_records(host_file: dict, run_id=None) -> list:
+    """The node's own ``fleet_consistency`` node_check record from ``validation/<host>.json`` ``fleet``.
+
+    validate.yml writes, per system, the fleet_consistency check (observed: property -> {host: value} of the
+    outliers; expected: property -> majority value, properties such as ``vbios.<bus id>``). The record holds
+    this node's value of every compared property (its own where it is an outlier, else the majority) and the
+    majority as the threshold; FAIL where the node is an outlier. No record for a file written before that check.
+    """
+    where = "validation/<host>.json"
+    host = _get(host_file, "host", str, where)
+    if "fleet" not in host_file:
+        return []
+    system = _get(host_file, "system", (str, type(None)), where)
+    fleet = _get(host_file, "fleet", dict, where)
+    if not fleet:
+        return []
+    at = f"{where} ({host}) fleet"
+    check = _get(fleet, str(system), dict, at)
+    expected = _get(check, "expected", dict, at)
+    outliers = _get(check, "observed", dict, at)
+    values = dict(expected)
+    mine = {}
+    for prop, per_host in outliers.items():
+        if not isinstance(per_host, dict):
+            raise RecordError(f"{at}: observed[{prop!r}] is {type(per_host).__name__}, expected dict")
+        if host in per_host:
+            values[prop] = per_host[host]
+            mine[prop] = per_host[host]
+    status = _get(check, "status", str, at)
+    return [
+        {
+            "kind": "node_check",
+            "schema_version": SCHEMA_VERSION,
+            "run_id": run_id,
+            "node": host,
+            "check": FLEET_CHECK,
+            "system": system,
+            "checked_at": host_file.get("checked_at"),
+            "observed": values,
+            "threshold": {"expected": expected, "source": FLEET_SOURCE},
+            "verdict": _verdict(_CHECK_VERDICT, status, at) if mine else "PASS",
+            "remedy": (check.get("remedy") or "") if mine else "",
+            "fault": "; ".join(f"{key} is {val!r}, the majority {expected.get(key)!r}" for key, val in mine.items()),
+            "caused_by": [],
+        }
+    ]
 
 
 def stage_result_records(cli_summary: dict) -> list:
@@ -234,11 +376,43 @@ def stage_result_records(cli_summary: dict) -> list:
     return records
 
 
-def node_verdicts(records) -> dict:
+def k8s_check_records(verify_file: dict, run_id=None) -> list:
+    """Records of ``k8s/verify.json``: ``{run_id, checked_at, server, checks}`` (gpuforge k8s verify)."""
+    where = "k8s/verify.json"
+    run_id = run_id or _get(verify_file, "run_id", (str, type(None)), where)
+    checked_at = _get(verify_file, "checked_at", (str, type(None)), where)
+    records = []
+    for index, check in enumerate(_get(verify_file, "checks", list, where)):
+        at = f"{where} checks[{index}]"
+        nodes = _get(check, "nodes", list, at)
+        if not all(isinstance(node, str) for node in nodes):
+            raise RecordError(f"{at}: 'nodes' holds a non-string")
+        records.append(
+            {
+                "kind": "k8s_check",
+                "schema_version": SCHEMA_VERSION,
+                "run_id": run_id,
+                "check": _get(check, "check", str, at),
+                "subject": _get(check, "subject", str, at),
+                "node": _get(check, "node", (str, type(None)), at),
+                "nodes": nodes,
+                "checked_at": checked_at,
+                "observed": check.get("observed"),
+                "threshold": {"expected": check.get("expected"), "source": _get(check, "source", str, at)},
+                "verdict": _verdict(_K8S_VERDICT, _get(check, "status", str, at), at),
+                "remedy": _get(check, "remedy", str, at),
+                "caused_by": [],
+            }
+        )
+    return records
+
+
+def node_verdicts(records, burnin_trends=None) -> dict:
     """Per node: its verdict (worst of what names it) and the records behind anything not PASS.
 
-    A node is named by its node checks, by attributions that name it (a slow node, or a node of a slow link)
-    and by benchmark runs on that node alone (a run over several nodes cannot blame one of them).
+    A node is named by its node checks, by attributions that name it (a slow node, or a node of a slow link),
+    by benchmark runs on that node alone (a run over several nodes cannot blame one of them), by its burn-in
+    rounds and by the burn-in trend over all rounds (``burnin_trends``, burnin_trend_verdicts' result).
     """
     nodes: dict = {}
 
@@ -256,7 +430,13 @@ def node_verdicts(records) -> dict:
     for record in records:
         kind = record["kind"]
         if kind == "node_check":
-            note(record["node"], record, f"check {record['check']}")
+            cause = record.get("caused_by") or []
+            label = f"check {record['check']}" + (f" (caused by {', '.join(cause)})" if cause else "")
+            note(record["node"], record, label)
+        elif kind == "k8s_check" and record["node"] and record["subject"] == "node":
+            note(record["node"], record, f"kubernetes {record['check']}")
+        elif kind == BURNIN_KIND:
+            note(record["node"], record, f"burn-in round {record['round']}: " + "; ".join(record["reasons"][:2]))
         elif kind == "attribution":
             for node in record["nodes"]:
                 what = "slow node" if record["subject"] == "node" else f"slow link {record['name']}"
@@ -277,4 +457,63 @@ def node_verdicts(records) -> dict:
                         dict(record, verdict="WARN"),
                         f"{record['benchmark']} link {record['name']}: {record['reason']}",
                     )
+    for node, trend in sorted((burnin_trends or {}).items()):
+        label = "burn-in trend" + (": " + "; ".join(trend["reasons"][:2]) if trend["reasons"] else "")
+        note(node, {"verdict": trend["verdict"], "remedy": trend["remedy"]}, label)
     return nodes
+
+
+BURNIN_KIND = "burnin_round"
+_BURNIN_KEYS = {
+    "node": str,
+    "round": int,
+    "started": str,
+    "ended": str,
+    "nccl": dict,
+    "ib_write_bw": dict,
+    "counters": dict,
+    "dcgm": dict,
+    "run": dict,
+    "verdict": str,
+    "reasons": list,
+    "remedy": str,
+}
+
+
+def burnin_round_records(burnin_summary: dict, run_id=None) -> list:
+    """Records of ``burnin/summary.json`` (``gpuforge burnin``, module_utils/gpuforge_burnin.py): its ``records[]``,
+    one ``burnin_round`` per node per round (schemas/burnin-round.schema.json), checked key by key."""
+    where = "burnin/summary.json"
+    run_id = run_id or _get(burnin_summary, "run_id", (str, type(None)), where)
+    records = []
+    for index, record in enumerate(_get(burnin_summary, "records", list, where)):
+        at = f"{where} records[{index}]"
+        if _get(record, "kind", str, at) != BURNIN_KIND:
+            raise RecordError(f"{at}: kind is {record['kind']!r}, expected {BURNIN_KIND!r}")
+        for key, kind in _BURNIN_KEYS.items():
+            _get(record, key, kind, at)
+        if record["verdict"] not in VERDICTS:
+            raise RecordError(f"{at}: unknown verdict {record['verdict']!r} (known: {', '.join(VERDICTS)})")
+        records.append(
+            dict(record, schema_version=SCHEMA_VERSION, run_id=run_id, caused_by=record.get("caused_by") or [])
+        )
+    return records
+
+
+def burnin_trend_verdicts(burnin_summary: dict) -> dict:
+    """{node: {verdict, reasons, remedy}} of ``burnin/summary.json`` ``trend``: the judgement over all rounds, which
+    can fail a node whose every round passed (a node that got slower); node verdicts take it with the records."""
+    where = "burnin/summary.json trend"
+    found = {}
+    for node, entry in _get(burnin_summary, "trend", dict, "burnin/summary.json").items():
+        at = f"{where}[{node!r}]"
+        verdict = _get(entry, "verdict", str, at)
+        if verdict not in VERDICTS:
+            raise RecordError(f"{at}: unknown verdict {verdict!r} (known: {', '.join(VERDICTS)})")
+        reasons = _get(entry, "reasons", list, at)
+        found[str(node)] = {
+            "verdict": verdict,
+            "reasons": [str(r) for r in reasons],
+            "remedy": entry.get("remedy") or "",
+        }
+    return found

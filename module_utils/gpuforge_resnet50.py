@@ -17,10 +17,12 @@ __all__ = [
     "EXPECT",
     "REFERENCES",
     "Resnet50ParseError",
+    "judge_precision_comparison",
     "judge_resnet50",
     "judge_scaling",
     "overall_status",
     "parse_resnet50",
+    "precision_comparison",
     "reference_per_gpu",
     "scaling_efficiency",
 ]
@@ -42,8 +44,12 @@ EXPECT = record(
         "world_size": integer(minimum=1),
         "min_scaling_efficiency": number(minimum=0),
         "scaling_warn_margin": number(minimum=0),
+        "min_amp_speedup": number(above=0),
     }
 )
+
+# Precisions that compute in a 16-bit type (mixed precision): the seeds' references are of this kind.
+MIXED_PRECISIONS = ("amp", "fp16", "bf16")
 
 
 # Per-SKU reference throughput, total images/sec by GPU count, with the run that produced it. These are
@@ -148,6 +154,7 @@ def _parse_gpuforge(lines: list[str]) -> dict | None:
         "device": result.get("device"),
         "device_name": result.get("device_name"),
         "precision": result.get("precision"),
+        "requested_precision": result.get("requested_precision"),
         "backend": result.get("backend"),
         "launcher": result.get("launcher"),
         "elapsed_s": result.get("elapsed_s"),
@@ -196,6 +203,7 @@ def _parse_tf(lines: list[str]) -> dict | None:
         "device": "cuda",
         "device_name": None,
         "precision": None,
+        "requested_precision": None,
         "backend": fields.get("variables"),
         "launcher": None,
         "elapsed_s": None,
@@ -297,6 +305,7 @@ def judge_resnet50(result: dict, expect: dict | None = None) -> list[dict]:
 
     ``expect`` keys (all optional):
       sku                 GPU product name, looks up REFERENCES (``Tesla V100-SXM2-16GB``, ``GRID T4-16C``);
+                          they are fp16 (mixed-precision) figures, so an fp32 run is not judged against them;
       min_per_gpu         per-GPU images/sec floor; overrides the SKU reference;
       ratio (0.9)         fraction of the reference that is ok; below it is a warning ...
       fail_ratio (0.75)   ... and below this a failure;
@@ -324,7 +333,7 @@ def judge_resnet50(result: dict, expect: dict | None = None) -> list[dict]:
             _check("loss", "fail", "nan", "finite", "training diverged: check precision (fp16 needs loss scaling)")
         )
     floor, source = expect.get("min_per_gpu"), "min_per_gpu"
-    if floor is None and expect.get("sku"):
+    if floor is None and expect.get("sku") and result.get("precision") != "fp32":
         reference = reference_per_gpu(expect["sku"], world or 1)
         if reference:
             floor, source = reference["per_gpu"], reference["source"]
@@ -382,5 +391,59 @@ def judge_scaling(rows: list[dict], min_efficiency: float = 0.9, warn_margin: fl
                 else "scaling falls short of linear: run nccl_tests across the same hosts; TCP instead of RDMA "
                 "(NCCL_IB_DISABLE, missing HCAs in the pods) is the usual cause (seed 004)",
             )
+        )
+    return checks
+
+
+def precision_comparison(runs: list[dict]) -> list[dict]:
+    """Mixed precision against FP32 at each GPU count where both ran: ``runs`` are the module's runs
+    (``precision``, ``gpus``, ``images_per_second``); one row per other precision and count.
+
+    Seed 002 (Dell EMC, section 3.1.1, Figure 5) ran ResNet-50 in FP16 (mixed precision, batch doubled) and
+    FP32 on up to two PowerEdge C4140 and found FP16 65 % to 91 % faster.
+    """
+    fp32 = {run["gpus"]: run.get("images_per_second") for run in runs if run.get("precision") == "fp32"}
+    rows = []
+    for run in runs:
+        baseline = fp32.get(run["gpus"])
+        value = run.get("images_per_second")
+        if run.get("precision") == "fp32" or not baseline or not value:
+            continue
+        rows.append(
+            {
+                "gpus": run["gpus"],
+                "baseline": "fp32",
+                "precision": run["precision"],
+                "baseline_images_per_second": baseline,
+                "images_per_second": value,
+                "speedup": round(value / baseline, 3),
+            }
+        )
+    return rows
+
+
+def judge_precision_comparison(rows: list[dict], min_speedup: float | None = None) -> list[dict]:
+    """One check per comparison row when the site sets ``min_speedup`` (mixed precision / FP32); none
+    otherwise (the comparison is reported, not judged: gpuforge ships no speedup figure of its own)."""
+    if min_speedup is None:
+        return []
+    checks = []
+    for row in rows:
+        status = "ok" if row["speedup"] >= min_speedup else "fail"
+        checks.append(
+            {
+                **_check(
+                    f"precision_speedup_{row['gpus']}",
+                    status,
+                    row["speedup"],
+                    f">= {min_speedup:g} x fp32 (min_amp_speedup)",
+                    ""
+                    if status == "ok"
+                    else "mixed precision is not faster enough than FP32: check that the GPU has tensor cores, that "
+                    "autocast ran in 16 bits (the run's precision field) and channels_last",
+                ),
+                "gpus": row["gpus"],
+                "precision": row["precision"],
+            }
         )
     return checks

@@ -2,27 +2,37 @@
 # Run `molecule test` for each scenario given, in MOLECULE_LANES parallel lanes (default 3). Lab runs
 # spend most of their time waiting on podman, systemd and apt rather than on the CPU, so lanes run side by side on a
 # two-core machine. Scenarios on the shared platform (.config/molecule/config.yml: one container named
-# `instance`) cannot run beside each other, so they share lane 1; the others are spread over all lanes.
+# `instance`) cannot run beside each other, so they share the first lane; the others are spread over all lanes by
+# their recorded duration.
 # Each lane logs to .gpuforge/molecule/<scenario>.log; a failed scenario's log is printed in full.
 set -u -o pipefail
 lanes=${MOLECULE_LANES:-3}
 log_dir=.gpuforge/molecule
 mkdir -p "$log_dir"
-declare -a lane_items lane_counts
-for (( lane = 0; lane < lanes; lane++ )); do lane_counts[lane]=0; done
-# Shared-platform scenarios first, all in lane 0; then each other scenario to the lane with the fewest.
-for scenario in "$@"; do
+declare -a lane_items lane_seconds
+for (( lane = 0; lane < lanes; lane++ )); do lane_seconds[lane]=0; done
+# How long each scenario took on the lab (molecule/scenario-seconds.txt, "name seconds" per line, updated from
+# the "passed in" lines of a CI run); a scenario not listed counts as 600 s.
+seconds_of() {
+  local found
+  found=$(awk -v name="$1" '$1 == name { print $2 }' molecule/scenario-seconds.txt 2>/dev/null)
+  echo "${found:-600}"
+}
+# Longest first, each to the lane with the least work so far, so the lanes end at about the same time.
+# Shared-platform scenarios all go to lane 0 (they cannot run beside each other).
+ordered=$(for scenario in "$@"; do echo "$(seconds_of "$scenario") $scenario"; done | sort -rn | awk '{ print $2 }')
+for scenario in $ordered; do
   if ! grep -q '^platforms:' "molecule/$scenario/molecule.yml"; then
-    lane_items[0]="${lane_items[0]:-} $scenario"; lane_counts[0]=$(( lane_counts[0] + 1 ))
+    lane_items[0]="${lane_items[0]:-} $scenario"; lane_seconds[0]=$(( lane_seconds[0] + $(seconds_of "$scenario") ))
   fi
 done
-for scenario in "$@"; do
+for scenario in $ordered; do
   grep -q '^platforms:' "molecule/$scenario/molecule.yml" || continue
   lane=0
   for (( candidate = 1; candidate < lanes; candidate++ )); do
-    (( lane_counts[candidate] < lane_counts[lane] )) && lane=$candidate
+    (( lane_seconds[candidate] < lane_seconds[lane] )) && lane=$candidate
   done
-  lane_items[lane]="${lane_items[lane]:-} $scenario"; lane_counts[lane]=$(( lane_counts[lane] + 1 ))
+  lane_items[lane]="${lane_items[lane]:-} $scenario"; lane_seconds[lane]=$(( lane_seconds[lane] + $(seconds_of "$scenario") ))
 done
 
 run_lane() {
@@ -40,10 +50,14 @@ run_lane() {
   return $status
 }
 
+if [[ -n "${MOLECULE_LANES_PLAN_ONLY:-}" ]]; then  # print the plan, run nothing
+  for lane in "${!lane_items[@]}"; do echo "== molecule lane $lane (~${lane_seconds[lane]} s):${lane_items[lane]}"; done
+  exit 0
+fi
 pids=()
 for lane in "${!lane_items[@]}"; do
   # shellcheck disable=SC2086  # the lane's scenario list is split on purpose
-  echo "== molecule lane $lane:${lane_items[lane]}"
+  echo "== molecule lane $lane (~${lane_seconds[lane]} s):${lane_items[lane]}"
   run_lane ${lane_items[lane]} &
   pids+=($!)
 done

@@ -19,6 +19,8 @@ SYSTEM_PACKAGES+=(chromium openmpi-bin python3-mpi4py python3-numpy)
 SYSTEM_PACKAGES+=(selinux-policy-dev checkpolicy semodule-utils policycoreutils m4)
 # promtool (in Debian's prometheus package) for the gpu_monitoring alert-rule unit tests.
 SYSTEM_PACKAGES+=(prometheus)
+# fio for the fio_benchmark module test that runs it on a temporary directory.
+SYSTEM_PACKAGES+=(fio)
 
 die() { echo "gpuforge setup: $*" >&2; exit 1; }
 

@@ -13,7 +13,8 @@ Launch with any of:
 Rank 0 prints stable, parseable lines (module_utils/gpuforge_resnet50.py reads them):
   RESNET50 CONFIG key=value ...
   RESNET50 rank=R local_rank=L host=H device=cuda:0 device_name="..." imgs_per_sec=X elapsed_s=T
-  RESNET50 RESULT world_size=N batch_size=B total_imgs_per_sec=X per_gpu=Y device=cuda precision=bf16 ...
+  RESNET50 RESULT world_size=N batch_size=B total_imgs_per_sec=X per_gpu=Y device=cuda precision=bf16
+                  requested_precision=amp ...
 """
 
 from __future__ import annotations
@@ -142,7 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--warmup-steps", type=int, default=10)
     parser.add_argument("--steps", type=int, default=50, help="timed steps")
-    parser.add_argument("--precision", choices=["auto", "fp32", "fp16", "bf16"], default="auto")
+    # amp: automatic mixed precision, bf16 autocast where supported (fp16 with loss scaling on GPUs without
+    # bf16); auto: amp on GPU, fp32 on CPU; fp16/bf16 force one type.
+    parser.add_argument("--precision", choices=["auto", "fp32", "amp", "fp16", "bf16"], default="auto")
     parser.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     parser.add_argument("--backend", choices=["auto", "nccl", "gloo"], default="auto")
     parser.add_argument("--no-channels-last", dest="channels_last", action="store_false")
@@ -165,7 +168,9 @@ def choose(args, launch: dict) -> tuple[torch.device, str, str]:
         device = torch.device("cpu")
     precision = args.precision
     if precision == "auto":
-        precision = ("bf16" if torch.cuda.is_bf16_supported() else "fp16") if use_cuda else "fp32"
+        precision = "amp" if use_cuda else "fp32"
+    if precision == "amp":
+        precision = "bf16" if not use_cuda or torch.cuda.is_bf16_supported() else "fp16"
     if precision == "fp16" and not use_cuda:
         raise SystemExit("resnet50_bench: fp16 needs a GPU; use --precision bf16 or fp32 on CPU")
     backend = args.backend if args.backend != "auto" else ("nccl" if use_cuda else "gloo")
@@ -293,6 +298,7 @@ def main(argv=None) -> int:
                     "backend": backend if distributed else "none",
                     "device": device.type,
                     "precision": precision,
+                    "requested_precision": args.precision,
                     "batch_size": args.batch_size,
                     "image_size": args.image_size,
                     "warmup_steps": args.warmup_steps,
@@ -319,6 +325,7 @@ def main(argv=None) -> int:
                     "device": device.type,
                     "device_name": device_name,
                     "precision": precision,
+                    "requested_precision": args.precision,
                     "backend": backend if distributed else "none",
                     "launcher": launch["launcher"],
                     "elapsed_s": f"{slowest:.4f}",

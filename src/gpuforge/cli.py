@@ -171,7 +171,11 @@ def _report(args: argparse.Namespace) -> int:
     from gpuforge import report
 
     run_dir = Path(args.run_dir) if args.run_dir else report.latest_run_dir()
-    files = report.build(run_dir, Path(args.out) if args.out else None)
+    try:
+        files = report.build(run_dir, Path(args.out) if args.out else None)
+    except ValueError as exc:  # gpuforge_records.RecordError: a result file of an unknown shape
+        print(f"gpuforge report: {exc}", file=sys.stderr)
+        return 1
     if args.json:
         print(json.dumps({"html": str(files.html), "markdown": str(files.markdown)}))
     else:
@@ -302,6 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
     runbook.add_argument("name", choices=RUNBOOKS)
     runbook.set_defaults(handler=_playbook)
 
+    from gpuforge import burnin
+
+    burnin.add_parser(commands, DEFAULT_INVENTORY)  # `gpuforge burnin` (src/gpuforge/burnin.py, docs/burnin.md)
+
     demo = commands.add_parser("demo", parents=[common], help="lab up, provision, validate, bench, k8s, report")
     demo.add_argument("--spec", default=str(paths.LAB_DIR / "specs" / "demo.yml"), help="lab spec file")
     demo.add_argument("--skip-doctor", action="store_true", help="start without the gpuforge doctor checks")
@@ -341,6 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--k8s-version", default=DEFAULT_K8S_VERSION, help="Kubernetes minor version")
     render.add_argument("--json", action="store_true")
     k8s.set_defaults(handler=_k8s)
+    from gpuforge.k8s_verify import add_verify_parser
+
+    add_verify_parser(k8s_commands, str(DEFAULT_INVENTORY))
 
     inventory = commands.add_parser("inventory", help="site inventory helpers")
     inventory_commands = inventory.add_subparsers(dest="inventory_command", required=True)

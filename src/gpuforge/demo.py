@@ -129,7 +129,11 @@ def _finish(run_dir: Path, stages: list[Stage], started: float, log) -> int:
         "artifacts": {"run_dir": str(run_dir)},
     }
     write_summary(run_dir, summary)
-    files = report.build(run_dir)
+    try:
+        files = report.build(run_dir)
+    except ValueError as exc:  # gpuforge_records.RecordError: a result file the records do not read
+        log(f"demo: no report: {exc} (the stages' results are in {run_dir})")
+        return 1
     summary["artifacts"].update(report_html=str(files.html), report_md=str(files.markdown))
     write_summary(run_dir, summary)
     for line in summary_lines(stages, files.data, files.html, bench_attribution(run_dir), firing_alerts(ALERTS_FILE)):

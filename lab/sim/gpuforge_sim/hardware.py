@@ -76,7 +76,8 @@ def visible_gpus(hw: dict) -> list[dict]:
     ecc = _gpu_fault_index(hw, "ecc_dbe")
     remap = set(_gpu_fault_index(hw, "row_remap_pending"))
     thermal = set(_gpu_fault_index(hw, "thermal_slowdown"))
-    pcie = _gpu_fault_index(hw, "pcie_width_degraded")
+    # pcie_width_degraded (the older name) and pcie_link_degraded with `gpu` both lower the GPU's link.
+    pcie = {**_gpu_fault_index(hw, "pcie_width_degraded"), **_gpu_fault_index(hw, "pcie_link_degraded")}
     result = []
     for profile_index, device in enumerate(devices):
         if profile_index in missing:
@@ -91,7 +92,8 @@ def visible_gpus(hw: dict) -> list[dict]:
         entry["pcie_gen"] = int(gpu.get("pcie_gen_max", 3))
         entry["pcie_width"] = int(gpu.get("pcie_width_max", 16))
         if profile_index in pcie:
-            entry["pcie_width"] = int(pcie[profile_index]["width"])
+            if pcie[profile_index].get("width") is not None:
+                entry["pcie_width"] = int(pcie[profile_index]["width"])
             if pcie[profile_index].get("gen") is not None:
                 entry["pcie_gen"] = int(pcie[profile_index]["gen"])
         entry["xids"] = [f for f in faults_of(hw, "xid") if int(f.get("gpu", -1)) == profile_index]
@@ -189,3 +191,106 @@ def visible_hcas(hw: dict) -> list[dict]:
 def _default_phys_state(state: str) -> str:
     # ibstat pairs: a Down port with no cable shows Polling; Init/Armed ports are physically up.
     return {"Down": "Polling", "Polling": "Polling"}.get(state, "LinkUp")
+
+
+# PCIe generation -> link speed in GT/s as lspci prints it (PCI Express Base Specification per generation).
+PCIE_GEN_SPEED = {1: "2.5", 2: "5", 3: "8", 4: "16", 5: "32", 6: "64"}
+# PCI device names of the lab's HCA models as lspci prints them (pci.ids, vendor 15b3).
+HCA_PCI_NAMES = {
+    "MT4115": "MT27700 Family [ConnectX-4]",
+    "MT4117": "MT27710 Family [ConnectX-4 Lx]",
+    "MT4119": "MT27800 Family [ConnectX-5]",
+    "MT4123": "MT28908 Family [ConnectX-6]",
+    "MT4129": "MT2910 Family [ConnectX-7]",
+}
+
+
+def pci_address(bus_id: str) -> str:
+    """dddd:bb:dd.f in lower case from an nvidia-smi (00000000:1B:00.0) or sysfs (0000:1b:00.0) bus ID."""
+    domain, bus, rest = str(bus_id).split(":")
+    return f"{int(domain, 16):04x}:{bus.lower()}:{rest.lower()}"
+
+
+def _device_faults(hw: dict, fault_type: str, gpu_index=None, hca=None) -> list[dict]:
+    return [
+        f
+        for f in faults_of(hw, fault_type)
+        if (gpu_index is not None and "gpu" in f and int(f["gpu"]) == gpu_index)
+        or (hca is not None and f.get("hca") == hca)
+    ]
+
+
+def pcie_devices(hw: dict) -> list[dict]:
+    """The GPUs and HCAs on the node's PCIe bus with their link and error state (faults applied), sorted by
+    address; each has a root port above it (lab topology: one root port per device bus, on bus 00).
+
+    Entry: address, kind (gpu|hca), name, description (lspci class and name), gen_max, width_max, gen, width
+    (negotiated), aer {correctable|nonfatal|fatal: count}, bridge (root port address), acs (ACS enabled on that
+    root port). Faults: pcie_link_degraded / pcie_width_degraded (link), pcie_aer_errors, acs_enabled.
+    A GPU that is `gpu_missing` stays on the bus (the driver does not see it, lspci does)."""
+    gpu = hw.get("gpu") or {}
+    devices = []
+    visible = {d["profile_index"]: d for d in visible_gpus(hw)}
+    for index, device in enumerate(gpu.get("devices") or []):
+        seen = visible.get(index)
+        devices.append(
+            {
+                "address": pci_address(device["bus_id"]),
+                "kind": "gpu",
+                "index": index,
+                "name": f"GPU {index}",
+                "description": f"3D controller: NVIDIA Corporation {gpu.get('product_name', 'GPU')} (rev a1)",
+                "gen_max": int(gpu.get("pcie_gen_max", 3)),
+                "width_max": int(gpu.get("pcie_width_max", 16)),
+                "gen": int(seen["pcie_gen"]) if seen else int(gpu.get("pcie_gen_max", 3)),
+                "width": int(seen["pcie_width"]) if seen else int(gpu.get("pcie_width_max", 16)),
+                "numa": int(device.get("numa", 0)),
+            }
+        )
+    missing = {f.get("hca") for f in faults_of(hw, "hca_missing")}
+    for hca in hw.get("hcas") or []:
+        if hca.get("name") in missing:
+            continue
+        layer = (hca.get("ports") or [{}])[0].get("link_layer", "InfiniBand")
+        kind = "Infiniband controller" if layer == "InfiniBand" else "Ethernet controller"
+        entry = {
+            "address": pci_address(hca["bus_id"]),
+            "kind": "hca",
+            "name": hca["name"],
+            "description": f"{kind}: Mellanox Technologies {HCA_PCI_NAMES.get(hca.get('ca_type'), 'Device')}",
+            "gen_max": int(hca.get("pcie_gen_max", 3)),
+            "width_max": int(hca.get("pcie_width_max", 16)),
+            "numa": int(hca.get("numa", 0)),
+        }
+        entry["gen"], entry["width"] = entry["gen_max"], entry["width_max"]
+        for fault in _device_faults(hw, "pcie_link_degraded", hca=hca["name"]):
+            entry["gen"] = int(fault.get("gen", entry["gen"]))
+            entry["width"] = int(fault.get("width", entry["width"]))
+        devices.append(entry)
+    devices.sort(key=lambda d: d["address"])
+    roots: dict = {}
+    for device in devices:
+        domain, bus, _rest = device["address"].split(":")
+        # Functions of one card share its bus and so its root port.
+        roots.setdefault((domain, bus), f"{domain}:00:{len(roots) + 1:02x}.0")
+        device["bridge"] = roots[(domain, bus)]
+        target = {"gpu_index": device.get("index")} if device["kind"] == "gpu" else {"hca": device["name"]}
+        aer = {"correctable": 0, "nonfatal": 0, "fatal": 0}
+        for fault in _device_faults(hw, "pcie_aer_errors", **target):
+            for kind in aer:
+                aer[kind] += int(fault.get(kind, 0))
+        device["aer"] = aer
+        device["acs"] = bool(_device_faults(hw, "acs_enabled", **target))
+    return devices
+
+
+def port_pkeys(hw: dict, hca: str, port: int) -> list[str]:
+    """The P_Key table entries of one port that are in use: the profile port's `pkeys` (default the default
+    partition 0xffff), or a `pkey_mismatch` fault's `pkeys`."""
+    entry = next((h for h in hw.get("hcas") or [] if h.get("name") == hca), {})
+    spec = next((p for p in entry.get("ports") or [] if int(p.get("port", 1)) == port), {})
+    keys = [str(k) for k in spec.get("pkeys") or ["0xffff"]]
+    for fault in faults_of(hw, "pkey_mismatch"):
+        if fault.get("hca") == hca and int(fault.get("port", 1)) == port:
+            keys = [str(k) for k in fault["pkeys"]]
+    return keys

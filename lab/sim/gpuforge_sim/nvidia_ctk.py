@@ -6,7 +6,10 @@ runtime configure --runtime=docker|containerd|crio [--config=PATH] [--set-as-def
     nvidia runtime table appended when absent (the rest of the file is kept byte for byte).
 cdi generate [--output=PATH]
     writes a CDI spec (kind nvidia.com/gpu) with one device per GPU of the node's hardware document,
-    named by index and by UUID (the UUIDs nvidia-smi reports), plus `all`.
+    named by index and by UUID (the UUIDs nvidia-smi reports), plus `all`; the common edits list the
+    control device files the node has.
+hook update-ldcache
+    the CDI spec's createContainer hook; a no-op here (the lab driver has no libraries), exit 0.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ DEFAULT_CONFIGS = {
 }
 CONTAINERD_TABLE = 'plugins."io.containerd.grpc.v1.cri".containerd'
 CDI_SPEC_VERSION = "0.5.0"
+# Control device files of the common containerEdits, in the order the real spec lists them.
+CONTROL_NODES = ("nvidia-modeset", "nvidia-uvm", "nvidia-uvm-tools", "nvidiactl")
 
 
 def _log(err, level: str, message: str) -> None:
@@ -140,18 +145,22 @@ def runtime_configure(args: list[str], out, err) -> int:
     return 0
 
 
-def cdi_spec(hw: dict) -> str:
-    """The CDI spec text (YAML) for the node's GPUs."""
+def cdi_spec(hw: dict, err=None) -> str:
+    """The CDI spec text (YAML) for the node's GPUs. Control devices the node lacks are left out with a
+    warning, as the real tool does when it cannot locate one (the lab's simulated driver creates only
+    /dev/nvidiaN and /dev/nvidiactl, and those only when nvidia-persistenced runs)."""
     context = Context(hw, None)
+    controls = []
+    for name in CONTROL_NODES:
+        if os.path.exists(os.path.join(driver_state.dev_dir(), name)):
+            controls.append(f"  - path: /dev/{name}")
+        elif err is not None:
+            _log(err, "WARN", f"Could not locate /dev/{name}: pattern /dev/{name} not found")
     lines = [
         "---",
         f"cdiVersion: {CDI_SPEC_VERSION}",
         "containerEdits:",
-        "  deviceNodes:",
-        "  - path: /dev/nvidia-modeset",
-        "  - path: /dev/nvidia-uvm",
-        "  - path: /dev/nvidia-uvm-tools",
-        "  - path: /dev/nvidiactl",
+        *(["  deviceNodes:", *controls] if controls else []),
         "  env:",
         "  - NVIDIA_VISIBLE_DEVICES=void",
         "  hooks:",
@@ -185,7 +194,7 @@ def cdi_generate(args: list[str], out, err) -> int:
         )
         return 1
     options = _options(args)
-    spec = cdi_spec(load_hardware())
+    spec = cdi_spec(load_hardware(), err)
     output = options.get("output")
     if not output:
         out.write(spec)
@@ -194,6 +203,20 @@ def cdi_generate(args: list[str], out, err) -> int:
     with open(output, "w", encoding="utf-8") as handle:
         handle.write(spec)
     _log(err, "INFO", f"Generated CDI spec with version {CDI_SPEC_VERSION}")
+    return 0
+
+
+def hook_update_ldcache(args: list[str], err) -> int:
+    """The createContainer hook of the CDI spec: the real one runs ldconfig in the container for the driver
+    library folders it is given (--folder). The lab's driver has no libraries, so there is nothing to add:
+    the stand-in reads the container state runc passes on stdin (as the real hook does) and says so."""
+    folders = [arg.split("=", 1)[1] for arg in args if arg.startswith("--folder=")]
+    _log(
+        err,
+        "INFO",
+        "gpuforge lab: no driver library folders to add to the container's ld cache"
+        + (f" (asked for {', '.join(folders)})" if folders else ""),
+    )
     return 0
 
 
@@ -208,6 +231,8 @@ def main(argv: list[str] | None = None, out=None, err=None) -> int:
         return runtime_configure(argv[2:], out, err)
     if argv[:2] == ["cdi", "generate"]:
         return cdi_generate(argv[2:], out, err)
+    if argv[:2] == ["hook", "update-ldcache"]:
+        return hook_update_ldcache(argv[2:], err)
     err.write("NAME:\n   NVIDIA Container Toolkit CLI - Tools to configure the NVIDIA Container Toolkit\n\n")
     err.write("USAGE:\n   nvidia-ctk [global options] command [command options] [arguments...]\n")
     return 1

@@ -1,6 +1,8 @@
 """nvidia_container_toolkit on a lab node: pinned packages, OCI hook, containerd config edited, CDI, cli checks."""
 
 import json
+import os
+from pathlib import Path
 
 import yaml
 
@@ -55,3 +57,26 @@ def test_container_cli_sees_driver(host):
     assert f"/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.{release}" in listing
     info = host.check_output("nvidia-container-cli info")
     assert info.count("Model:          Tesla V100-SXM2-16GB") == 8
+
+
+def test_container_smoke_test_record(host):
+    """converge.yml ran the smoke test in bundle mode: runc created a container on the node with the role's OCI
+    hook file and with the CDI spec; each got the 8 simulated GPUs' device files and /dev/nvidiactl."""
+    record_dir = Path(os.environ["MOLECULE_EPHEMERAL_DIRECTORY"]) / "validation"
+    name = host.backend.get_hostname()
+    record = json.loads((record_dir / f"container-smoke-{name}.json").read_text(encoding="utf-8"))
+    assert record["healthy"] is True and record["failed"] == []
+    checks = {check["name"]: check for check in record["checks"]}
+    assert set(checks) == {
+        "container_devices_oci_hook",
+        "container_driver_libraries_oci_hook",
+        "container_devices_cdi",
+        "container_driver_libraries_cdi",
+    }
+    expected = sorted([f"/dev/nvidia{i}" for i in range(8)] + ["/dev/nvidiactl"])
+    for method in ("oci_hook", "cdi"):
+        devices = checks[f"container_devices_{method}"]["observed"]["devices"]
+        assert sorted(devices) == expected
+        assert devices["/dev/nvidiactl"] == [195, 255]
+    # No runc container and no bundle directory is left behind on the node.
+    assert host.check_output("find /tmp -maxdepth 1 -name 'gpuforge-smoke-*'") == ""

@@ -101,3 +101,21 @@ def test_nvidia_smi_answers_with_8_gpus(host):
     name = host.check_output("nvidia-smi --query-gpu=gpu_name --format=csv,noheader --id=0")
     assert name.replace(" ", "-") == "Tesla-V100-SXM2-16GB"
     assert "Persistence Mode                      : Enabled" in host.check_output("nvidia-smi -q -i 0")
+
+
+def test_dcgm_pinned_from_the_cuda_repository_and_its_diagnostic_runs(host):
+    # The lab inventory enables DCGM (nvidia_driver_dcgm_enabled); names and versions from the registry.
+    defaults = yaml.safe_load((PROJECT_ROOT / "roles/nvidia_driver/defaults/main.yml").read_text(encoding="utf-8"))
+    name, version = defaults["nvidia_driver_dcgm_package"], defaults["nvidia_driver_dcgm_version"]
+    assert version in CUDA.versions(name)
+    package = host.package(name)
+    assert package.is_installed
+    assert package.version == version
+    service = host.service("nvidia-dcgm")
+    assert service.is_enabled
+    assert service.is_running
+    # dcgmi talks to the running host engine; level 1 passes on a healthy node, every GPU judged.
+    diag = json.loads(host.check_output("dcgmi diag -r 1 -j"))
+    text = json.dumps(diag)
+    assert '"Fail"' not in text
+    assert "software" in text.lower()

@@ -235,7 +235,9 @@ def build_deb(package: dict, staging: Path, output: Path) -> Path:
     for unit, text in (package.get("units") or {}).items():
         _write(staging / f"lib/systemd/system/{unit}", text)
     _write(staging / "DEBIAN/control", _control(package))
-    deb = output / f"{package['name']}_{package['version']}_{package.get('architecture', 'amd64')}.deb"
+    # Debian's file naming leaves the epoch out (dpkg-name(1)): datacenter-gpu-manager_3.3.5_amd64.deb for 1:3.3.5.
+    file_version = package["version"].split(":", 1)[-1]
+    deb = output / f"{package['name']}_{file_version}_{package.get('architecture', 'amd64')}.deb"
     _run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(staging), str(deb)])
     return deb
 

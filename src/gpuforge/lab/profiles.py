@@ -46,6 +46,24 @@ FAULT_PARAMS: dict[str, tuple[set[str], set[str]]] = {
     "ib_port_errors": ({"hca", "port", "counters"}, {"initial"}),
     "ib_link_flap": ({"hca", "port"}, {"count"}),
     "hca_firmware": ({"hca", "fw_ver"}, set()),
+    "pcie_link_degraded": (set(), {"gpu", "hca", "width", "gen"}),
+    "pcie_aer_errors": (set(), {"gpu", "hca", "correctable", "nonfatal", "fatal"}),
+    "acs_enabled": (set(), {"gpu", "hca"}),
+    "pkey_mismatch": ({"hca", "pkeys"}, {"port"}),
+    "dcgm_diag_failure": ({"gpu", "test"}, {"level"}),
+    "host_bandwidth_degraded": ({"gpu", "fraction"}, set()),
+}
+# DCGM 4 diagnostic test -> the first dcgmi diag level that runs it (lab/sim/gpuforge_sim/dcgmi.py TESTS).
+DCGM_TEST_LEVELS = {
+    "software": 1,
+    "memory": 2,
+    "pcie": 2,
+    "diagnostic": 3,
+    "targeted_stress": 3,
+    "targeted_power": 3,
+    "memory_bandwidth": 3,
+    "memtest": 4,
+    "pulse_test": 4,
 }
 # PortCounters fields perfquery prints (rdma-core libibmad/fields.c); ib_port_errors may set these.
 PERFQUERY_COUNTERS = {
@@ -180,6 +198,10 @@ def _validate_hca(hca: dict, i: int, gpu_count: int, numa_nodes: int, c: _Checke
     for key in ("node_guid", "sys_image_guid"):
         c.match(c.get(hca, key, f"{base}.{key}", str), GUID_RE, f"{base}.{key}", "a 0x + 16 hex digit GUID")
     c.match(c.get(hca, "bus_id", f"{base}.bus_id", str), HCA_BUS_RE, f"{base}.bus_id", "a bus id like 0000:05:00.0")
+    if c.get(hca, "pcie_gen_max", f"{base}.pcie_gen_max", int, required=False) not in (None, *range(1, 7)):
+        c.fail(f"{base}.pcie_gen_max", "must be 1..6")
+    if c.get(hca, "pcie_width_max", f"{base}.pcie_width_max", int, required=False) not in (None, 1, 2, 4, 8, 16, 32):
+        c.fail(f"{base}.pcie_width_max", "must be 1, 2, 4, 8, 16 or 32")
     if c.get(hca, "numa", f"{base}.numa", int) not in range(numa_nodes):
         c.fail(f"{base}.numa", f"must be below system.numa_nodes ({numa_nodes})")
     affinity = c.get(hca, "gpu_affinity", f"{base}.gpu_affinity", dict, required=False) or {}
@@ -266,6 +288,55 @@ def _validate_fault(fault: dict, i: int, profile: dict, c: _Checker) -> None:
         c.fail(f"{field}.rate_gbps", "must be a number")
     _validate_gpu_health_fault(kind, fault, field, gpu, c)
     _validate_ib_health_fault(kind, fault, field, profile, c)
+    _validate_pcie_fault(kind, fault, field, profile, c)
+    _validate_acceptance_fault(kind, fault, field, c)
+
+
+def _validate_acceptance_fault(kind: str, fault: dict, field: str, c: _Checker) -> None:
+    """Parameters of the DCGM diagnostic and host bandwidth faults (SCHEMA.md)."""
+    if kind == "dcgm_diag_failure":
+        first = DCGM_TEST_LEVELS.get(fault["test"])
+        if first is None:
+            c.fail(f"{field}.test", f"must be one of {sorted(DCGM_TEST_LEVELS)}")
+        level = fault.get("level", first)
+        if not isinstance(level, int) or level not in range(first, 5):
+            c.fail(f"{field}.level", f"must be {first}..4: dcgmi diag runs {fault['test']} from level {first} on")
+    if kind == "host_bandwidth_degraded" and (
+        not isinstance(fault["fraction"], (int, float)) or not 0 < fault["fraction"] < 1
+    ):
+        c.fail(f"{field}.fraction", "must be a number in (0, 1): the share of the healthy bandwidth left")
+
+
+PKEY_RE = re.compile(r"^0x[0-9a-f]{4}$")
+
+
+def _validate_pcie_fault(kind: str, fault: dict, field: str, profile: dict, c: _Checker) -> None:
+    """Parameters of the PCIe link, AER, ACS and P_Key faults (SCHEMA.md): the PCIe faults name one device,
+    a GPU (`gpu`) or an HCA (`hca`); a degraded link is below the device's maximum."""
+    if kind in ("pcie_link_degraded", "pcie_aer_errors", "acs_enabled") and ("gpu" in fault) == ("hca" in fault):
+        c.fail(field, f"{kind} needs one of gpu or hca")
+    if kind == "pcie_link_degraded":
+        device = profile.get("gpu") or {}
+        if "hca" in fault:
+            device = next(h for h in profile.get("hcas") or [] if h["name"] == fault["hca"])
+        gen_max, width_max = device.get("pcie_gen_max", 3), device.get("pcie_width_max", 16)
+        if "width" not in fault and "gen" not in fault:
+            c.fail(field, "pcie_link_degraded needs width or gen (or both)")
+        if "width" in fault and (fault["width"] not in (1, 2, 4, 8, 16) or fault["width"] >= width_max):
+            c.fail(f"{field}.width", f"must be a link width below the device's pcie_width_max ({width_max})")
+        if "gen" in fault and fault["gen"] not in range(1, gen_max):
+            c.fail(f"{field}.gen", f"must be a PCIe generation below the device's pcie_gen_max ({gen_max})")
+    if kind == "pcie_aer_errors":
+        counts = [k for k in ("correctable", "nonfatal", "fatal") if k in fault]
+        if not counts:
+            c.fail(field, "pcie_aer_errors needs correctable, nonfatal or fatal (counts)")
+        for key in counts:
+            if not isinstance(fault[key], int) or isinstance(fault[key], bool) or fault[key] < 0:
+                c.fail(f"{field}.{key}", "must be a non-negative integer")
+    if kind == "pkey_mismatch":
+        keys = fault["pkeys"]
+        if not isinstance(keys, list) or not keys or not all(PKEY_RE.match(str(k)) for k in keys):
+            c.fail(f"{field}.pkeys", "must be a non-empty list of P_Keys such as 0x7fff")
 
 
 def _validate_ib_health_fault(kind: str, fault: dict, field: str, profile: dict, c: _Checker) -> None:

@@ -1,28 +1,70 @@
-"""The report's three charts, built from ReportData (shared by the HTML page; ids are stable)."""
+"""The report's charts, from benchmark_run records; every chart draws the gates' thresholds.
+
+* NCCL: bus bandwidth per message size (``observed.series``) of the multi-node runs (and of the single-node
+  runs while there are few), in Gb/s (busbw GB/s x 8, the unit of the gate), each run's threshold a dashed line;
+* per-node gates (NCCL single node, ResNet-50 per node, ...): one dot per node, lowest first, threshold line;
+* ResNet-50: images/s against GPU count of the sweep, the per-point threshold and ideal linear scaling;
+* ib_write_bw per rail: a bar per pair with its threshold and line rate, or, beyond MAX_PAIR_BARS pairs, one dot
+  per node (its slowest pair on that rail).
+"""
 
 from __future__ import annotations
 
+import re
+
 from gpuforge.report import svg
-from gpuforge.report.model import NCCL_MODES, ReportData
 
 NCCL_CHART_ID = "chart-nccl-busbw"
 RESNET_CHART_ID = "chart-resnet50-scaling"
 IB_CHART_ID = "chart-ib-write-bw"
-_MODE_ORDER = [*NCCL_MODES, "unknown"]
+MAX_CURVES = 8
+MAX_PAIR_BARS = 48
+GBIT_PER_GBYTE = 8  # the gates hold busbw in Gb/s (playbooks/tasks/bench_nccl.yml: busbw GB/s x 8)
 
 
-def nccl_chart(data: ReportData) -> str:
-    ordered = sorted(data.nccl or [], key=lambda s: _MODE_ORDER.index(s.mode) if s.mode in _MODE_ORDER else 99)
-    series = [
-        svg.Series(item.label, item.points, css_class=f"series mode-{item.mode} {item.collective}") for item in ordered
-    ]
+def chart_id(*parts: str) -> str:
+    return "chart-" + "-".join(re.sub(r"[^A-Za-z0-9_]+", "_", part) for part in parts)
+
+
+def _threshold(record) -> float | None:
+    value = record["threshold"].get("value")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def nccl_curves(runs: list) -> str:
+    """Size -> busbw curves of the NCCL runs that carry a series; None-free."""
+    with_series = [r for r in runs if r["observed"].get("series") and r["observed"]["series"]["points"]]
+    multi = [r for r in with_series if len(r["nodes"]) > 1]
+    single = [r for r in with_series if len(r["nodes"]) == 1]
+    shown = multi + (single if len(single) <= MAX_CURVES else [])
+    shown = shown[: MAX_CURVES * 2]
+    series, thresholds = [], []
+    for index, record in enumerate(shown):
+        color = svg.PALETTE[index % len(svg.PALETTE)]
+        points = [(x, round(y * GBIT_PER_GBYTE, 3)) for x, y in record["observed"]["series"]["points"] if x > 0]
+        series.append(svg.Series(record["name"], points, color=color, css_class=f"series {record['group']}"))
+        limit = _threshold(record)
+        if limit is not None:
+            thresholds.append(svg.Threshold(f"{record['name']}: gate on avg busbw >= {limit:g} Gb/s", limit, color))
     return svg.line_chart(
         NCCL_CHART_ID,
-        "NCCL bus bandwidth vs message size",
+        "NCCL all_reduce bus bandwidth vs message size",
         series,
         svg.Axis("message size (bytes, log scale)", log=True, tick_format=svg.human_bytes),
-        svg.Axis("bus bandwidth (GB/s)"),
+        svg.Axis("bus bandwidth (Gb/s)"),
+        thresholds,
     )
+
+
+def gate_dots(benchmark: str, group: str, runs: list) -> str:
+    """One dot per single-node run of a group (value vs its threshold)."""
+    dots = [
+        (r["nodes"][0], float(r["observed"]["value"]), r["verdict"]) for r in runs if r["observed"]["value"] is not None
+    ]
+    limits = sorted({limit for limit in map(_threshold, runs) if limit is not None})
+    unit = runs[0]["observed"]["unit"] if runs else ""
+    thresholds = [svg.Threshold(f"{group}: threshold {limit:g} {unit}", limit) for limit in limits[:3]]
+    return svg.dot_chart(chart_id(benchmark, group), f"{benchmark} {group}: per node", dots, unit, thresholds)
 
 
 def ideal_scaling(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
@@ -34,21 +76,54 @@ def ideal_scaling(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
     return [(gpus, round(per_gpu * gpus, 2)) for gpus, _ in sorted(points)]
 
 
-def resnet_chart(data: ReportData) -> str:
-    measured = sorted((point.gpus, point.images_per_sec) for point in data.resnet50 or [])
+def resnet_scaling(sweep: list) -> str:
+    measured = sorted((r["observed"]["gpus"], float(r["observed"]["value"])) for r in sweep)
+    limits = sorted((r["observed"]["gpus"], _threshold(r)) for r in sweep if _threshold(r) is not None)
     series = [
         svg.Series("measured", measured, css_class="series measured"),
         svg.Series("ideal scaling", ideal_scaling(measured), dashed=True, markers=False, css_class="series ideal"),
+        svg.Series("threshold", limits, dashed=True, markers=False, color="#b00020", css_class="series threshold"),
     ]
+    # A single threshold value is a line as well, so even a one-point sweep shows its gate.
+    flat = [svg.Threshold(f"threshold {limits[0][1]:g} img/s", limits[0][1])] if len(limits) == 1 else []
     return svg.line_chart(
         RESNET_CHART_ID,
         "ResNet-50 training throughput vs GPU count",
         series,
         svg.Axis("GPUs", tick_format=lambda value: f"{value:g}"),
         svg.Axis("images/sec"),
+        flat,
     )
 
 
-def ib_chart(data: ReportData) -> str:
-    bars = [(f"{item.host} {item.hca}", item.bw_gbps, item.line_rate_gbps) for item in data.ib_write_bw or []]
-    return svg.bar_chart(IB_CHART_ID, "ib_write_bw per HCA vs line rate", bars, "Gb/s")
+def ib_rail(rail: str, pairs: list) -> str:
+    """ib_write_bw of one rail: bars per pair, or per node (slowest pair) on large fabrics."""
+    measured = [r for r in pairs if r["observed"]["value"] is not None]
+    if len(measured) <= MAX_PAIR_BARS:
+        bars = [(r["name"], float(r["observed"]["value"]), r["threshold"].get("line_rate")) for r in measured]
+        return svg.bar_chart(
+            chart_id("ib_write_bw", rail),
+            f"ib_write_bw on {rail}: per pair",
+            bars,
+            "Gb/s",
+            thresholds=[_threshold(r) for r in measured],
+            verdicts=[r["verdict"] for r in measured],
+        )
+    slowest: dict[str, tuple[float, str]] = {}
+    rank = {"FAIL": 0, "WARN": 1, "UNKNOWN": 2, "PASS": 3}
+    for r in measured:
+        for node in r["nodes"]:
+            value = float(r["observed"]["value"])
+            current = slowest.get(node)
+            verdict = r["verdict"] if current is None or rank[r["verdict"]] < rank[current[1]] else current[1]
+            slowest[node] = (min(value, current[0]) if current else value, verdict)
+    dots = [(node, value, verdict) for node, (value, verdict) in slowest.items()]
+    limits = sorted({limit for limit in map(_threshold, measured) if limit is not None})
+    thresholds = [svg.Threshold(f"threshold {limit:g} Gb/s", limit) for limit in limits[:3]]
+    return svg.dot_chart(
+        chart_id("ib_write_bw", rail),
+        f"ib_write_bw on {rail}: slowest pair of each node ({len(measured)} pairs)",
+        dots,
+        "Gb/s",
+        thresholds,
+    )

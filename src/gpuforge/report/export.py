@@ -23,6 +23,7 @@ Formats, and where their rules come from:
 from __future__ import annotations
 
 import json
+import os
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -45,12 +46,49 @@ def _read(path: Path):
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def load_records(run_dir: Path) -> list:
+def _result_files(run_dir: Path):
+    """Result files under run_dir, outside runner/ folders: {"validation": validation/<host>.json files,
+    "bench": bench/<run>/summary.json files, "k8s": k8s/verify.json files, "burnin": burnin/summary.json files}.
+
+    One directory walk (a 256-node run has tens of thousands of ib_write_bw pair files under bench/, never read).
+    Files under validation/'s subfolders (dcgm/, nvbandwidth/) are the raw results behind node checks that the
+    node's own report already holds.
+    """
+    found: dict = {"validation": [], "bench": [], "k8s": [], "burnin": []}
+    for folder, subfolders, files in os.walk(run_dir):
+        subfolders[:] = sorted(name for name in subfolders if name != "runner")
+        here = Path(folder)
+        if here.name == "validation":
+            found["validation"] += [here / name for name in sorted(files) if name.endswith(".json")]
+            subfolders[:] = []
+        elif here.parent.name == "bench" and "summary.json" in files:
+            found["bench"].append(here / "summary.json")
+            subfolders[:] = []  # the parsed results are read by path (gpuforge_records.raw_result_path)
+        elif here.name == "k8s" and "verify.json" in files:
+            found["k8s"].append(here / "verify.json")
+        elif here.name == "burnin" and "summary.json" in files:
+            found["burnin"].append(here / "summary.json")
+            subfolders[:] = []
+    return found
+
+
+def _raw_reader(bench_dir: Path):
+    def read(relative: str):
+        path = bench_dir / relative
+        return _read(path) if path.is_file() else None
+
+    return read
+
+
+def load_records(run_dir: Path, validation_files=None, bench_summaries=None) -> list:
     """Records of every result file under ``run_dir`` (a CLI run directory, or any folder holding them).
 
-    ``validation/<host>.json`` (the newest ``checked_at`` of a host wins when stages copied it twice),
-    ``bench/<run>/summary.json`` (benchmark gates and attributions) and the run's own ``summary.json``
-    (stages). A file of the wrong shape raises gpuforge_records.RecordError naming the file.
+    ``validation/<host>.json`` (node checks and the node's fleet_consistency record; the newest ``checked_at`` of
+    a host wins when stages copied it twice), ``bench/<run>/summary.json`` (benchmark gates, with the chart data of
+    the parsed results beside it, and attributions), ``k8s/verify.json`` (gpuforge k8s verify),
+    ``burnin/summary.json`` (gpuforge burnin rounds) and the run's own ``summary.json`` (stages). The optional
+    lists replace the search under run_dir (the shared artifacts/ folders). A file of the wrong shape raises
+    gpuforge_records.RecordError naming the file.
     """
     records_mod = _records_module()
     run_dir = Path(run_dir)
@@ -61,23 +99,46 @@ def load_records(run_dir: Path) -> list:
         summary = _read(top)
         run_id = summary.get("run_id")
         records += records_mod.stage_result_records(summary)
+    found = _result_files(run_dir) if run_dir.is_dir() else {"validation": [], "bench": [], "k8s": [], "burnin": []}
+    validation_files = found["validation"] if validation_files is None else validation_files
+    bench_summaries = found["bench"] if bench_summaries is None else bench_summaries
     hosts: dict = {}
-    for path in sorted(run_dir.rglob("*.json")):
-        if path.parent.name == "validation" and "runner" not in path.parts:
-            data = _read(path)
-            if not isinstance(data, dict):
-                raise records_mod.RecordError(f"{path}: not an object")
-            host = data.get("host") or path.stem
-            if host not in hosts or str(data.get("checked_at") or "") > str(hosts[host].get("checked_at") or ""):
-                hosts[host] = data
+    for path in validation_files:
+        data = _read(path)
+        if not isinstance(data, dict):
+            raise records_mod.RecordError(f"{path}: not an object")
+        host = data.get("host") or path.stem
+        if host not in hosts or str(data.get("checked_at") or "") > str(hosts[host].get("checked_at") or ""):
+            hosts[host] = data
     for host in sorted(hosts):
         records += records_mod.node_check_records(hosts[host], run_id)
-    for path in sorted(run_dir.rglob("summary.json")):
-        if path.parent.parent.name == "bench":
-            bench = _read(path)
-            records += records_mod.benchmark_run_records(bench, run_id)
-            records += records_mod.attribution_records(bench, run_id)
+        records += records_mod.fleet_check_records(hosts[host], run_id)
+    for path in bench_summaries:
+        bench = _read(path)
+        records += records_mod.benchmark_run_records(bench, run_id, raw=_raw_reader(path.parent))
+        records += records_mod.attribution_records(bench, run_id)
+    for path in found["k8s"]:
+        records += records_mod.k8s_check_records(_object(path, records_mod), run_id)
+    for path in found["burnin"]:
+        records += records_mod.burnin_round_records(_object(path, records_mod), run_id)
     return records
+
+
+def _object(path: Path, records_mod):
+    data = _read(path)
+    if not isinstance(data, dict):
+        raise records_mod.RecordError(f"{path}: not an object")
+    return data
+
+
+def load_burnin_trends(run_dir: Path) -> dict:
+    """{node: trend verdict} of the burn-in summaries under run_dir (gpuforge_records.burnin_trend_verdicts)."""
+    records_mod = _records_module()
+    trends: dict = {}
+    if Path(run_dir).is_dir():
+        for path in _result_files(Path(run_dir))["burnin"]:
+            trends.update(records_mod.burnin_trend_verdicts(_object(path, records_mod)))
+    return trends
 
 
 def _case_id(record) -> tuple:
@@ -89,6 +150,10 @@ def _case_id(record) -> tuple:
         return "benchmark gates", f"{record['benchmark']}.{record['group']}", record["name"]
     if kind == "attribution":
         return "attribution", f"{record['benchmark']}.{record['subject']}", record["name"]
+    if kind == "k8s_check":
+        return "kubernetes checks", record["node"] or record["subject"], record["check"]
+    if kind == "burnin_round":
+        return "burn-in rounds", record["node"], f"round {record['round']}"
     return "stages", "stage", record["stage"]
 
 
@@ -102,6 +167,12 @@ def _message(record) -> str:
         return record["reason"]
     if kind == "attribution":
         return "; ".join(record["observed"]["reasons"][:3])
+    if kind == "k8s_check":
+        return f"{record['check']}: observed {json.dumps(record['observed'])}, expected " + json.dumps(
+            record["threshold"]["expected"]
+        )
+    if kind == "burnin_round":
+        return "; ".join(record["reasons"][:3]) or record["verdict"]
     return record["detail"]
 
 
@@ -196,13 +267,13 @@ def _slurm_reason(reasons) -> str:
     return text if len(text) <= SLURM_REASON_MAX else text[: SLURM_REASON_MAX - 3] + "..."
 
 
-def to_verdicts(records, now: str | None = None) -> dict:
-    """The per-node verdict document (schemas/node-verdicts.schema.json)."""
+def to_verdicts(records, now: str | None = None, burnin_trends=None) -> dict:
+    """The per-node verdict document (schemas/node-verdicts.schema.json); ``burnin_trends``: load_burnin_trends."""
     records_mod = _records_module()
     run_ids = sorted({record.get("run_id") for record in records if record.get("run_id")})
     nodes = []
     counts = {verdict: 0 for verdict in records_mod.VERDICTS}
-    for node, entry in sorted(records_mod.node_verdicts(records).items()):
+    for node, entry in sorted(records_mod.node_verdicts(records, burnin_trends).items()):
         verdict = entry["verdict"]
         counts[verdict] += 1
         if verdict == "FAIL":
@@ -255,5 +326,5 @@ def export(run_dir: Path, fmt: str) -> str:
     if fmt == "ctrf":
         return json.dumps(to_ctrf(records), indent=2) + "\n"
     if fmt == "verdicts":
-        return json.dumps(to_verdicts(records), indent=2) + "\n"
+        return json.dumps(to_verdicts(records, burnin_trends=load_burnin_trends(run_dir)), indent=2) + "\n"
     raise ValueError(f"unknown export format {fmt!r} (known: {', '.join(FORMATS)})")

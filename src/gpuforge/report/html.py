@@ -1,7 +1,11 @@
 """The self-contained HTML report: inline CSS, inline SVG, one tiny inline script and no network.
 
-The script only marks the page (data-charts-ok, title suffix) when every chart the page promises is
-present, which is what the headless-Chromium test looks for.
+Sections: a summary line; findings (root causes first, their consequences grouped under them); the node x check
+matrix (a row per node, failing nodes and checks first, a <details> per cell that is not PASS); benchmark
+attributions, failed gates and charts (every chart draws its thresholds); the cross-node inventory (the
+fleet_consistency record of each node, outliers marked); stages and provenance. Everything comes from records
+(gpuforge.report.model.ReportData). The script only marks the page (data-charts-ok, title suffix) when every chart
+the page promises is present, which the headless-Chromium test looks for.
 """
 
 from __future__ import annotations
@@ -10,15 +14,33 @@ import json
 from html import escape
 
 from gpuforge.report import charts
-from gpuforge.report.model import ReportData
+from gpuforge.report.model import INVENTORY_PROPERTIES, RANK, ReportData, sweep_runs
+
+MAX_GATE_ROWS = 300
+MAX_REASONS = 3
 
 _CSS = """
-body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem;color:#222;max-width:1100px}
-h1{font-size:1.6rem}h2{font-size:1.25rem;border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2rem}
-table{border-collapse:collapse;font-size:.9rem;margin:.5rem 0}
-td,th{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:top}
-th{background:#f3f3f3}.status-ok{background:#d9f2d9}.status-warn{background:#fff1c2}
-.status-fail{background:#f8d0d0;font-weight:bold}.not-run{color:#777;font-style:italic}
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5rem;color:#222}
+h1{font-size:1.5rem}h2{font-size:1.2rem;border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2rem}
+h3{font-size:1rem;margin-top:1.2rem}
+table{border-collapse:collapse;font-size:.85rem;margin:.5rem 0}
+td,th{border:1px solid #ccc;padding:.2rem .4rem;text-align:left;vertical-align:top}
+th{background:#f3f3f3}.not-run{color:#777;font-style:italic}
+.v-PASS{background:#d9f2d9}.v-WARN{background:#fff1c2}.v-FAIL{background:#f8d0d0}.v-UNKNOWN{background:#e6e6e6}
+.v-NONE{background:#fff}
+#summary{font-size:1.05rem;padding:.5rem .7rem;background:#f6f6f6;border-left:4px solid #888}
+#summary .FAIL{color:#b00020;font-weight:bold}#summary .WARN{color:#8a5300;font-weight:bold}
+.matrix-wrap{overflow:auto;max-height:80vh;border:1px solid #ddd}
+#matrix{font-size:.75rem}#matrix th.check{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap}
+#matrix td.c{min-width:1.1rem;text-align:center;padding:0 .15rem}
+#matrix th.node{position:sticky;left:0;background:#f3f3f3}
+#matrix td.consequence{background-image:repeating-linear-gradient(45deg,transparent 0 3px,rgba(255,255,255,.6) 3px 6px)}
+details>summary{cursor:pointer}details.cell[open]{position:relative}
+details.cell .detail{position:absolute;z-index:2;left:0;min-width:22rem;max-width:40rem;background:#fff;
+border:1px solid #888;padding:.4rem;text-align:left;box-shadow:0 2px 6px rgba(0,0,0,.3);white-space:normal}
+.detail dt{font-weight:bold}.detail dd{margin:0 0 .3rem .5rem;word-break:break-word}
+ul.findings>li{margin:.3rem 0}ul.consequences{margin:.2rem 0 .2rem 1rem;font-size:.9rem;color:#444}
+td.outlier{background:#f8d0d0;font-weight:bold}
 .chart .grid{stroke:#e5e5e5}.chart .axis{stroke:#444}.chart .tick{font-size:11px;fill:#444}
 .chart .legend,.chart .axis-label{font-size:12px;fill:#222}.chart .plot-bg{fill:#fff}
 code{background:#f3f3f3;padding:0 .2rem}
@@ -34,12 +56,18 @@ _SCRIPT = """
 })();
 """
 
+_MARK = {"PASS": "", "WARN": "!", "FAIL": "✗", "UNKNOWN": "?"}
+
+
+def _json(value) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
 
 def _cell(value) -> str:
     if value is None:
         return ""
     if isinstance(value, dict | list):
-        return f"<code>{escape(json.dumps(value, sort_keys=True))}</code>"
+        return f"<code>{escape(_json(value))}</code>"
     return escape(str(value))
 
 
@@ -47,75 +75,378 @@ def _not_run(what: str) -> str:
     return f'<p class="not-run">{escape(what)}: not run</p>'
 
 
-def health_section(data: ReportData) -> str:
-    if data.checks is None:
+def _detail(pairs) -> str:
+    rows = "".join(
+        f"<dt>{escape(key)}</dt><dd>{_cell(value)}</dd>" for key, value in pairs if value not in (None, "", [])
+    )
+    return f'<dl class="detail">{rows}</dl>'
+
+
+def _check_detail(record) -> str:
+    return _detail(
+        [
+            ("verdict", record["verdict"]),
+            ("observed", record["observed"]),
+            ("threshold", record["threshold"].get("expected")),
+            ("threshold source", record["threshold"].get("source")),
+            ("fault", record.get("fault")),
+            ("remedy", record.get("remedy")),
+            ("caused by", ", ".join(record.get("caused_by") or [])),
+        ]
+    )
+
+
+# -- summary ---------------------------------------------------------------------------------------------------
+def summary_line(data: ReportData) -> str:
+    counts = data.verdict_counts()
+    gates = data.runs
+    failed = sum(1 for r in gates if r["verdict"] == "FAIL")
+    meta = data.meta
+    nodes = " · ".join(f'<span class="{verdict}">{counts[verdict]} {verdict}</span>' for verdict in counts)
+    run = escape(str(meta.get("run_id") or "(no run summary)"))
+    when = " → ".join(escape(str(meta[key])) for key in ("started", "finished") if meta.get(key))
+    return (
+        f'<p id="summary" data-fail="{counts["FAIL"]}" data-gates-failed="{failed}">'
+        f"<strong>{len(data.verdicts)} nodes</strong>: {nodes} — benchmark gates failed: "
+        f'<span class="{"FAIL" if failed else ""}">{failed}</span> of {len(gates)} — run <code>{run}</code>'
+        + (f" ({escape(str(meta.get('command')))})" if meta.get("command") else "")
+        + (f", {when}" if when else "")
+        + "</p>"
+    )
+
+
+# -- findings: root causes first ---------------------------------------------------------------------------------
+def _problems(data: ReportData):
+    """(root causes, {(node, check): [consequences]}) of the node checks that are not PASS."""
+    problems = [r for r in data.by_kind.get("node_check", []) if r["verdict"] != "PASS"]
+    present = {(r["node"], r["check"]) for r in problems}
+    roots, grouped = [], {}
+    for record in problems:
+        causes = [
+            (record["node"], cause) for cause in record.get("caused_by") or [] if (record["node"], cause) in present
+        ]
+        if causes:
+            for cause in causes:
+                grouped.setdefault(cause, []).append(record)
+        else:
+            roots.append(record)
+    roots.sort(key=lambda r: (RANK[r["verdict"]], r["node"], r["check"]))
+    return roots, grouped
+
+
+def findings_section(data: ReportData) -> str:
+    if "node_check" not in data.by_kind:
         return _not_run("Validation")
-    worst = data.hosts_by_status()
-    healthy = sorted(host for host, status in worst.items() if status != "fail")
-    failing = sorted(host for host, status in worst.items() if status == "fail")
-    parts = [
-        f"<p>{len(healthy)} of {len(worst)} nodes healthy"
-        + (f"; failing: <strong>{escape(', '.join(failing))}</strong>" if failing else "")
-        + "</p>",
-        '<table id="health"><tr><th>node</th><th>check</th><th>status</th><th>observed</th>'
-        "<th>expected</th><th>fault / remedy</th></tr>",
-    ]
-    rank = {"fail": 0, "warn": 1, "ok": 2}
-    for check in sorted(data.checks, key=lambda c: (c.host, rank.get(c.status, 0), c.name)):
-        status = check.status if check.status in rank else "fail"
-        detail = " — ".join(part for part in (check.fault, check.remedy) if part)
-        parts.append(
-            f'<tr class="status-{status}"><td>{escape(check.host)}</td><td>{escape(check.name)}</td>'
-            f"<td>{escape(check.status)}</td><td>{_cell(check.observed)}</td><td>{_cell(check.expected)}</td>"
-            f"<td>{escape(detail)}</td></tr>"
+    roots, grouped = _problems(data)
+    if not roots:
+        return '<p id="findings">Every node check passed.</p>'
+    items = []
+    for record in roots:
+        consequences = grouped.get((record["node"], record["check"]), [])
+        nested = ""
+        if consequences:
+            nested = (
+                '<ul class="consequences">'
+                + "".join(
+                    f'<li class="consequence" data-node="{escape(c["node"])}" data-check="{escape(c["check"])}">'
+                    f"consequence: <code>{escape(c['check'])}</code> {escape(c['verdict'])}"
+                    + (f" — {escape(c['fault'])}" if c.get("fault") else "")
+                    + "</li>"
+                    for c in consequences
+                )
+                + "</ul>"
+            )
+        unresolved = [cause for cause in record.get("caused_by") or [] if (record["node"], cause) not in grouped]
+        items.append(
+            f'<li class="root v-{record["verdict"]}" data-node="{escape(record["node"])}" '
+            f'data-check="{escape(record["check"])}"><strong>{escape(record["node"])}</strong> '
+            f"<code>{escape(record['check'])}</code> {escape(record['verdict'])}: "
+            f"{escape(record.get('fault') or _json(record['observed']))}"
+            + (f" (caused by {escape(', '.join(unresolved))}, not judged in this run)" if unresolved else "")
+            + (f"<br><em>remedy:</em> {escape(record['remedy'])}" if record.get("remedy") else "")
+            + nested
+            + "</li>"
         )
-    parts.append("</table>")
-    return "".join(parts)
+    return f'<ul id="findings" class="findings">{"".join(items)}</ul>'
 
 
-def _metadata_section(data: ReportData) -> str:
+# -- node x check matrix -----------------------------------------------------------------------------------------
+def _bench_cell(entry) -> tuple[str, list]:
+    reasons = [reason for reason in entry["reasons"] if not reason["what"].startswith("check ")]
+    if not reasons:
+        return "PASS", []
+    worst = min((reason["verdict"] for reason in reasons), key=RANK.__getitem__)
+    return worst, reasons
+
+
+def matrix_section(data: ReportData) -> str:
+    checks = data.by_kind.get("node_check", [])
+    if not data.verdicts:
+        return _not_run("Validation and benchmarks")
+    cells: dict[tuple[str, str], dict] = {(r["node"], r["check"]): r for r in checks}
+    names: dict[str, list] = {}
+    for record in checks:
+        names.setdefault(record["check"], []).append(record)
+    order = {name: index for index, name in enumerate(names)}
+    columns = sorted(
+        names,
+        key=lambda name: (
+            min(RANK[r["verdict"]] for r in names[name]),
+            -sum(r["verdict"] != "PASS" for r in names[name]),
+            order[name],
+        ),
+    )
+    with_bench = bool(data.runs or data.attributions)
+    header = (
+        '<tr><th class="node">node</th><th>verdict</th>'
+        + "".join(f'<th class="check" title="{escape(name)}">{escape(name)}</th>' for name in columns)
+        + ('<th class="check">benchmarks</th>' if with_bench else "")
+        + "</tr>"
+    )
+    rows = [header]
+    for node in data.node_order():
+        entry = data.verdicts[node]
+        parts = [
+            f'<tr data-node="{escape(node)}" data-verdict="{entry["verdict"]}"><th class="node">{escape(node)}</th>'
+            f'<td class="v-{entry["verdict"]}">{entry["verdict"]}</td>'
+        ]
+        for name in columns:
+            record = cells.get((node, name))
+            if record is None:
+                parts.append(
+                    f'<td class="c v-NONE" data-check="{escape(name)}" '
+                    f'title="{escape(node)} {escape(name)}: not run"></td>'
+                )
+                continue
+            verdict = record["verdict"]
+            consequence = " consequence" if record.get("caused_by") else ""
+            attributes = f'class="c v-{verdict}{consequence}" data-check="{escape(name)}" data-verdict="{verdict}"'
+            if verdict == "PASS":
+                parts.append(f'<td {attributes} title="{escape(node)} {escape(name)}: PASS"></td>')
+            else:
+                parts.append(
+                    f'<td {attributes}><details class="cell"><summary title="{escape(node)} {escape(name)}: '
+                    f'{verdict}">{_MARK[verdict]}</summary>{_check_detail(record)}</details></td>'
+                )
+        if with_bench:
+            verdict, reasons = _bench_cell(entry)
+            if verdict == "PASS":
+                parts.append('<td class="c v-PASS" data-check="benchmarks" data-verdict="PASS"></td>')
+            else:
+                detail = _detail(
+                    [(reason["verdict"], f"{reason['what']}. {reason.get('remedy') or ''}") for reason in reasons[:10]]
+                )
+                parts.append(
+                    f'<td class="c v-{verdict}" data-check="benchmarks" data-verdict="{verdict}"><details class="cell">'
+                    f"<summary>{_MARK[verdict]}</summary>{detail}</details></td>"
+                )
+        parts.append("</tr>")
+        rows.append("".join(parts))
+    return f'<div class="matrix-wrap"><table id="matrix">{"".join(rows)}</table></div>'
+
+
+# -- benchmarks -------------------------------------------------------------------------------------------------
+def _explained_by(attribution, run) -> bool:
+    """The attribution accounts for the run: it names it, or (older summaries name no results) the run is on
+    the slow node or is the slow link."""
+    if run["benchmark"] != attribution["benchmark"]:
+        return False
+    if "results" in attribution["observed"]:
+        return run["name"] in attribution["observed"]["results"]
+    if attribution["subject"] == "node":
+        return attribution["name"] in run["nodes"]
+    return run["link"] == attribution["name"] or run["name"] == attribution["name"]
+
+
+def attributions_section(data: ReportData) -> str:
+    failed = [r for r in data.runs if r["verdict"] != "PASS"]
+    rows = []
+    for record in data.attributions:
+        explained = [r for r in failed if _explained_by(record, r)]
+        reasons = record["observed"]["reasons"]
+        more = (
+            f"<details><summary>{len(reasons) - MAX_REASONS} more</summary>"
+            + "<br>".join(escape(reason) for reason in reasons[MAX_REASONS:])
+            + "</details>"
+            if len(reasons) > MAX_REASONS
+            else ""
+        )
+        gates = (
+            f"<details><summary>{len(explained)} failed gate(s) explained</summary>"
+            + "<br>".join(f"{escape(r['name'])}: {escape(r['reason'])}" for r in explained[:50])
+            + "</details>"
+            if explained
+            else ""
+        )
+        what = "slow node" if record["subject"] == "node" else "slow link"
+        rows.append(
+            f'<tr class="v-{record["verdict"]}" data-subject="{record["subject"]}" '
+            f'data-name="{escape(record["name"])}">'
+            f"<td>{escape(record['benchmark'])}</td><td>{what}</td><td><strong>{escape(record['name'])}</strong></td>"
+            f"<td>{escape(', '.join(record['rails']))}</td><td>"
+            + "<br>".join(escape(reason) for reason in reasons[:MAX_REASONS])
+            + more
+            + f"</td><td>{gates}</td><td>{escape(record['remedy'])}</td></tr>"
+        )
+    if not rows:
+        return '<p id="attributions">No slow node or link named.</p>'
+    return (
+        '<table id="attributions"><tr><th>benchmark</th><th>attribution</th><th>name</th><th>rails</th>'
+        "<th>reasons</th><th>consequences</th><th>remedy</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def gates_section(data: ReportData) -> str:
+    """Gates not passed: failed runs (no result) and failures no attribution explains; those an attribution
+    explains are listed under it (Attributions) and only counted here."""
+    failed = [r for r in data.runs if r["verdict"] != "PASS"]
+    if not failed:
+        return f'<p id="gates-failed">All {len(data.runs)} benchmark gates passed.</p>'
+    explained = {id(r) for a in data.attributions for r in failed if _explained_by(a, r)}
+    shown = [r for r in failed if r["observed"]["value"] is None or id(r) not in explained]
+    shown.sort(key=lambda r: (r["observed"]["value"] is not None, RANK[r["verdict"]], r["name"]))
+    rows = []
+    for record in shown[:MAX_GATE_ROWS]:
+        value = record["observed"]["value"]
+        kind = "failed run" if value is None else "below threshold"
+        rows.append(
+            f'<tr class="v-{record["verdict"]}" data-name="{escape(record["name"])}" data-kind="{kind}">'
+            f"<td>{escape(record['benchmark'])}</td><td>{escape(record['name'])}</td><td>{kind}</td>"
+            f"<td>{'—' if value is None else f'{value:g}'} {escape(record['observed']['unit'])}</td>"
+            f"<td>{record['threshold']['op']} {_cell(record['threshold']['value'])}</td>"
+            f"<td>{escape(record['reason'])}</td><td>{escape(record['remedy'][:300])}</td></tr>"
+        )
+    notes = []
+    if len(shown) > MAX_GATE_ROWS:
+        notes.append(f"{len(shown) - MAX_GATE_ROWS} more not shown.")
+    rest = len(failed) - len(shown)
+    if rest:
+        notes.append(f"{rest} more gate(s) not passed are explained by the attributions above.")
+    note = f'<p id="gates-note">{" ".join(notes)}</p>' if notes else ""
+    table = (
+        '<table id="gates-failed"><tr><th>benchmark</th><th>gate</th><th>kind</th><th>observed</th><th>threshold</th>'
+        "<th>reason</th><th>remedy</th></tr>" + "".join(rows) + "</table>"
+        if rows
+        else ""
+    )
+    return table + note
+
+
+def charts_section(data: ReportData, expected: list[str]) -> str:
+    parts = []
+
+    def add(title: str, body: str) -> None:
+        if body.startswith("<svg"):
+            expected.append(body.split('id="', 1)[1].split('"', 1)[0])
+        parts.append(f"<h3>{escape(title)}</h3>{body}")
+
+    by_benchmark: dict[str, list] = {}
+    for record in data.runs:
+        by_benchmark.setdefault(record["benchmark"], []).append(record)
+    nccl = by_benchmark.get("nccl", [])
+    if nccl:
+        add("NCCL bus bandwidth", charts.nccl_curves(nccl))
+    for benchmark in sorted(by_benchmark):
+        groups: dict[str, list] = {}
+        for record in by_benchmark[benchmark]:
+            if len(record["nodes"]) == 1:
+                groups.setdefault(record["group"], []).append(record)
+        for group, runs in sorted(groups.items()):
+            add(f"{benchmark} {group} per node", charts.gate_dots(benchmark, group, runs))
+    sweep = sweep_runs(by_benchmark.get("resnet50", []))
+    if sweep:
+        add("ResNet-50 scaling", charts.resnet_scaling(sweep))
+    rails: dict[str, list] = {}
+    for record in by_benchmark.get("ib_write_bw", []):
+        rails.setdefault(record["rail"] or "?", []).append(record)
+    for rail, pairs in sorted(rails.items()):
+        add(f"ib_write_bw on {rail}", charts.ib_rail(rail, pairs))
+    return "".join(parts) if parts else _not_run("Benchmarks")
+
+
+# -- inventory ---------------------------------------------------------------------------------------------------
+def inventory_section(data: ReportData) -> str:
+    fleet = data.fleet
+    if not fleet:
+        return (
+            '<p class="not-run" id="inventory-none">No fleet_consistency record in this run (validation files written '
+            "before playbooks/validate.yml compared firmware, driver, VBIOS, OFED and kernel across nodes).</p>"
+        )
+    rows = []
+    outlier_count = 0
+    for record in sorted(fleet, key=lambda r: (RANK[r["verdict"]], r["node"])):
+        observed, expected = record["observed"] or {}, record["threshold"].get("expected") or {}
+        cells = []
+        for prop, _label in INVENTORY_PROPERTIES:
+            keys = sorted(key for key in observed if key == prop or key.startswith(prop + "."))
+            off = [key for key in keys if observed.get(key) != expected.get(key)]
+            values = sorted({str(observed[key]) for key in keys})
+            if off:
+                outlier_count += 1
+                text = "<br>".join(
+                    f"{escape(key.partition('.')[2] or prop)}: <strong>{escape(str(observed[key]))}</strong> "
+                    f"(majority {escape(str(expected.get(key)))})"
+                    for key in off
+                )
+                cells.append(f'<td class="outlier" data-property="{prop}">{text}</td>')
+            else:
+                cells.append(f'<td data-property="{prop}">{escape(", ".join(values)) or "—"}</td>')
+        rows.append(
+            f'<tr data-node="{escape(record["node"])}" class="v-{record["verdict"]}"><th>{escape(record["node"])}</th>'
+            f"<td>{escape(str(record.get('system') or ''))}</td>{''.join(cells)}</tr>"
+        )
+    header = (
+        "<tr><th>node</th><th>system</th>" + "".join(f"<th>{label}</th>" for _, label in INVENTORY_PROPERTIES) + "</tr>"
+    )
+    return (
+        f"<p>{outlier_count} outlier value(s) against the majority of the same system.</p>"
+        f'<table id="inventory">{header}{"".join(rows)}</table>'
+    )
+
+
+# -- stages and provenance ---------------------------------------------------------------------------------------
+def provenance_section(data: ReportData) -> str:
     meta = data.meta or {}
     rows = [
         (key, meta.get(key))
-        for key in ("run_id", "command", "inventory", "started", "finished", "duration_s", "rc", "status")
-        if meta.get(key) is not None
+        for key in ("run_id", "command", "playbook", "inventory", "started", "finished", "duration_s", "status", "rc")
     ]
+    rows += [("git commit (checkout at report time)", meta.get("git_commit") or "unknown")]
     rows += sorted((meta.get("versions") or {}).items())
-    parts = ['<table id="metadata">'] + [f"<tr><th>{escape(str(k))}</th><td>{_cell(v)}</td></tr>" for k, v in rows]
+    parts = ['<table id="provenance">'] + [
+        f"<tr><th>{escape(str(key))}</th><td>{_cell(value) if value is not None else '—'}</td></tr>"
+        for key, value in rows
+    ]
     parts.append("</table>")
     if data.stages:
-        parts.append(
-            '<table id="stages"><tr><th>stage</th><th>playbook</th><th>status</th><th>rc</th><th>duration (s)</th></tr>'
-        )
-        for stage in sorted(data.stages, key=lambda s: s.get("started") or ""):
-            parts.append(
-                f'<tr class="status-{"ok" if stage.get("rc") == 0 else "fail"}"><td>{_cell(stage.get("command"))}'
-                f"</td><td>{_cell(stage.get('playbook'))}</td><td>{_cell(stage.get('status'))}</td>"
-                f"<td>{_cell(stage.get('rc'))}</td><td>{_cell(stage.get('duration_s'))}</td></tr>"
-            )
+        parts.append('<table id="stages"><tr><th>stage</th><th>status</th><th>rc</th><th>detail</th></tr>')
+        parts += [
+            f'<tr class="v-{s["verdict"]}"><td>{escape(s["stage"])}</td><td>{escape(s["status"])}</td>'
+            f"<td>{_cell(s['rc'])}</td><td>{escape(s['detail'])}</td></tr>"
+            for s in data.stages
+        ]
         parts.append("</table>")
     return "".join(parts)
 
 
 def render(data: ReportData) -> str:
-    sections = []
     expected: list[str] = []
-    for title, present, builder, chart_id, note in (
-        ("NCCL bus bandwidth", data.nccl, charts.nccl_chart, charts.NCCL_CHART_ID, "all_reduce, per transport"),
-        ("ResNet-50 scaling", data.resnet50, charts.resnet_chart, charts.RESNET_CHART_ID, "synthetic data"),
-        ("ib_write_bw per HCA", data.ib_write_bw, charts.ib_chart, charts.IB_CHART_ID, "average Gb/s"),
-    ):
-        body = _not_run(title)
-        if present:
-            body = builder(data)
-            if body.startswith("<svg"):
-                expected.append(chart_id)
-        sections.append(f"<h2>{escape(title)} <small>({escape(note)})</small></h2>{body}")
+    benchmarks = (
+        "<h3>Attributions</h3>" + attributions_section(data) + "<h3>Gates not passed</h3>" + gates_section(data)
+        if data.runs or data.attributions
+        else _not_run("Benchmarks")
+    )
+    body = (
+        f"<h1>{escape(data.title)}</h1>{summary_line(data)}"
+        f"<h2>Findings (root causes first)</h2>{findings_section(data)}"
+        f"<h2>Nodes &times; checks</h2>{matrix_section(data)}"
+        f"<h2>Benchmarks</h2>{benchmarks}{charts_section(data, expected) if data.runs else ''}"
+        f"<h2>Inventory across nodes</h2>{inventory_section(data)}"
+        f"<h2>Run</h2>{provenance_section(data)}"
+    )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{escape(data.title)}</title><style>{_CSS}</style></head>"
         f"<body data-expected-charts='{escape(json.dumps(expected))}' data-charts-ok=\"pending\">"
-        f"<h1>{escape(data.title)}</h1>"
-        f"<h2>Node health</h2>{health_section(data)}" + "".join(sections) + f"<h2>Run</h2>{_metadata_section(data)}"
-        f"<script>{_SCRIPT}</script></body></html>\n"
+        f"{body}<script>{_SCRIPT}</script></body></html>\n"
     )

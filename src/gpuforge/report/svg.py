@@ -75,13 +75,38 @@ def _log_ticks(low: float, high: float) -> list[float]:
     return ticks
 
 
-def line_chart(chart_id: str, title: str, series: list[Series], x_axis: Axis, y_axis: Axis) -> str:
+@dataclass
+class Threshold:
+    """A horizontal line at a gate's value (class "threshold"), labelled at the right edge."""
+
+    label: str
+    value: float
+    color: str = "#b00020"
+
+
+def _threshold_line(item: Threshold, y, left: float, right: float) -> str:
+    return (
+        f'<g class="threshold" data-y="{item.value:g}" data-label="{escape(item.label)}">'
+        f'<line x1="{left}" x2="{right}" y1="{y(item.value):.1f}" y2="{y(item.value):.1f}" stroke="{item.color}" '
+        f'stroke-width="1.5" stroke-dasharray="4 3"/><title>{escape(item.label)}</title></g>'
+    )
+
+
+def line_chart(
+    chart_id: str,
+    title: str,
+    series: list[Series],
+    x_axis: Axis,
+    y_axis: Axis,
+    thresholds: list[Threshold] | None = None,
+) -> str:
     points = [point for item in series for point in item.points]
     if not points:
         return f'<p class="not-run" id="{escape(chart_id)}-empty">no data points</p>'
+    thresholds = thresholds or []
     xs = [x for x, _ in points if not x_axis.log or x > 0]
     low_x, high_x = min(xs), max(xs)
-    high_y = _nice_max(max(y for _, y in points))
+    high_y = _nice_max(max([y for _, y in points] + [item.value for item in thresholds]))
     x = _Scale(low_x, high_x, MARGIN_LEFT, WIDTH - MARGIN_RIGHT, x_axis.log)
     y = _Scale(0, high_y, HEIGHT - MARGIN_BOTTOM, MARGIN_TOP, False)
     x_format = x_axis.tick_format or _fmt
@@ -122,25 +147,86 @@ def line_chart(chart_id: str, title: str, series: list[Series], x_axis: Axis, y_
             f'y2="{legend_y}" stroke="{color}" stroke-width="2"{dash}/><text class="legend" '
             f'x="{WIDTH - MARGIN_RIGHT + 36}" y="{legend_y + 4}">{escape(item.label)}</text>'
         )
+    parts += [_threshold_line(item, y, MARGIN_LEFT, WIDTH - MARGIN_RIGHT) for item in thresholds]
     parts.append(_axis_labels(x_axis.label, y_axis.label))
     parts.append("</svg>")
     return "".join(parts)
 
 
-def bar_chart(chart_id: str, title: str, bars: list[tuple[str, float, float | None]], unit: str) -> str:
-    """Horizontal bars (label, value, reference); the reference (line rate) is a dark tick on the bar."""
+VERDICT_COLOR = {"PASS": "#2e7d32", "WARN": "#b26a00", "FAIL": "#c62828", "UNKNOWN": "#757575"}
+
+
+def dot_chart(chart_id: str, title: str, dots: list[tuple[str, float, str]], unit: str, thresholds: list[Threshold]):
+    """One dot per (label, value, verdict), sorted by value (lowest left), thresholds as horizontal lines: a
+    strip that stays readable for hundreds of nodes (each dot's <title> names it)."""
+    if not dots:
+        return f'<p class="not-run" id="{escape(chart_id)}-empty">no data points</p>'
+    ordered = sorted(dots, key=lambda dot: (dot[1], dot[0]))
+    high = _nice_max(max([value for _, value, _ in ordered] + [item.value for item in thresholds]))
+    left, right = MARGIN_LEFT, WIDTH - 20
+    y = _Scale(0, high, HEIGHT - MARGIN_BOTTOM, MARGIN_TOP, False)
+    step = (right - left) / max(len(ordered), 1)
+    radius = 3 if len(ordered) <= 150 else 2
+    parts = [_frame(chart_id, title)]
+    for value in (high * i / 4 for i in range(5)):
+        parts.append(
+            f'<line class="grid" x1="{left}" x2="{right}" y1="{y(value):.1f}" y2="{y(value):.1f}"/>'
+            f'<text class="tick" x="{left - 6}" y="{y(value) + 4:.1f}" text-anchor="end">{_fmt(value)}</text>'
+        )
+    for index, (label, value, verdict) in enumerate(ordered):
+        color = VERDICT_COLOR.get(verdict, VERDICT_COLOR["UNKNOWN"])
+        parts.append(
+            f'<circle class="point v-{escape(verdict)}" cx="{left + step * (index + 0.5):.1f}" cy="{y(value):.1f}" '
+            f'r="{radius}" fill="{color}" data-x="{escape(label)}" data-y="{value:g}"><title>{escape(label)}: '
+            f"{value:g} {escape(unit)} ({escape(verdict)})</title></circle>"
+        )
+    if len(ordered) <= 24:
+        parts += [
+            f'<text class="tick" x="{left + step * (index + 0.5):.1f}" y="{HEIGHT - MARGIN_BOTTOM + 14}" '
+            f'text-anchor="middle">{escape(label)}</text>'
+            for index, (label, _, _) in enumerate(ordered)
+        ]
+    parts += [_threshold_line(item, y, left, right) for item in thresholds]
+    parts.append(
+        f'<line class="axis" x1="{left}" x2="{right}" y1="{HEIGHT - MARGIN_BOTTOM}" y2="{HEIGHT - MARGIN_BOTTOM}"/>'
+        f'<text class="axis-label" x="{(left + right) / 2}" y="{HEIGHT - 10}" text-anchor="middle">'
+        f"{len(ordered)} results, lowest first; dashed: threshold</text>"
+        f'<text class="axis-label" x="16" y="{(MARGIN_TOP + HEIGHT - MARGIN_BOTTOM) / 2}" text-anchor="middle" '
+        f'transform="rotate(-90 16 {(MARGIN_TOP + HEIGHT - MARGIN_BOTTOM) / 2})">{escape(unit)}</text></svg>'
+    )
+    return "".join(parts)
+
+
+def bar_chart(
+    chart_id: str,
+    title: str,
+    bars: list[tuple[str, float, float | None]],
+    unit: str,
+    thresholds: list[float | None] | None = None,
+    verdicts: list[str] | None = None,
+) -> str:
+    """Horizontal bars (label, value, reference); the reference (line rate) is a dark tick on the bar, the
+    gate's threshold of each bar a red dashed tick (class "threshold")."""
     if not bars:
         return f'<p class="not-run" id="{escape(chart_id)}-empty">no data points</p>'
+    thresholds = thresholds or [None] * len(bars)
     row = 26
     height = MARGIN_TOP + MARGIN_BOTTOM + row * len(bars)
-    high = _nice_max(max(max(value, reference or 0) for _, value, reference in bars))
-    left, right = 150, WIDTH - 90
+    high = _nice_max(
+        max(
+            max(value, reference or 0, limit or 0)
+            for (_, value, reference), limit in zip(bars, thresholds, strict=True)
+        )
+    )
+    left, right = 190, WIDTH - 60
     scale = _Scale(0, high, left, right, False)
     parts = [_frame(chart_id, title, height)]
     for index, (label, value, reference) in enumerate(bars):
         top = MARGIN_TOP + index * row
         ratio = value / reference if reference else None
         color = PALETTE[0] if ratio is None or ratio >= 0.9 else PALETTE[1]
+        if verdicts:
+            color = VERDICT_COLOR.get(verdicts[index], VERDICT_COLOR["UNKNOWN"])
         parts.append(
             f'<text class="tick" x="{left - 6}" y="{top + 15}" text-anchor="end">{escape(label)}</text>'
             f'<rect class="bar" x="{left}" y="{top + 3}" width="{scale(value) - left:.1f}" height="{row - 8}" '
@@ -148,6 +234,13 @@ def bar_chart(chart_id: str, title: str, bars: list[tuple[str, float, float | No
             f"{escape(unit)}</title></rect>"
             f'<text class="tick" x="{scale(value) + 4:.1f}" y="{top + 15}">{value:g}</text>'
         )
+        limit = thresholds[index]
+        if limit is not None:
+            parts.append(
+                f'<g class="threshold" data-y="{limit:g}"><line x1="{scale(limit):.1f}" x2="{scale(limit):.1f}" '
+                f'y1="{top}" y2="{top + row - 2}" stroke="#b00020" stroke-width="2" stroke-dasharray="3 2"/>'
+                f"<title>threshold {limit:g} {escape(unit)}</title></g>"
+            )
         if reference:
             parts.append(
                 f'<line class="reference" x1="{scale(reference):.1f}" x2="{scale(reference):.1f}" '
@@ -155,7 +248,7 @@ def bar_chart(chart_id: str, title: str, bars: list[tuple[str, float, float | No
             )
     parts.append(
         f'<text class="axis-label" x="{(left + right) / 2}" y="{height - 12}" text-anchor="middle">'
-        f"{escape(unit)} (black mark: line rate)</text></svg>"
+        f"{escape(unit)} (black mark: line rate; red dashed: threshold)</text></svg>"
     )
     return "".join(parts)
 

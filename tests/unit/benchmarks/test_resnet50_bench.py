@@ -105,12 +105,20 @@ def test_fp16_needs_gpu():
     assert resnet50_bench.choose(args, {"local_rank": 0}) == (torch.device("cpu"), "fp32", "gloo")
 
 
+def test_amp_is_bf16_autocast_on_cpu_and_auto_is_fp32_there():
+    parser = resnet50_bench.build_parser()
+    amp = parser.parse_args(["--device", "cpu", "--precision", "amp"])
+    assert resnet50_bench.choose(amp, {"local_rank": 0}) == (torch.device("cpu"), "bf16", "gloo")
+    auto = parser.parse_args(["--device", "cpu"])
+    assert resnet50_bench.choose(auto, {"local_rank": 0}) == (torch.device("cpu"), "fp32", "gloo")
+
+
 @pytest.mark.slow
-def test_single_process_bf16_cpu_run():
+def test_single_process_amp_cpu_run():
     # A subprocess: Ansible's module tests patch sys.intern in this process, which torch's autocast
     # (dynamo) refuses.
     run = subprocess.run(
-        [sys.executable, str(BENCH), *TINY, "--precision", "bf16"],
+        [sys.executable, str(BENCH), *TINY, "--precision", "amp"],
         capture_output=True,
         text=True,
         timeout=180,
@@ -126,6 +134,7 @@ def test_single_process_bf16_cpu_run():
         "none",
         "single",
     )
+    assert result["requested_precision"] == "amp"
     assert result["total_imgs_per_sec"] > 0
     assert result["per_gpu"] == result["total_imgs_per_sec"]
     assert [rank["rank"] for rank in result["ranks"]] == [0]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
 
 import pytest
 import yaml
@@ -191,8 +193,60 @@ def _hook(tmp_path, env: list[str]) -> tuple[int, str]:
     return rc, err.getvalue()
 
 
-def test_hook_passes_non_gpu_containers_and_refuses_gpu_ones(tmp_path):
+def test_hook_passes_non_gpu_containers_and_needs_the_driver_for_gpu_ones(node, tmp_path):
     assert _hook(tmp_path, ["PATH=/bin"]) == (0, "")
     assert _hook(tmp_path, ["NVIDIA_VISIBLE_DEVICES=void"]) == (0, "")
+    node("dgx1-v100-edr", loaded=False)
     rc, err = _hook(tmp_path, ["NVIDIA_VISIBLE_DEVICES=all"])
-    assert rc == 1 and "--device=all" in err and "--pid=42" in err
+    assert rc == 1 and err == "nvidia-container-cli: initialization error: nvml error: driver not loaded\n"
+
+
+@pytest.fixture
+def container(node, tmp_path, monkeypatch):
+    """A created container as the prestart hook sees it: <proc>/42/root/<bundle>/rootfs/dev, and the node's
+    device files (mknod, as the simulated nvidia-persistenced makes them) in tmp_path/dev."""
+    if os.geteuid() != 0:
+        pytest.skip("creating device files (mknod) needs root")
+    monkeypatch.setenv("GPUFORGE_LAB_DEV_DIR", str(tmp_path / "dev"))
+    (tmp_path / "dev").mkdir()
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "config.json").write_text(json.dumps({"root": {"path": "rootfs"}}))
+    container_dev = tmp_path / "proc" / "42" / "root" / str(bundle / "rootfs" / "dev").lstrip("/")
+    container_dev.mkdir(parents=True)
+    return {"state": {"pid": 42, "bundle": str(bundle)}, "dev": container_dev, "proc": str(tmp_path / "proc")}
+
+
+def _configure(container, devices: str) -> tuple[int, str]:
+    err = io.StringIO()
+    rc = nvidia_container_runtime_hook.configure(container["state"], devices, err, proc=container["proc"])
+    return rc, err.getvalue()
+
+
+def test_hook_injects_the_node_device_files_for_the_requested_gpus(node, container):
+    document = node("dgx1-v100-edr")
+    driver_state.create_device_files(range(document["gpu"]["count"]))
+    smi = io.StringIO()
+    nvidia_smi.main(["-L"], out=smi, err=io.StringIO())
+    uuid3 = smi.getvalue().splitlines()[3].split("UUID: ")[1].rstrip(")")
+    rc, err = _configure(container, f"1,{uuid3}")
+    assert rc == 0, err
+    injected = {path.name: os.stat(path).st_rdev for path in container["dev"].iterdir()}
+    assert injected == {
+        name: os.makedev(195, minor) for name, minor in (("nvidiactl", 255), ("nvidia1", 1), ("nvidia3", 3))
+    }
+    assert stat.S_ISCHR(os.stat(container["dev"] / "nvidia3").st_mode)
+    assert "no driver libraries to mount" in err
+
+
+def test_hook_refuses_unknown_gpus_and_missing_device_files(node, container):
+    node("dgx1-v100-edr", [{"type": "gpu_missing", "gpu": 7}])
+    driver_state.create_device_files(range(7))
+    rc, err = _configure(container, "7")
+    assert rc == 1 and err == "nvidia-container-cli: device error: unknown device id: 7\n"
+    os.unlink(os.path.join(driver_state.dev_dir(), "nvidia5"))
+    rc, err = _configure(container, "all")
+    assert rc == 1 and "nvidia5" in err
+    os.unlink(os.path.join(driver_state.dev_dir(), "nvidiactl"))
+    rc, err = _configure(container, "0")
+    assert rc == 1 and "nvidiactl" in err

@@ -21,6 +21,9 @@ import pytest
 import yaml
 from ansible.module_utils.common.warnings import get_warning_messages
 from ansible_collections.gpuforge.cluster.plugins.modules import (
+    container_gpu_smoke,
+    dcgm_diag,
+    fio_benchmark,
     fleet_consistency,
     gpu_node_check,
     ib_port_counters,
@@ -29,7 +32,9 @@ from ansible_collections.gpuforge.cluster.plugins.modules import (
     k8s_manifest_validate,
     kernel_module,
     nccl_tests,
+    nvbandwidth,
     nvidia_smi_facts,
+    p2p_bandwidth,
     resnet50_benchmark,
     slurm_node_state,
     spectrum_scale_config,
@@ -45,6 +50,9 @@ HUGE = 10 * 1024 * 1024  # characters of the 10 MB output
 MODULES = {
     module.__name__.rpartition(".")[2]: module
     for module in (
+        container_gpu_smoke,
+        dcgm_diag,
+        fio_benchmark,
         fleet_consistency,
         gpu_node_check,
         ib_port_counters,
@@ -53,7 +61,9 @@ MODULES = {
         k8s_manifest_validate,
         kernel_module,
         nccl_tests,
+        nvbandwidth,
         nvidia_smi_facts,
+        p2p_bandwidth,
         resnet50_benchmark,
         slurm_node_state,
         spectrum_scale_config,
@@ -288,6 +298,54 @@ def run_resnet50_benchmark(ansible_module, tmp_path, change, args=None, check_mo
     return result, runner
 
 
+def run_fio_benchmark(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    output = change(fixture("fio/fio-3.33_ext4_seq_rand_4jobs.json"))
+    runner = Runner(answer or (lambda argv: (0, output, "")))
+    base = {"directory": str(tmp_path), "expect": {"seq_read_mib_s": 100}}
+    paths = paths or bins("timeout", "fio")
+    result = ansible_module(fio_benchmark, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
+def run_container_gpu_smoke(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    output = change(fixture("nvidia-smi/stas00_h100_nvlink_e_EXCERPT.txt").splitlines()[0] + "\n")
+    runner = Runner(answer or (lambda argv: (0, output, "")))
+    gpus = [{"index": 0, "uuid": "GPU-abcdefab-cdef-abdc-abcd-abababababab"}]
+    base = {"runtimes": ["podman-cdi"], "image": "nvcr.io/nvidia/cuda@sha256:00", "expected_gpus": gpus}
+    paths = paths or bins("timeout", "podman")
+    result = ansible_module(container_gpu_smoke, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
+def run_p2p_bandwidth(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    binary = tmp_path / "p2pBandwidthLatencyTest"
+    binary.write_text("#!/bin/sh\n", encoding="ascii")
+    binary.chmod(0o755)
+    output = change(fixture("p2p/seed002_c4140_4xv100_sxm2_cuda91.txt"))
+    runner = Runner(answer or (lambda argv: (0, output, "")))
+    base = {"binary": str(binary), "expect": {"gpus": 4}}
+    paths = paths or bins("timeout")
+    result = ansible_module(p2p_bandwidth, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
+def run_dcgm_diag(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    output = change(fixture("dcgmi/dcgm-4.2.3-r2-gb10-partial-skip.json"))
+    runner = Runner(answer or (lambda argv: (0, output, "")))
+    paths = paths or bins("timeout", "dcgmi")
+    result = ansible_module(dcgm_diag, {"level": 2, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
+def run_nvbandwidth(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    output = change(fixture("nvbandwidth/v0.10-azure-nhc-2gpu.txt"))
+    runner = Runner(answer or (lambda argv: (0, output, "")))
+    base = {"testcases": ["h2d", "d2h", "p2p"], "thresholds": {"h2d": 21, "d2h": 21, "p2p": 235}}
+    paths = paths or bins("timeout", "nvbandwidth")
+    result = ansible_module(nvbandwidth, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
 def run_ib_write_bw(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
     output = change(fixture("ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt"))
     runner = Runner(answer or (lambda argv: (0, output, "")))
@@ -384,6 +442,9 @@ def run_fleet_consistency(ansible_module, tmp_path, change, args=None, check_mod
 
 
 RUNNERS = {
+    "container_gpu_smoke": (run_container_gpu_smoke, ("podman",)),
+    "dcgm_diag": (run_dcgm_diag, ("dcgmi",)),
+    "fio_benchmark": (run_fio_benchmark, ("fio",)),
     "fleet_consistency": (run_fleet_consistency, ("nodes",)),
     "gpu_node_check": (run_gpu_node_check, ("lsmod", "dmesg")),
     "ib_port_counters": (run_ib_port_counters, ("perfquery",)),
@@ -392,7 +453,9 @@ RUNNERS = {
     "k8s_manifest_validate": (run_k8s_manifest_validate, ("manifest", "YAML", "rendered.yaml", "node.yaml")),
     "kernel_module": (run_kernel_module, ("lsmod",)),
     "nccl_tests": (run_nccl_tests, ("nccl-tests", "NCCL", "benchmark", "result rows")),
+    "nvbandwidth": (run_nvbandwidth, ("nvbandwidth",)),
     "nvidia_smi_facts": (run_nvidia_smi_facts, ("nvidia-smi",)),
+    "p2p_bandwidth": (run_p2p_bandwidth, ("p2pBandwidthLatencyTest",)),
     "resnet50_benchmark": (run_resnet50_benchmark, ("ResNet-50", "benchmark output", "GPUs")),
     "slurm_node_state": (run_slurm_node_state, ("scontrol",)),
     "spectrum_scale_config": (run_spectrum_scale_config, ("mmlsconfig",)),
@@ -458,6 +521,14 @@ def _missing_tool_cases():
         return 127, "", f"timeout: failed to run command '{command}': No such file or directory\n"
 
     return {
+        "container_gpu_smoke": ({}, bins("timeout"), None, ("podman not found in PATH on", "remove podman-cdi")),
+        "dcgm_diag": ({}, bins("timeout"), None, ("dcgmi not found in PATH on", "nvidia_driver_dcgm_enabled")),
+        "nvbandwidth": (
+            {},
+            bins("timeout"),
+            None,
+            ("nvbandwidth not found in PATH on", "github.com/NVIDIA/nvbandwidth"),
+        ),
         "gpu_node_check": ({}, bins(), None, ("lsmod not found in PATH on", "install kmod")),
         "ib_port_counters": ({}, bins(), None, ("perfquery not found in PATH on", "infiniband-diags")),
         "ib_write_bw": ({}, bins("timeout"), None, ("ib_write_bw not found in PATH on", "perftest")),
@@ -522,6 +593,8 @@ def test_check_mode_writes_nothing(ansible_module, tmp_path, module):
             "hosts": [{"name": "a", "slots": 8}],
         },
         "resnet50_benchmark": {"output_dir": str(target / "resnet50")},
+        "fio_benchmark": {"output_path": str(target / "fio" / "out.json")},
+        "p2p_bandwidth": {"output_path": str(target / "p2p" / "out.txt")},
         "k8s_manifest_validate": {
             "manifests": [{"path": str(target / "manifests" / "node.yaml"), "content": NODE_MANIFEST}],
             "paths": [],

@@ -9,12 +9,14 @@ import pytest
 from ansible_collections.gpuforge.cluster.plugins.modules import gpu_node_check
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
+from gpuforge_sim import lspci
 from node_sim_helpers import SimNode, expected_for
+from pcie_sim_helpers import lspci_output
 
 
 @pytest.fixture
 def run_module(ansible_module):
-    paths = {"lsmod": "/usr/sbin/lsmod", "dmesg": "/usr/bin/dmesg"}
+    paths = {"lsmod": "/usr/sbin/lsmod", "dmesg": "/usr/bin/dmesg", "lspci": "/usr/bin/lspci"}
 
     def run(args, answers):
         calls = []
@@ -35,10 +37,15 @@ def test_runs_lsmod_and_dmesg_and_finds_xid_and_peermem(tmp_path, monkeypatch, r
         "nvidia_smi": node.nvidia_smi_facts(),
         "infiniband": node.infiniband_facts(),
         "expected": expected_for("dgx1-v100-edr"),
+        "sysfs_root": lspci.sysfs_root(),
     }
-    answers = {"/usr/sbin/lsmod": (0, node.lsmod(), ""), "/usr/bin/dmesg": (0, node.dmesg(), "")}
+    answers = {
+        "/usr/sbin/lsmod": (0, node.lsmod(), ""),
+        "/usr/bin/dmesg": (0, node.dmesg(), ""),
+        "/usr/bin/lspci": (0, lspci_output("-vvv", "-D"), ""),
+    }
     result, calls = run_module(args, answers)
-    assert [c[0] for c in calls] == [["/usr/sbin/lsmod"], ["/usr/bin/dmesg"]]
+    assert [c[0] for c in calls] == [["/usr/sbin/lsmod"], ["/usr/bin/dmesg"], ["/usr/bin/lspci", "-vvv", "-D"]]
     assert all(c[1]["environ_update"] == {"LC_ALL": "C"} for c in calls)
     assert result["changed"] is False
     assert result["healthy"] is False
@@ -59,13 +66,17 @@ def test_given_text_is_used_without_running_commands(tmp_path, monkeypatch, run_
         "infiniband": node.infiniband_facts(),
         "lsmod": node.lsmod(),
         "kernel_log": node.dmesg(),
+        "lspci": lspci_output("-vvv"),
+        "sysfs_root": lspci.sysfs_root(),
         "expected": expected_for("poweredge-c4140-v100"),
     }
     result, calls = run_module(args, {})
     assert calls == []
     assert result["healthy"] is True
-    # 22 checks plus ecc_aggregate, nvlink_errors (the C4140's V100s have NVLink) and ib_link_flaps.
-    assert len(result["checks"]) == 25
+    # 22 checks plus ecc_aggregate, nvlink_errors (the C4140's V100s have NVLink) and ib_link_flaps, and the
+    # PCIe checks: lspci_readable, pcie_link_hca, pcie_link_limited, pcie_aer, pcie_acs.
+    assert len(result["checks"]) == 30
+    assert result["pkeys"] == {"mlx5_0/1": ["0xffff"]}
 
 
 def test_unreadable_lsmod_and_failing_dmesg_are_failed_checks(run_module):
@@ -73,6 +84,7 @@ def test_unreadable_lsmod_and_failing_dmesg_are_failed_checks(run_module):
     answers = {
         "/usr/sbin/lsmod": (0, "garbage\n", ""),
         "/usr/bin/dmesg": (1, "", "dmesg: read kernel buffer failed: Operation not permitted"),
+        "/usr/bin/lspci": (1, "", "pcilib: Cannot open /proc/bus/pci"),
     }
     result, _ = run_module(args, answers)
     checks = {c["name"]: c for c in result["checks"]}
@@ -86,4 +98,71 @@ def test_unreadable_lsmod_and_failing_dmesg_are_failed_checks(run_module):
     assert {"nvidia_smi_readable", "infiniband_readable", "lsmod_readable", "kernel_log_readable"} <= set(
         result["failed_checks"]
     )
+    assert checks["lspci_readable"]["fault"] == (
+        "could not read lspci -vvv: lspci exited with code 1: pcilib: Cannot open /proc/bus/pci"
+    )
     assert "xid" not in checks and "peermem_loaded" not in checks
+
+
+def test_pcie_faults_are_read_from_lspci_the_kernel_log_and_sysfs(tmp_path, monkeypatch, run_module):
+    faults = [
+        {"type": "pcie_link_degraded", "hca": "mlx5_3", "width": 8},
+        {"type": "pcie_aer_errors", "gpu": 2, "fatal": 1},
+        {"type": "acs_enabled", "gpu": 6},
+        {"type": "pkey_mismatch", "hca": "mlx5_0", "pkeys": ["0x7fff"]},
+    ]
+    node = SimNode(tmp_path, monkeypatch, "dgx1-v100-edr", faults)
+    args = {
+        "nvidia_smi": node.nvidia_smi_facts(),
+        "infiniband": node.infiniband_facts(),
+        "lsmod": node.lsmod(),
+        "kernel_log": node.dmesg(),
+        "expected": expected_for("dgx1-v100-edr"),
+        "sysfs_root": lspci.sysfs_root(),
+    }
+    result, calls = run_module(args, {"/usr/bin/lspci": (0, lspci_output("-vvv", "-D"), "")})
+    assert calls[0][1]["environ_update"] == {"LC_ALL": "C"}
+    assert result["failed_checks"] == ["pcie_link_hca", "pcie_aer", "pcie_acs"]
+    assert result["caused_failures"] == {"pcie_link_limited": "pcie_link_hca"}
+    checks = {c["name"]: c for c in result["checks"]}
+    assert checks["pcie_link_hca"]["observed"] == {"0000:8b:00.0": "mlx5_3: width x8 of x16"}
+    assert list(checks["pcie_aer"]["observed"]) == ["00000000:0A:00.0"]
+    # The bridge above GPU 6 comes from the sysfs path, so the verdict names the board below it.
+    assert "(above 00000000:89:00.0 (GPU 6" in next(iter(checks["pcie_acs"]["observed"].values()))
+    assert result["pkeys"]["mlx5_0/1"] == ["0x7fff"]
+    assert result["pkeys"]["mlx5_1/1"] == ["0xffff"]
+
+
+def test_lspci_without_root_is_a_failed_check(tmp_path, monkeypatch, run_module):
+    node = SimNode(tmp_path, monkeypatch, "poweredge-c4140-v100")
+    denied = "5e:00.0 Infiniband controller: Mellanox Technologies MT27800 Family [ConnectX-5]\n" + (
+        "\tCapabilities: <access denied>\n"
+    )
+    args = {
+        "nvidia_smi": node.nvidia_smi_facts(),
+        "infiniband": node.infiniband_facts(),
+        "lsmod": node.lsmod(),
+        "kernel_log": node.dmesg(),
+        "expected": expected_for("poweredge-c4140-v100"),
+        "sysfs_root": lspci.sysfs_root(),
+    }
+    result, _ = run_module(args, {"/usr/bin/lspci": (0, denied, "")})
+    assert result["failed_checks"] == ["lspci_readable"]
+    readable = next(c for c in result["checks"] if c["name"] == "lspci_readable")
+    assert "run the check as root" in readable["fault"]
+
+
+def test_pcie_false_skips_lspci_and_pkeys(tmp_path, monkeypatch, run_module):
+    node = SimNode(tmp_path, monkeypatch, "poweredge-c4140-v100")
+    args = {
+        "nvidia_smi": node.nvidia_smi_facts(),
+        "infiniband": node.infiniband_facts(),
+        "lsmod": node.lsmod(),
+        "kernel_log": node.dmesg(),
+        "expected": expected_for("poweredge-c4140-v100"),
+        "pcie": False,
+    }
+    result, calls = run_module(args, {})
+    assert calls == []
+    assert result["pkeys"] == {}
+    assert not {c["name"] for c in result["checks"]} & {"lspci_readable", "pcie_aer", "pcie_acs"}

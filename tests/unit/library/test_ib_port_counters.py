@@ -11,6 +11,7 @@ from ansible_collections.gpuforge.cluster.plugins.modules import fleet_consisten
 from gpuforge_sim import perfquery
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
+import pcie_sim_helpers
 from node_sim_helpers import SimNode
 
 
@@ -96,3 +97,27 @@ def test_fleet_names_the_node_with_other_firmware(tmp_path, monkeypatch, ansible
     assert check["observed"] == {"hca_firmware.mlx5_2": {"gpu02": "12.20.1010"}}
     assert check["expected"]["hca_firmware.mlx5_2"] == "12.23.1020"
     assert result["checks"]["head"]["status"] == "ok"
+
+
+def test_fleet_names_the_node_whose_port_is_in_other_partitions(tmp_path, monkeypatch, ansible_module):
+    # P_Keys per rail (HCA port) as gpu_node_check returns them (`pkeys`), read from the lab's sysfs tree.
+    nodes = {}
+    for host in ("gpu01", "gpu02", "gpu03", "gpu04"):
+        faults = [{"type": "pkey_mismatch", "hca": "mlx5_1", "pkeys": ["0x7fff"]}] if host == "gpu03" else []
+        SimNode(tmp_path / host, monkeypatch, "dgx1-v100-edr", faults)
+        nodes[host] = {"pkeys": pcie_sim_helpers.pkeys(), "system": "dgx1-v100-edr"}
+    result = ansible_module(fleet_consistency, {"nodes": nodes}, check_mode=True)
+    assert result["outliers"] == ["gpu03"]
+    check = result["checks"]["dgx1-v100-edr"]
+    assert check["observed"] == {"pkeys.mlx5_1/1": {"gpu03": "0x7fff"}}
+    assert check["expected"]["pkeys.mlx5_1/1"] == "0xffff"
+    assert check["expected"]["pkeys.mlx5_0/1"] == "0xffff"
+    assert "P_Keys of HCA port mlx5_1/1 differs from the majority (0xffff) on gpu03 (0x7fff)" in check["fault"]
+    assert "partitions" in check["remedy"]
+
+
+def test_fleet_without_pkeys_compares_nothing_for_them(ansible_module):
+    nodes = {"a": {"pkeys": {}, "kernel": "6.1"}, "b": {"pkeys": None, "kernel": "6.1"}}
+    result = ansible_module(fleet_consistency, {"nodes": nodes}, check_mode=True)
+    assert result["healthy"] is True
+    assert result["checks"]["all"]["expected"] == {"kernel": "6.1"}

@@ -65,6 +65,7 @@ def test_seed001_sweep_torchrun_then_mpirun(run_module, script, tmp_path):
         {
             "script": script,
             "gpu_counts": [16, 1, 2, 8],
+            "precision": ["auto"],
             "hosts": ["dgx01", "dgx02"],
             "env": {"NCCL_IB_DISABLE": "0"},
             "output_dir": str(tmp_path),
@@ -90,7 +91,7 @@ def test_seed001_sweep_torchrun_then_mpirun(run_module, script, tmp_path):
     per_gpu = [c for c in result["checks"] if c["name"] == "per_gpu_throughput"]
     assert [(c["gpus"], c["status"]) for c in per_gpu] == [(1, "ok"), (2, "ok"), (8, "ok"), (16, "ok")]
     assert result["verdict"] == "ok"
-    assert (tmp_path / "resnet50-16gpu.txt").read_text(encoding="utf-8") == outputs[16][1]
+    assert (tmp_path / "resnet50-16gpu-auto.txt").read_text(encoding="utf-8") == outputs[16][1]
     assert result["changed"] is True
 
 
@@ -100,6 +101,7 @@ def test_seed004_tcp_scaling_fails(run_module, script):
         {
             "script": script,
             "gpu_counts": [1, 2, 4],
+            "precision": "auto",
             "gpus_per_node": 1,
             "hosts": ["w1", "w2", "w3", "w4"],
             "multi_node_launcher": "srun",
@@ -115,8 +117,8 @@ def test_seed004_tcp_scaling_fails(run_module, script):
     assert result["runs"][0]["cmd"][:3] == ["torchrun", "--standalone", "--nproc_per_node=1"]
     assert [row["efficiency"] for row in result["scaling"]] == [1.0, 0.5353, 0.4044]
     assert result["verdict"] == "fail"
-    assert result["msg"].startswith("ResNet-50 verdict fail: per_gpu_throughput@2=182.0 (expected >= 239.85")
-    assert "scaling_efficiency_4=0.4044 (expected >= 0.7)" in result["msg"]
+    assert result["msg"].startswith("ResNet-50 verdict fail: per_gpu_throughput@auto/2=182.0 (expected >= 239.85")
+    assert "scaling_efficiency_4@auto=0.4044 (expected >= 0.7)" in result["msg"]
 
 
 def test_failed_run_is_reported_and_sweep_goes_on(run_module, script):
@@ -127,7 +129,9 @@ def test_failed_run_is_reported_and_sweep_goes_on(run_module, script):
         8: (0, "no result here\n", ""),
     }
     runner = FakeRunner(outputs)
-    result = run_module({"script": script, "gpu_counts": [1, 2, 4, 8]}, runner, expect_failure=True)
+    result = run_module(
+        {"script": script, "gpu_counts": [1, 2, 4, 8], "precision": ["fp32"]}, runner, expect_failure=True
+    )
     assert len(runner.calls) == 4
     assert [run["error"] for run in result["runs"]] == [
         None,
@@ -136,9 +140,10 @@ def test_failed_run_is_reported_and_sweep_goes_on(run_module, script):
         "could not read the benchmark output: no 'RESNET50 RESULT' line and no 'total images/sec:' line found",
     ]
     assert result["verdict"] == "fail"
-    assert result["msg"].startswith("2 GPUs: rc 1: Traceback")
+    assert result["msg"].startswith("fp32 2 GPUs: rc 1: Traceback")
     assert result["scaling"] == [
         {
+            "precision": "fp32",
             "world_size": 1,
             "total_imgs_per_sec": 900.0,
             "per_gpu": 900.0,
@@ -173,6 +178,7 @@ def test_check_mode_and_lab_cpu_args(run_module, script):
             "script": script,
             "gpu_counts": [2],
             "launcher": "mpirun",
+            "precision": "fp32",
             "device": "cpu",
             "image_size": 64,
             "batch_size": 2,
@@ -184,13 +190,14 @@ def test_check_mode_and_lab_cpu_args(run_module, script):
     assert runner.calls == []
     assert result["runs"] == [
         {
+            "precision": "fp32",
             "gpus": 2,
             "cmd": [
                 *("mpirun", "-np", "2", "--bind-to", "none", "--map-by", "slot"),
                 *("-x", "MASTER_ADDR=127.0.0.1", "-x", "MASTER_PORT=29500", "--allow-run-as-root", "python3"),
                 script,
                 *("--batch-size", "2", "--image-size", "64", "--warmup-steps", "10", "--steps", "50"),
-                *("--precision", "auto", "--device", "cpu"),
+                *("--precision", "fp32", "--device", "cpu"),
             ],
         }
     ]
@@ -199,6 +206,98 @@ def test_check_mode_and_lab_cpu_args(run_module, script):
 def test_empty_gpu_counts_runs_the_default_sweep(run_module, script):
     # Two DGX-1 (8 GPUs each): seed 001's 1 -> 16 sweep, the 16-GPU run across both nodes.
     outputs = {n: (0, result_text(n, 880.0 * n), "") for n in (1, 2, 4, 8, 16)}
-    result = run_module({"script": script, "hosts": ["dgx01", "dgx02"], "fail_on": "never"}, FakeRunner(outputs))
+    result = run_module(
+        {"script": script, "hosts": ["dgx01", "dgx02"], "precision": ["bf16"], "fail_on": "never"}, FakeRunner(outputs)
+    )
     assert [run["gpus"] for run in result["runs"]] == [1, 2, 4, 8, 16]
     assert result["runs"][4]["cmd"][:5] == ["mpirun", "-np", "16", "--host", "dgx01:8,dgx02:8"]
+
+
+def precision_text(world: int, total: float, precision: str, requested: str) -> str:
+    return result_text(world, total).replace("precision=fp16", f"precision={precision} requested_precision={requested}")
+
+
+class PrecisionRunner:
+    """Answers by (precision, GPU count)."""
+
+    def __init__(self, outputs: dict):
+        self.outputs, self.calls = outputs, []
+
+    def __call__(self, args, **kwargs):
+        self.calls.append(args)
+        gpus = int(args[5].split("=")[1])
+        precision = args[args.index("--precision") + 1]
+        return 0, self.outputs[precision, gpus], ""
+
+
+def test_fp32_and_amp_side_by_side_by_default(run_module, script, tmp_path):
+    # Seed 002 measured mixed precision 65-91 % faster than FP32 on V100; these numbers are in that range.
+    outputs = {
+        ("fp32", 1): precision_text(1, 400.0, "fp32", "fp32"),
+        ("fp32", 2): precision_text(2, 780.0, "fp32", "fp32"),
+        ("amp", 1): precision_text(1, 700.0, "fp16", "amp"),
+        ("amp", 2): precision_text(2, 1300.0, "fp16", "amp"),
+    }
+    runner = PrecisionRunner(outputs)
+    result = run_module(
+        {
+            "script": script,
+            "gpu_counts": [1, 2],
+            "batch_size_by_precision": {"amp": "128"},
+            "output_dir": str(tmp_path),
+            "expect": {"sku": "Tesla V100-SXM2-16GB", "min_amp_speedup": 1.65},
+        },
+        runner,
+        expect_failure=True,
+    )
+    assert [(run["precision"], run["gpus"]) for run in result["runs"]] == [
+        ("fp32", 1),
+        ("fp32", 2),
+        ("amp", 1),
+        ("amp", 2),
+    ]
+    assert runner.calls[0][runner.calls[0].index("--batch-size") + 1] == "64"
+    assert runner.calls[2][runner.calls[2].index("--batch-size") + 1] == "128"  # seed 002 doubled the FP16 batch
+    assert [run["images_per_second"] for run in result["runs"]] == [400.0, 780.0, 700.0, 1300.0]
+    assert result["runs"][2]["resnet50"]["precision"] == "fp16"
+    assert result["runs"][2]["resnet50"]["requested_precision"] == "amp"
+    # The V100 reference is an fp16 figure: the fp32 runs are not judged against it, the amp runs are.
+    per_gpu = [(c["precision"], c["gpus"]) for c in result["checks"] if c["name"] == "per_gpu_throughput"]
+    assert per_gpu == [("amp", 1), ("amp", 2)]
+    assert [(row["precision"], row["world_size"], row["efficiency"]) for row in result["scaling"]] == [
+        ("fp32", 1, 1.0),
+        ("fp32", 2, 0.975),
+        ("amp", 1, 1.0),
+        ("amp", 2, 0.9286),
+    ]
+    assert result["comparison"] == [
+        {
+            "gpus": 1,
+            "baseline": "fp32",
+            "precision": "amp",
+            "baseline_images_per_second": 400.0,
+            "images_per_second": 700.0,
+            "speedup": 1.75,
+        },
+        {
+            "gpus": 2,
+            "baseline": "fp32",
+            "precision": "amp",
+            "baseline_images_per_second": 780.0,
+            "images_per_second": 1300.0,
+            "speedup": 1.667,
+        },
+    ]
+    assert (tmp_path / "resnet50-2gpu-amp.txt").read_text(encoding="utf-8") == outputs["amp", 2]
+    # 1.667 passes 1.65; the failure is the amp per-GPU throughput against the V100 reference (887 img/s).
+    assert [c["name"] for c in result["checks"] if c["name"].startswith("precision_speedup")] == [
+        "precision_speedup_1",
+        "precision_speedup_2",
+    ]
+    assert all(c["status"] == "ok" for c in result["checks"] if c["name"].startswith("precision_speedup"))
+    assert result["msg"].startswith("ResNet-50 verdict fail: per_gpu_throughput@amp/1=700.0")
+
+
+def test_bad_batch_size_by_precision(run_module, script):
+    result = run_module({"script": script, "batch_size_by_precision": {"fp8": 64}}, FakeRunner({}), expect_failure=True)
+    assert result["msg"] == "batch_size_by_precision.fp8 is not a precision (known: auto, fp32, amp, fp16, bf16)"

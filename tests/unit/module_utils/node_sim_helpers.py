@@ -55,7 +55,11 @@ def expected_for(system: str) -> dict:
     """The spec validate.yml hands gpu_node_check: SKU + system + link speeds + global thresholds."""
     data = yaml.safe_load(EXPECTED.read_text(encoding="utf-8"))
     spec = data["gpuforge_expected_systems"][system]
-    limits = {**data["gpuforge_expected_memory_errors"], **data["gpuforge_expected_clock_events"]}
+    limits = {
+        **data["gpuforge_expected_memory_errors"],
+        **data["gpuforge_expected_clock_events"],
+        **data["gpuforge_expected_pcie_aer"],
+    }
     merged = {**limits, **data["gpuforge_expected_gpu_skus"][spec["gpu_sku"]], **spec}
     merged.update(
         link_speeds=data["gpuforge_expected_link_speeds"],

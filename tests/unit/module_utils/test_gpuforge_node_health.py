@@ -8,6 +8,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_n
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import CHECK_NAMES, judge_node
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import parse_link_flaps
 from node_sim_helpers import GPU_PROFILES, LAB_DRIVER_RELEASE, SimNode, expected_for
+from pcie_sim_helpers import pcie_inputs
 
 from gpuforge.lab.profiles import load_profile
 
@@ -15,13 +16,15 @@ from gpuforge.lab.profiles import load_profile
 def judge(tmp_path, monkeypatch, profile, faults=None, expected=None):
     node = SimNode(tmp_path, monkeypatch, profile, faults)
     log = node.dmesg()
+    smi = node.nvidia_smi_facts()
     return judge_node(
-        node.nvidia_smi_facts(),
+        smi,
         node.infiniband_facts(),
         kernel.parse_lsmod(node.lsmod()),
         kernel.parse_xid_events(log),
         expected or expected_for(profile),
         link_flaps=parse_link_flaps(log),
+        pcie=pcie_inputs(smi, log),
     )
 
 
@@ -74,6 +77,15 @@ FAULTS = [
     ({"type": "nvlink_errors", "gpu": 0, "link": 2, "recovery": 7}, "nvlink_errors"),
     ({"type": "xid", "gpu": 1, "code": 119, "message": "Timeout waiting for RPC from GSP!"}, "xid"),
     ({"type": "ib_link_flap", "hca": "mlx5_1", "port": 1, "count": 3}, "ib_link_flaps"),
+    ({"type": "pcie_link_degraded", "gpu": 4, "width": 8}, "pcie_link"),
+    ({"type": "pcie_link_degraded", "gpu": 2, "gen": 2}, "pcie_link_limited"),
+    ({"type": "pcie_link_degraded", "hca": "mlx5_1", "width": 8}, "pcie_link_hca"),
+    ({"type": "pcie_link_degraded", "hca": "mlx5_3", "gen": 2}, "pcie_link_hca"),
+    ({"type": "pcie_aer_errors", "gpu": 3, "fatal": 1}, "pcie_aer"),
+    ({"type": "pcie_aer_errors", "gpu": 6, "nonfatal": 2}, "pcie_aer"),
+    ({"type": "pcie_aer_errors", "hca": "mlx5_0", "correctable": 101}, "pcie_aer"),
+    ({"type": "acs_enabled", "gpu": 5}, "pcie_acs"),
+    ({"type": "acs_enabled", "hca": "mlx5_2"}, "pcie_acs"),
 ]
 # Faults of the row remapper and SRAM/DRAM counters exist from Ampere on: injected on the H100 system.
 HOPPER_ONLY = {"row_remap_pending", "row_remap_failure", "remapped_rows", "ecc_aggregate"}
@@ -94,7 +106,12 @@ def test_fault_fails_the_named_check(tmp_path, monkeypatch, fault, check):
     assert failing["caused_by"] is None
 
 
-GPU_FAULTS = [(f, c) for f, c in FAULTS if "gpu" in f and f["type"] not in ("gpu_missing", "xid", "gpu_fallen_off_bus")]
+# ACS is a property of the bridge above the board: pcie_acs is keyed by bridge (test_acs_names_the_bridge_and_board).
+GPU_FAULTS = [
+    (f, c)
+    for f, c in FAULTS
+    if "gpu" in f and f["type"] not in ("gpu_missing", "xid", "gpu_fallen_off_bus", "acs_enabled")
+]
 
 
 @pytest.mark.parametrize(("fault", "check"), GPU_FAULTS, ids=_ids(GPU_FAULTS))
@@ -102,9 +119,10 @@ def test_gpu_verdict_names_the_board_by_bus_id_and_serial(tmp_path, monkeypatch,
     profile = "dgx-h100-ndr" if fault["type"] in HOPPER_ONLY else "dgx1-v100-edr"
     node = SimNode(tmp_path, monkeypatch, profile, [fault])
     bus = node.nvidia_smi_facts()
+    log = node.dmesg()
     judged = judge_node(
-        bus, node.infiniband_facts(), kernel.parse_lsmod(node.lsmod()), kernel.parse_xid_events(node.dmesg()),
-        expected_for(profile),
+        bus, node.infiniband_facts(), kernel.parse_lsmod(node.lsmod()), kernel.parse_xid_events(log),
+        expected_for(profile), pcie=pcie_inputs(bus, log),
     )  # fmt: skip
     failing = by_name(judged)[check]
     device = load_profile(profile)["gpu"]["devices"][fault["gpu"]]["bus_id"]
@@ -258,3 +276,130 @@ def test_truncated_nvidia_smi_reported(tmp_path, monkeypatch):
     )
     assert checks["nvidia_smi_readable"]["status"] == "fail"
     assert checks["nvidia_smi_readable"]["fault"].startswith("could not read all of the nvidia-smi facts: could not")
+
+
+# PCIe: HCA links from lspci, the kernel's link-limited report, AER counters, ACS (issue 17 item 4).
+@pytest.mark.parametrize("profile", GPU_PROFILES)
+def test_healthy_profile_runs_the_pcie_checks_and_passes(tmp_path, monkeypatch, profile):
+    checks = by_name(judge(tmp_path, monkeypatch, profile))
+    pcie = {"lspci_readable", "pcie_link_hca", "pcie_link_limited", "pcie_aer"}
+    assert pcie <= set(checks)
+    assert all(checks[name]["status"] == "ok" for name in pcie)
+    # ACS is judged on bare metal only: the vSphere guest's system is virtual.
+    assert ("pcie_acs" in checks) is (profile != "vsphere-t4-vgpu-roce")
+
+
+def test_degraded_hca_link_names_the_adapter_and_the_kernel_report_follows_from_it(tmp_path, monkeypatch):
+    fault = {"type": "pcie_link_degraded", "hca": "mlx5_5", "width": 8, "gen": 4}
+    result = judge(tmp_path, monkeypatch, "dgx-h100-ndr", [fault])
+    checks = by_name(result)
+    assert checks["pcie_link_hca"]["observed"] == {"0000:c0:00.0": "mlx5_5: width x8 of x16, speed 16 GT/s of 32 GT/s"}
+    assert "mlx5_5" in checks["pcie_link_hca"]["fault"] and "Reseat" in checks["pcie_link_hca"]["remedy"]
+    limited = checks["pcie_link_limited"]
+    assert limited["status"] == "fail"
+    assert limited["caused_by"] == "pcie_link_hca"
+    assert "126.024 Gb/s available, limited by 16 GT/s x8" in limited["observed"]["0000:c0:00.0"]
+    assert result["failed_checks"] == ["pcie_link_hca"]
+    assert result["caused_failures"] == {"pcie_link_limited": "pcie_link_hca"}
+
+
+def test_degraded_gpu_width_is_counted_once(tmp_path, monkeypatch):
+    result = judge(tmp_path, monkeypatch, "dgx1-v100-edr", [{"type": "pcie_link_degraded", "gpu": 4, "width": 8}])
+    assert result["failed_checks"] == ["pcie_link"]
+    assert result["caused_failures"] == {"pcie_link_limited": "pcie_link"}
+    limited = by_name(result)["pcie_link_limited"]
+    assert "00000000:85:00.0 (GPU 4, serial 0321618000104)" in limited["fault"]
+
+
+def test_gpu_speed_downgrade_is_found_in_the_kernel_log_only(tmp_path, monkeypatch):
+    # nvidia-smi shows the current generation lower (idle GPUs do that too): the kernel's report at
+    # enumeration is the evidence, and it is the root cause.
+    result = judge(tmp_path, monkeypatch, "dgx1-v100-edr", [{"type": "pcie_link_degraded", "gpu": 2, "gen": 2}])
+    assert result["failed_checks"] == ["pcie_link_limited"]
+    limited = by_name(result)["pcie_link_limited"]
+    assert limited["observed"] == {
+        "00000000:0A:00.0": "00000000:0A:00.0 (GPU 2, serial 0321618000102): 64.0 Gb/s available, limited by "
+        "5 GT/s x16 at 0000:00:04.0 (capable of 126.016 Gb/s, 8 GT/s x16)"
+    }
+
+
+def test_correctable_aer_below_the_limit_warns(tmp_path, monkeypatch):
+    few = judge(
+        tmp_path, monkeypatch, "poweredge-c4140-v100", [{"type": "pcie_aer_errors", "gpu": 1, "correctable": 3}]
+    )
+    aer = by_name(few)["pcie_aer"]
+    assert (aer["status"], few["healthy"]) == ("warn", True)
+    assert aer["observed"] == {"00000000:1C:00.0": "00000000:1C:00.0 (GPU 1, serial 0321718003001): correctable 3"}
+
+
+def test_uncorrectable_aer_on_an_hca_fails_naming_it(tmp_path, monkeypatch):
+    result = judge(
+        tmp_path, monkeypatch, "supermicro-4029gp-v100", [{"type": "pcie_aer_errors", "hca": "mlx5_1", "fatal": 1}]
+    )
+    aer = by_name(result)["pcie_aer"]
+    assert aer["observed"] == {"0000:18:00.1": "mlx5_1: fatal 1"}
+    assert "mlx5_1: fatal 1" in aer["fault"] and "RMA" in aer["remedy"]
+    assert result["failed_checks"] == ["pcie_aer"]
+
+
+def test_acs_names_the_bridge_and_board(tmp_path, monkeypatch):
+    result = judge(tmp_path, monkeypatch, "dgx1-v100-edr", [{"type": "acs_enabled", "gpu": 5}])
+    acs = by_name(result)["pcie_acs"]
+    ((bridge, text),) = acs["observed"].items()
+    assert bridge.startswith("0000:00:")
+    assert text.startswith("SrcValid+ ReqRedir+ CmpltRedir+ UpstreamFwd+ (above 00000000:86:00.0 (GPU 5, serial ")
+    assert "ECAP_ACS" in acs["remedy"] and "troubleshooting" in acs["remedy"]
+    assert result["failed_checks"] == ["pcie_acs"]
+
+
+def test_acs_is_not_judged_on_a_virtual_machine(tmp_path, monkeypatch):
+    result = judge(tmp_path, monkeypatch, "vsphere-t4-vgpu-roce", [{"type": "acs_enabled", "hca": "mlx5_0"}])
+    assert "pcie_acs" not in by_name(result)
+    assert result["healthy"] is True
+    # The same node judged as bare metal would fail it: the skip is the spec's `virtual`, not a blind check.
+    bare = {**expected_for("vsphere-t4-vgpu-roce"), "virtual": False}
+    result = judge(
+        tmp_path / "bare", monkeypatch, "vsphere-t4-vgpu-roce", [{"type": "acs_enabled", "hca": "mlx5_0"}], bare
+    )
+    assert result["failed_checks"] == ["pcie_acs"]
+
+
+def test_unreadable_lspci_fails_its_own_check_and_keeps_the_rest(tmp_path, monkeypatch):
+    node = SimNode(tmp_path, monkeypatch, "dgx1-v100-edr")
+    smi, log = node.nvidia_smi_facts(), node.dmesg()
+    result = judge_node(
+        smi, node.infiniband_facts(), kernel.parse_lsmod(node.lsmod()), [], expected_for("dgx1-v100-edr"),
+        unreadable={"lspci": "lspci shows 'Capabilities: <access denied>'"}, pcie=pcie_inputs(smi, log),
+    )  # fmt: skip
+    checks = by_name(result)
+    assert result["failed_checks"] == ["lspci_readable"]
+    assert "pcie_link_hca" not in checks and "pcie_acs" not in checks
+    assert checks["pcie_aer"]["status"] == "ok"
+
+
+def _first_hca(profile):
+    return load_profile(profile)["hcas"][0]["name"]
+
+
+PCIE_FAULTS_EVERY_PROFILE = [
+    (lambda p: {"type": "pcie_link_degraded", "hca": _first_hca(p), "width": 4}, "pcie_link_hca"),
+    (lambda p: {"type": "pcie_link_degraded", "gpu": 0, "width": 8}, "pcie_link"),
+    (lambda p: {"type": "pcie_aer_errors", "gpu": 0, "nonfatal": 1}, "pcie_aer"),
+    (lambda p: {"type": "pcie_aer_errors", "hca": _first_hca(p), "correctable": 500}, "pcie_aer"),
+    (lambda p: {"type": "acs_enabled", "hca": _first_hca(p)}, "pcie_acs"),
+]
+
+
+@pytest.mark.parametrize("profile", GPU_PROFILES)
+@pytest.mark.parametrize(("make", "check"), PCIE_FAULTS_EVERY_PROFILE, ids=[c for _m, c in PCIE_FAULTS_EVERY_PROFILE])
+def test_pcie_fault_fails_its_check_on_every_gpu_profile(tmp_path, monkeypatch, profile, make, check):
+    fault = make(profile)
+    result = judge(tmp_path, monkeypatch, profile, [fault])
+    if check == "pcie_acs" and profile == "vsphere-t4-vgpu-roce":
+        assert result["healthy"] is True  # ACS is the hypervisor's in a VM: not judged there
+        return
+    assert result["failed_checks"] == [check]
+    failing = by_name(result)[check]
+    assert failing["fault"] and failing["remedy"] and failing["caused_by"] is None
+    # Everything else that failed follows from it (the kernel's report of the same downtrained link).
+    assert set(result["caused_failures"]) <= {"pcie_link_limited"}

@@ -6,10 +6,12 @@ import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_resnet50 import (
     REFERENCES,
     Resnet50ParseError,
+    judge_precision_comparison,
     judge_resnet50,
     judge_scaling,
     overall_status,
     parse_resnet50,
+    precision_comparison,
     reference_per_gpu,
     scaling_efficiency,
     sweep_counts,
@@ -211,3 +213,45 @@ def test_sweep_counts(per_node, nodes, counts):
 def test_sweep_counts_rejects_zero():
     with pytest.raises(ValueError):
         sweep_counts(0, 2)
+
+
+def test_fp32_run_is_not_judged_against_the_fp16_sku_reference():
+    text = (
+        "RESNET50 RESULT world_size=8 batch_size=64 total_imgs_per_sec=3000.0 per_gpu=375.0 device=cuda "
+        "precision=fp32 requested_precision=fp32 loss=6.9\n"
+    )
+    result = parse_resnet50(text)
+    assert result["requested_precision"] == "fp32"
+    assert judge_resnet50(result, {"sku": "Tesla V100-SXM2-16GB"}) == []
+    mixed = parse_resnet50(
+        text.replace("precision=fp32 requested_precision=fp32", "precision=fp16 requested_precision=amp")
+    )
+    assert [c["status"] for c in judge_resnet50(mixed, {"sku": "Tesla V100-SXM2-16GB"})] == ["fail"]  # 375 < 0.75 x 887
+
+
+def test_precision_comparison_and_its_site_floor():
+    runs = [
+        {"precision": "fp32", "gpus": 4, "images_per_second": 1000.0},
+        {"precision": "amp", "gpus": 4, "images_per_second": 1650.0},
+        {"precision": "amp", "gpus": 8, "images_per_second": 3300.0},  # no fp32 run at 8 GPUs: no row
+        {"precision": "bf16", "gpus": 4, "images_per_second": None},  # failed run: no row
+    ]
+    rows = precision_comparison(runs)
+    assert rows == [
+        {
+            "gpus": 4,
+            "baseline": "fp32",
+            "precision": "amp",
+            "baseline_images_per_second": 1000.0,
+            "images_per_second": 1650.0,
+            "speedup": 1.65,
+        }
+    ]
+    assert judge_precision_comparison(rows) == []  # no site floor: reported, not judged
+    [check] = judge_precision_comparison(rows, 1.9)
+    assert (check["name"], check["status"], check["precision"], check["gpus"]) == (
+        "precision_speedup_4",
+        "fail",
+        "amp",
+        4,
+    )

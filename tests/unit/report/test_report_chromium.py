@@ -1,4 +1,6 @@
-"""The HTML report in headless Chromium: the charts exist in the live DOM and the page logs no errors."""
+"""The HTML report of a real lab run's records in headless Chromium: the live DOM has the node x check matrix with
+the run's faults as failing cells and every chart the page promises; the page logs nothing and asks for nothing
+over the network."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import pytest
 from gpuforge import report
 from gpuforge.report import charts
 
-RUN = Path(__file__).resolve().parents[2] / "fixtures" / "report" / "run"
+RUN = Path(__file__).resolve().parents[2] / "fixtures" / "records" / "demo-run"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 pytestmark = [
@@ -26,6 +28,8 @@ def _chromium(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess:
     command = [
         CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+        # Any host name the page asked for would fail to resolve and be logged as a failed load.
+        "--host-resolver-rules=MAP * ~NOTFOUND",
         "--enable-logging=stderr", "--v=0", *arguments,
     ]  # fmt: skip
     return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
@@ -41,23 +45,38 @@ def rendered(tmp_path_factory):
     return tmp_path, files, result
 
 
-def test_all_charts_present_in_dom(rendered):
+def test_matrix_and_failing_cells_in_the_live_dom(rendered):
     _, _, result = rendered
     assert result.returncode == 0, result.stderr[-2000:]
     dom = result.stdout
-    for chart_id in (charts.NCCL_CHART_ID, charts.RESNET_CHART_ID, charts.IB_CHART_ID):
+    assert '<table id="matrix">' in dom
+    rows = re.findall(r'<tr data-node="([^"]+)" data-verdict="([A-Z]+)">', dom)
+    assert rows == [("gpu02", "FAIL"), ("gpu03", "FAIL"), ("gpu01", "PASS")]
+    gpu03 = re.search(r'<tr data-node="gpu03".*?</tr>', dom, re.S).group(0)
+    failing = re.findall(r'data-check="([^"]+)" data-verdict="FAIL"', gpu03)
+    assert sorted(failing) == ["ecc_volatile_dbe", "ib_port_state", "xid"]
+    gpu02 = re.search(r'<tr data-node="gpu02".*?</tr>', dom, re.S).group(0)
+    assert re.findall(r'data-check="([^"]+)" data-verdict="FAIL"', gpu02) == ["benchmarks"]
+    assert re.search(r'<table id="attributions">.*data-subject="node" data-name="gpu02"', dom, re.S)
+
+
+def test_all_charts_present_in_dom(rendered):
+    _, _, result = rendered
+    dom = result.stdout
+    for chart_id in (charts.NCCL_CHART_ID, charts.RESNET_CHART_ID, "chart-ib_write_bw-mlx5_0"):
         assert f'id="{chart_id}"' in dom
     # Set only by the page's inline script when every promised chart exists.
     assert 'data-charts-ok="true"' in dom
     assert "<title>gpuforge cluster report [charts ok]</title>" in dom
-    assert len(re.findall(r'<circle class="point"', dom)) == 3 * 4 + 3
 
 
-def test_no_console_errors(rendered):
+def test_no_console_errors_and_no_requests(rendered):
     _, _, result = rendered
     # The page logs nothing; any console line (console.error, an uncaught exception) is a defect.
     console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
     assert console == []
+    assert not re.search(r"net::ERR_|Failed to load resource", result.stderr)
+    assert not re.search(r"""(src|href)\s*=|url\(|<link""", result.stdout)
 
 
 def test_screenshot(rendered):

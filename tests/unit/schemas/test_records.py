@@ -165,3 +165,110 @@ def test_a_failed_link_without_a_slow_node_warns_both_ends():
 )
 def test_worst_verdict(verdicts, worst):
     assert records.worst_verdict(verdicts) == worst
+
+
+def _raw_of(folder: Path):
+    def read(relative):
+        path = folder / relative
+        return load(path) if path.is_file() else None
+
+    return read
+
+
+def test_benchmark_records_carry_the_chart_data_of_the_parsed_results():
+    runs = records.benchmark_run_records(load(BENCH), raw=_raw_of(BENCH.parent))
+    for record in runs:
+        validator("benchmark_run").validate(record)
+    by_name = {record["name"]: record for record in runs}
+    rows = load(BENCH.parent / "nccl" / "multi-ib.json")["nccl"]["rows"]
+    series = by_name["nccl-multi-ib"]["observed"]["series"]
+    assert series["points"] == [[row["size"], row["out_of_place"]["busbw"]] for row in rows]
+    assert (series["x_unit"], series["y_unit"]) == ("B", "GB/s")
+    assert [by_name[f"resnet50-sweep-{n}gpu"]["observed"]["gpus"] for n in (1, 2, 3)] == [1, 2, 3]
+    assert by_name["resnet50-node-gpu02"]["observed"] == {"value": 1.44, "unit": "img/s", "gpus": 1}
+    assert by_name["gpu02__gpu03__mlx5_2"]["threshold"]["line_rate"] == 100.0
+    assert "series" not in by_name["srun-nccl"]["observed"]  # no parsed file is named by the gate (slurm/)
+
+
+def test_resnet50_value_is_read_under_its_new_name_too():
+    bench = load(BENCH)
+    for result in bench["resnet50"]["results"]:
+        result["images_per_second"] = result.pop("gbps")
+    runs = records.benchmark_run_records(bench)
+    assert next(r for r in runs if r["name"] == "resnet50-node-gpu01")["observed"]["value"] == 1.1
+
+
+def test_a_node_file_with_the_fleet_comparison_becomes_a_fleet_consistency_record():
+    host_file = load(ROOT / "tests" / "fixtures" / "report" / "fleet-run" / "validation" / "gpu02.json")
+    (record,) = records.fleet_check_records(host_file, "run-1")
+    validator("node_check").validate(record)
+    assert (record["node"], record["check"], record["verdict"]) == ("gpu02", "fleet_consistency", "PASS")
+    assert record["observed"]["gpu_driver"] == record["threshold"]["expected"]["gpu_driver"] == "550.90.07"
+    check = host_file["fleet"][host_file["system"]]
+    check.update(status="fail", observed={"kernel": {"gpu02": "6.1.0-13"}})
+    (record,) = records.fleet_check_records(host_file)
+    assert (record["verdict"], record["observed"]["kernel"]) == ("FAIL", "6.1.0-13")
+    assert records.fleet_check_records(load(RUN / "validate" / "validation" / "gpu01.json")) == []
+
+
+def test_port_attributions_name_the_results_they_rest_on():
+    bench = load(
+        ROOT / "tests" / "fixtures" / "report" / "localize-run" / "bench" / "20261123T185641Z" / "summary.json"
+    )
+    built = records.attribution_records(bench)
+    for record in built:
+        validator("attribution").validate(record)
+    port = next(record for record in built if record["name"] == "gpu03:mlx5_2/1")
+    assert (port["subject"], port["nodes"], port["rails"]) == ("link", ["gpu03"], ["mlx5_2"])
+    assert port["observed"]["results"] == ["gpu02__gpu03__mlx5_2", "gpu03__gpu01__mlx5_2"]
+    assert "results" not in next(record for record in built if record["name"] == "gpu01__gpu02__mlx5_0")["observed"]
+
+
+def test_a_consequence_keeps_its_root_causes_and_the_verdict_names_them():
+    host_file = {
+        "host": "gpu07",
+        "system": "dgx-h100-ndr",
+        "checked_at": "2026-11-26T08:00:00Z",
+        "checks": [
+            {
+                "name": "hcas_present",
+                "status": "fail",
+                "observed": ["mlx5_0"],
+                "expected": ["mlx5_0", "mlx5_3"],
+                "fault": "HCA(s) ['mlx5_3'] not found",
+                "remedy": "Check lspci -d 15b3:",
+                "caused_by": None,
+            },
+            {
+                "name": "ib_port_state",
+                "status": "fail",
+                "observed": {"mlx5_3/1": "HCA absent"},
+                "expected": "Active/LinkUp",
+                "fault": "",
+                "remedy": "Check cable",
+                "caused_by": "hcas_present",
+            },
+            {
+                "name": "gpu_hca_affinity",
+                "status": "fail",
+                "observed": {},
+                "expected": [],
+                "fault": "",
+                "remedy": "Check slots",
+                "caused_by": "gpu_count,hcas_present",
+            },
+        ],
+    }
+    built = records.node_check_records(host_file, "run-1")
+    for record in built:
+        validator("node_check").validate(record)
+    assert [record["caused_by"] for record in built] == [[], ["hcas_present"], ["gpu_count", "hcas_present"]]
+    reasons = [reason["what"] for reason in records.node_verdicts(built)["gpu07"]["reasons"]]
+    assert reasons == [
+        "check hcas_present",
+        "check ib_port_state (caused by hcas_present)",
+        "check gpu_hca_affinity (caused by gpu_count, hcas_present)",
+    ]
+    host_file["checks"][1]["caused_by"] = 3
+    with pytest.raises(records.RecordError, match="caused_by is int"):
+        records.node_check_records(host_file)

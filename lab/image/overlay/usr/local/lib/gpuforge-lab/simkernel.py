@@ -307,6 +307,56 @@ def _link_flap_lines(hardware: dict) -> list[str]:
     return lines
 
 
+# PCIe generation -> (speed as the kernel names it, usable Mb/s per lane): Linux drivers/pci/pci.h
+# PCIE_SPEED2STR and PCIE_SPEED2MBS_ENC (8b/10b encoding up to 5 GT/s, 128b/130b from 8 GT/s, 1:1 at 64 GT/s).
+PCIE_SPEEDS = {
+    1: ("2.5", 2000),
+    2: ("5.0", 4000),
+    3: ("8.0", 7876),
+    4: ("16.0", 15753),
+    5: ("32.0", 31507),
+    6: ("64.0", 64000),
+}
+
+
+def _pcie_limited_lines(hardware: dict) -> list[str]:
+    """Faults pcie_link_degraded / pcie_width_degraded: the kernel's report of a downtrained link (Linux
+    drivers/pci/pci.c __pcie_print_link_status) - at enumeration for a GPU (`pci <address>: ...`), at probe
+    for an HCA (`mlx5_core <address>: ...`), limited at the root port above the device. Root ports are
+    numbered as gpuforge_sim.hardware.pcie_devices numbers them (one per device bus, bus 00, address order)."""
+    gpu = hardware.get("gpu") or {}
+    missing = {f.get("hca") for f in _fault(hardware, "hca_missing")}
+    devices = {}
+    for index, device in enumerate(gpu.get("devices") or []):
+        domain, bus, rest = device["bus_id"].split(":")
+        address = f"{int(domain, 16):04x}:{bus.lower()}:{rest.lower()}"
+        devices[address] = ("pci", gpu.get("pcie_gen_max", 3), gpu.get("pcie_width_max", 16), ("gpu", index))
+    for hca in hardware.get("hcas") or []:
+        if hca.get("name") not in missing:
+            limits = (hca.get("pcie_gen_max", 3), hca.get("pcie_width_max", 16))
+            devices[hca["bus_id"].lower()] = ("mlx5_core", *limits, ("hca", hca.get("name")))
+    roots: dict = {}
+    for address in sorted(devices):
+        domain, bus, _rest = address.split(":")
+        roots.setdefault((domain, bus), f"{domain}:00:{len(roots) + 1:02x}.0")
+    lines = []
+    faults = _fault(hardware, "pcie_width_degraded") + _fault(hardware, "pcie_link_degraded")
+    for address, (driver, gen_max, width_max, target) in sorted(devices.items()):
+        mine = [f for f in faults if (target[0] in f and f[target[0]] == target[1])]
+        if not mine:
+            continue
+        gen, width = int(mine[-1].get("gen", gen_max)), int(mine[-1].get("width", width_max))
+        (speed, lane), (speed_max, lane_max) = PCIE_SPEEDS[gen], PCIE_SPEEDS[int(gen_max)]
+        bw, cap = width * lane, int(width_max) * lane_max
+        domain, bus, _rest = address.split(":")
+        lines.append(
+            f"{driver} {address}: {bw // 1000}.{bw % 1000:03d} Gb/s available PCIe bandwidth, limited by "
+            f"{speed} GT/s PCIe x{width} link at {roots[(domain, bus)]} (capable of {cap // 1000}.{cap % 1000:03d} "
+            f"Gb/s with {speed_max} GT/s PCIe x{width_max} link)"
+        )
+    return lines
+
+
 def boot() -> int:
     """What a booting kernel would do: autoload drivers for present hardware and modules-load.d."""
     hardware = load_hardware()
@@ -327,7 +377,7 @@ def boot() -> int:
             kernel_log(f"systemd-modules-load: Failed to insert module '{_norm(name)}': {exc}")
             status = 1
     write_table(table)
-    for line in _xid_lines(hardware) + _link_flap_lines(hardware):
+    for line in _pcie_limited_lines(hardware) + _xid_lines(hardware) + _link_flap_lines(hardware):
         kernel_log(line)
     return status
 

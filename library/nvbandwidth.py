@@ -1,0 +1,187 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, gpuforge maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Ansible module: measure host<->GPU and GPU<->GPU bandwidth with NVIDIA nvbandwidth and judge it."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: nvbandwidth
+short_description: Measure host to GPU and GPU to GPU bandwidth with nvbandwidth and judge it per GPU
+description:
+  - Runs C(nvbandwidth -t <testcase>...) (C(LC_ALL=C), C(CUDA_DEVICE_ORDER=PCI_BUS_ID) so its device N is
+    nvidia-smi's GPU N, under C(timeout)) for the chosen testcases - C(h2d) host_to_device_memcpy_ce,
+    C(d2h) device_to_host_memcpy_ce, C(p2p) device_to_device_memcpy_read_ce - and parses the matrices.
+  - Returns the C(nvbandwidth) check of the gpu_node_check result contract; a GPU (or GPU pair) below the
+    minimum fails, named by PCI bus ID.
+options:
+  testcases:
+    description: Testcases to run (short names h2d, d2h, p2p).
+    type: list
+    elements: str
+    choices: [h2d, d2h, p2p]
+    default: [h2d, d2h]
+  thresholds:
+    description:
+      - Minimum GB/s per GPU (h2d, d2h) or per GPU pair (p2p) - the SKU's entry of gpuforge_expected_nvbandwidth.
+      - Every chosen testcase needs a number; a null value (a SKU with no published measurement) fails the
+        module and names the variable to set for the site.
+    type: dict
+    required: true
+  gpus:
+    description: The GPUs of C(ansible_facts.nvidia_smi.gpus) (index and bus_id), to name GPUs by bus ID.
+    type: list
+    elements: dict
+    default: []
+  timeout:
+    description: Seconds before nvbandwidth is stopped.
+    type: int
+    default: 900
+  executable:
+    description: nvbandwidth command name or path.
+    type: str
+    default: nvbandwidth
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: In check mode nvbandwidth is not run; the module checks the thresholds and finds the tool.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+author:
+  - gpuforge maintainers (@gpuforge)
+notes:
+  - nvbandwidth is built from source (github.com/NVIDIA/nvbandwidth); NVIDIA publishes no package of it.
+"""
+
+EXAMPLES = r"""
+- name: Host to GPU bandwidth against the SKU minimum
+  gpuforge.cluster.nvbandwidth:
+    testcases: [h2d, d2h]
+    thresholds: "{{ gpuforge_expected_nvbandwidth['H100-80GB-HBM3'] }}"
+    gpus: "{{ ansible_facts.nvidia_smi.gpus }}"
+"""
+
+RETURN = r"""
+ran:
+  description: Whether nvbandwidth ran (false in check mode).
+  returned: always
+  type: bool
+healthy:
+  description: False when the check failed; true in check mode.
+  returned: always
+  type: bool
+nvbandwidth:
+  description: parse_output result (version, driver_version, devices, testcases with their matrices and SUM).
+  returned: when ran
+  type: dict
+check:
+  description:
+    - The C(nvbandwidth) check (name, status, observed, expected, fault, remedy, caused_by). observed holds
+      testcases (per bus ID or pair, GB/s), low ([{testcase, gpu, bus_id, peer, gbps, min}]), waived, missing.
+  returned: when ran
+  type: dict
+cmd:
+  description: The nvbandwidth command line.
+  returned: always
+  type: list
+  elements: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nvbandwidth import (
+    TESTCASES,
+    ParseError,
+    judge_bandwidth,
+    parse_output,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import find_tool, run_bounded, this_host
+
+FIX = (
+    "build nvbandwidth from github.com/NVIDIA/nvbandwidth (cmake, libboost-program-options) and install it "
+    "on the PATH, or give its path in executable"
+)
+
+
+def thresholds_for(module, testcases: list) -> dict:
+    """{nvbandwidth testcase name: float} for the chosen testcases; fails naming a missing or bad value."""
+    given = module.params["thresholds"] or {}
+    found = {}
+    for short in testcases:
+        value = given.get(short)
+        if value is None:
+            module.fail_json(
+                msg=f"thresholds.{short} is not set: this GPU SKU has no published measured {short} bandwidth in "
+                "gpuforge_expected_nvbandwidth; measure a known-good node and set it for the site "
+                f"(gpuforge_expected_nvbandwidth['<sku>'].{short}, GB/s)"
+            )
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            module.fail_json(msg=f"thresholds.{short}: {value!r} is not a number of GB/s")
+        if number <= 0:
+            module.fail_json(msg=f"thresholds.{short}: must be > 0 GB/s")
+        found[TESTCASES[short]] = number
+    return found
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "testcases": {"type": "list", "elements": "str", "choices": sorted(TESTCASES), "default": ["h2d", "d2h"]},
+            "thresholds": {"type": "dict", "required": True},
+            "gpus": {"type": "list", "elements": "dict", "default": []},
+            "timeout": {"type": "int", "default": 900},
+            "executable": {"type": "str", "default": "nvbandwidth"},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    testcases = list(dict.fromkeys(params["testcases"]))
+    if not testcases:
+        module.fail_json(msg="testcases: choose at least one of h2d, d2h, p2p")
+    minimums = thresholds_for(module, testcases)
+    path = find_tool(module, params["executable"], FIX)
+    cmd = [path, "-t", *[TESTCASES[t] for t in testcases]]
+    result = {"changed": False, "ran": False, "healthy": True, "cmd": cmd}
+    if module.check_mode:
+        module.exit_json(msg="check mode: nvbandwidth was not run", **result)
+    rc, out, err, timed_out = run_bounded(
+        module, cmd, params["timeout"], environ={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, fix=FIX, result=result
+    )
+    if timed_out:
+        module.fail_json(msg=f"nvbandwidth did not finish in {params['timeout']} s on {this_host()}", rc=rc, **result)
+    if rc != 0:
+        module.fail_json(
+            msg=f"nvbandwidth exited with code {rc} on {this_host()}: "
+            + " | ".join((err or out).strip().splitlines()[:3])[:300]
+            + ". Check the driver (nvidia-smi) and that nvbandwidth was built for this CUDA version",
+            rc=rc,
+            **result,
+        )
+    try:
+        parsed = parse_output(out)
+    except ParseError as exc:
+        module.fail_json(msg=f"could not read nvbandwidth output: {exc}", rc=rc, **result)
+    check = judge_bandwidth(parsed, minimums, params["gpus"])
+    result.update(ran=True, nvbandwidth=_json_ready(parsed), check=check, healthy=check["status"] != "fail", rc=rc)
+    module.exit_json(**result)
+
+
+def _json_ready(parsed: dict) -> dict:
+    """Matrix keys as strings (Ansible results are JSON)."""
+    cases = {}
+    for name, case in parsed["testcases"].items():
+        matrix = {str(r): {str(c): v for c, v in row.items()} for r, row in case["matrix"].items()}
+        cases[name] = dict(case, matrix=matrix)
+    devices = {str(n): d for n, d in parsed["devices"].items()}
+    return dict(parsed, testcases=cases, devices=devices)
+
+
+if __name__ == "__main__":
+    main()

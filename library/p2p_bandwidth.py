@@ -1,0 +1,233 @@
+#!/usr/bin/python
+# Copyright: (c) 2026, gpuforge maintainers
+# GNU General Public License v3.0+ (see LICENSES/GPL-3.0-or-later.txt or https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Ansible module: run the CUDA samples' p2pBandwidthLatencyTest and judge GPU peer-to-peer bandwidth."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: p2p_bandwidth
+short_description: Run p2pBandwidthLatencyTest (CUDA samples) and judge GPU peer-to-peer bandwidth
+description:
+  - Runs I(binary), the CUDA samples' C(p2pBandwidthLatencyTest), when it is present, parses its devices,
+    peer access and bandwidth/latency matrices, and judges every pair that can access its peer.
+  - A pair passes when its P2P=Enabled bandwidth reaches I(expect.tolerance) (0.9) times the per-SKU
+    enabled/disabled ratio of a reference run (gpuforge_p2p REFERENCES; the SKU is the devices' name unless
+    I(expect.sku) says otherwise) or I(expect.min_ratio); without either, P2P=Enabled must not be slower
+    than P2P=Disabled. I(expect.min_uni_gbps) and I(expect.min_bi_gbps) are site floors in GB/s.
+  - When I(binary) is absent the task is reported skipped with the reason (gpuforge does not build the
+    CUDA samples; the operator's build is expected there).
+  - In check mode nothing runs; the command is returned.
+version_added: "0.1.0"
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: partial
+    details: Returns the command it would run; the test is not run and nothing is written.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+author:
+  - gpuforge maintainers (@gpuforge)
+options:
+  binary:
+    description: Path of the p2pBandwidthLatencyTest program.
+    type: path
+    required: true
+  node:
+    description: Name of this node in C(results) (the playbook passes C(inventory_hostname)); defaults to the host name.
+    type: str
+  args:
+    description: Its arguments (C(--p2p_read), C(--sm_copy), C(--numElems=N) in current samples).
+    type: list
+    elements: str
+    default: []
+  output_path:
+    description: File to write the raw output to (its directory is created); none by default.
+    type: path
+  env:
+    description: Environment of the run (C(CUDA_VISIBLE_DEVICES), for example).
+    type: dict
+    default: {}
+  timeout:
+    description: Seconds before the test is terminated.
+    type: int
+    default: 600
+  expect:
+    description:
+      - C(sku), C(gpus) (at least this many devices), C(require_p2p) (every pair must have peer access),
+        C(min_ratio) (overrides the SKU reference), C(tolerance) (0.9), C(min_uni_gbps), C(min_bi_gbps).
+    type: dict
+    default: {}
+  fail_on:
+    description: Fail the task when the verdict is at least this bad; C(never) only reports.
+    type: str
+    choices: [fail, warn, never]
+    default: fail
+requirements:
+  - The CUDA samples' p2pBandwidthLatencyTest built for the installed CUDA (github.com/NVIDIA/cuda-samples)
+  - coreutils C(timeout)
+notes:
+  - Supports check mode (nothing runs).
+  - The CUDA samples print that they are not meant for performance measurements; the per-SKU references are
+    therefore ratios against the same run's P2P=Disabled copies, not absolute figures.
+"""
+
+EXAMPLES = r"""
+- name: P2P between the GPUs of each node (seed 002 ran it through sbatch)
+  gpuforge.cluster.p2p_bandwidth:
+    binary: /opt/cuda-samples/build/Samples/5_Domain_Specific/p2pBandwidthLatencyTest/p2pBandwidthLatencyTest
+    expect:
+      gpus: 4
+      require_p2p: true
+"""
+
+RETURN = r"""
+skipped:
+  description: True when the binary is absent (the reason is in C(skip_reason) and C(msg)).
+  returned: when the binary is absent
+  type: bool
+cmd:
+  description: The command.
+  returned: always
+  type: list
+  elements: str
+p2p:
+  description: Parsed output, C({gpus, sku, devices, access, matrices, errors}).
+  returned: when it ran
+  type: dict
+results:
+  description:
+    - One entry for this node, C({name, nodes, gpus, sku, uni_min_ratio, bi_min_ratio, bi_min_enabled_gbps,
+      verdict}); verdict C(skipped) (with C(reason)) when the binary is absent, C(failed) when the test
+      produced no result.
+  returned: always
+  type: list
+  elements: dict
+checks:
+  description: Each C({name, status, observed, expected, remedy}).
+  returned: when it ran
+  type: list
+  elements: dict
+verdict:
+  description: Worst check status.
+  returned: when it ran
+  type: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_run import (
+    COMMON_OPTIONS,
+    check_common_options,
+    run_bounded,
+    verdict_blocks,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_p2p import (
+    EXPECT,
+    P2pParseError,
+    judge_p2p,
+    overall_status,
+    pair_ratios,
+    parse_p2p,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import this_host
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "binary": {"type": "path", "required": True},
+            "node": {"type": "str"},
+            "args": {"type": "list", "elements": "str", "default": []},
+            "output_path": {"type": "path"},
+            **COMMON_OPTIONS,
+            "timeout": {"type": "int", "default": 600},
+        },
+        supports_check_mode=True,
+    )
+    params = module.params
+    binary = params["binary"]
+    node = params["node"] or this_host()
+    summary = {"name": f"p2p-{node}", "nodes": [node], "verdict": "failed"}
+    result = {"changed": False, "cmd": [binary, *params["args"]], "results": [summary]}
+    try:
+        check_common_options(params, EXPECT)
+    except OptionError as exc:
+        module.fail_json(msg=str(exc), **result)
+    if params["timeout"] < 1:
+        module.fail_json(msg=f"timeout must be at least 1 second, got {params['timeout']}", **result)
+    if not os.path.isfile(binary):
+        reason = (
+            f"p2pBandwidthLatencyTest not found at {binary} on {this_host()}: build the CUDA samples "
+            "(github.com/NVIDIA/cuda-samples) and set its path"
+        )
+        summary.update(verdict="skipped", reason=reason)
+        module.exit_json(skipped=True, skip_reason=reason, msg=reason, **result)
+    if not os.access(binary, os.X_OK):
+        module.fail_json(msg=f"{binary} on {this_host()} is not executable", **result)
+    if module.check_mode:
+        summary.update(verdict="skipped", reason="check mode")
+        module.exit_json(**result)
+    rc, raw, timed_out = run_bounded(
+        module, result["cmd"], params["timeout"], params["env"], fix="check the CUDA samples build", result=result
+    )
+    result["rc"] = rc
+    if params["output_path"]:
+        try:
+            os.makedirs(os.path.dirname(params["output_path"]) or ".", exist_ok=True)
+            with open(params["output_path"], "w", encoding="utf-8") as handle:
+                handle.write(raw)
+        except OSError as exc:
+            module.fail_json(msg=f"cannot write {params['output_path']}: {exc}", **result)
+        result["changed"] = True
+    if timed_out:
+        module.fail_json(msg=f"p2pBandwidthLatencyTest timed out after {params['timeout']} s", **result)
+    if rc != 0:
+        tail = " | ".join(raw.strip().splitlines()[-3:])[:500]
+        module.fail_json(msg=f"p2pBandwidthLatencyTest failed (rc {rc}): {tail}", **result)
+    try:
+        parsed = parse_p2p(raw)
+    except P2pParseError as exc:
+        module.fail_json(msg=f"could not read the p2pBandwidthLatencyTest output: {exc}", **result)
+    result["p2p"] = parsed
+    checks = judge_p2p(parsed, params["expect"])
+    if parsed["errors"]:
+        checks.append(
+            {
+                "name": "p2p_output",
+                "status": "fail",
+                "observed": parsed["errors"],
+                "expected": "every matrix complete",
+                "remedy": "the output was cut short: rerun the test and check its exit status",
+            }
+        )
+    result["checks"] = checks
+    result["verdict"] = overall_status(checks)
+    uni, bi = pair_ratios(parsed, "uni"), pair_ratios(parsed, "bi")
+    ratios = (
+        [row["ratio"] for row in uni if row["ratio"] is not None],
+        [r["ratio"] for r in bi if r["ratio"] is not None],
+    )
+    summary.update(
+        gpus=parsed["gpus"],
+        sku=parsed["sku"],
+        uni_min_ratio=min(ratios[0]) if ratios[0] else None,
+        bi_min_ratio=min(ratios[1]) if ratios[1] else None,
+        bi_min_enabled_gbps=min((row["enabled_gbps"] for row in bi), default=None),
+        verdict=result["verdict"],
+    )
+    if verdict_blocks(result["verdict"], params["fail_on"]):
+        bad = [f"{c['name']}={c['observed']} (expected {c['expected']})" for c in checks if c["status"] != "ok"]
+        module.fail_json(msg=f"p2pBandwidthLatencyTest verdict {result['verdict']}: {', '.join(bad)}", **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,296 @@
+"""Parser and judge for NVIDIA DCGM diagnostics, ``dcgmi diag -r <level> -j`` (stdlib only, Python 3.8).
+
+Two JSON shapes are read (fixtures and their sources: tests/fixtures/dcgmi/SOURCES.md):
+
+* DCGM 3.x - top key ``"DCGM GPU Diagnostic"``; ``test_categories[].tests[].results[]`` entries carry
+  ``"gpu_id": "0"`` (a string; the older LWVS form ``"gpu_ids": "0,1,2,3"`` names several GPUs) and
+  ``status`` (``Pass``/``Fail``/``Warn``/``Skip``), optionally ``warnings`` and ``info``
+  (NVIDIA/DCGM issue 139, a DCGM 3.3.1 ``dcgmi diag -r 3 -j`` document).
+* DCGM 4.x - top key ``"DCGM Diagnostic"`` (the rename is listed in DCGM's release notes, "Deprecations and
+  breaking changes", and handled by facebookresearch/gcm PR 38); results name an entity
+  (``entity_group`` ``"GPU"``, ``entity_group_id``, ``entity_id`` as an integer), each test has a
+  ``test_summary`` {status, info, warnings}, and the document has ``entity_groups`` (device_id, serial_num)
+  and ``metadata`` {version, "Driver Version Detected"} (NVIDIA/DCGM testing/python3/dcgm_diag_schema.json).
+  ``warnings`` entries are objects {warning, error_id, error_category, error_severity}.
+
+DCGM numbers GPUs as NVML does (the index ``nvidia-smi`` shows; ``dcgmi discovery -l`` prints both the
+GPU ID and the PCI bus ID), so a result is tied to a board through the nvidia-smi facts' index -> bus_id.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+
+__all__ = [
+    "DcgmParseError",
+    "ParseError",
+    "judge_diag",
+    "parse_diag",
+]
+
+TOP_KEYS = {"DCGM GPU Diagnostic": "dcgm3", "DCGM Diagnostic": "dcgm4"}
+# Statuses as dcgmi writes them, folded to one spelling (older builds wrote PASS/FAIL in capitals).
+_STATUS = {"pass": "pass", "fail": "fail", "warn": "warn", "warning": "warn", "skip": "skip", "not run": "not_run"}
+# What a test status does to the verdict: a failed test fails the node; a warning warns; a test that did not
+# run is reported (a level-3 run where everything skipped is not a pass of the stress tests).
+_FAILING = ("fail",)
+_WARNING = ("warn",)
+
+
+class DcgmParseError(_BaseParseError):
+    """dcgmi diag output this parser cannot read."""
+
+
+ParseError = DcgmParseError
+
+
+def _status(value) -> str:
+    text = str(value or "").strip().lower()
+    return _STATUS.get(text, text.replace(" ", "_") or "unknown")
+
+
+def _messages(value) -> list:
+    """warnings/info as a list of strings: entries may be strings or {warning|info|message: ...} objects."""
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else [value]
+    found = []
+    for item in items:
+        if isinstance(item, dict):
+            text = item.get("warning") or item.get("info") or item.get("message")
+            if text is None:
+                continue
+            code = item.get("error_id")
+            found.append(f"{text} (DCGM error {code})" if isinstance(code, int) and code else str(text))
+        elif str(item).strip():
+            found.append(str(item).strip())
+    return found
+
+
+def _gpu_ids(result: dict, where: str) -> list:
+    """The GPU ids one result entry covers ([] for a non-GPU entity: CPU, NVSwitch, ...)."""
+    if "entity_id" in result:
+        if str(result.get("entity_group", "GPU")) != "GPU":
+            return []
+        return [_int(result["entity_id"], where + ".entity_id")]
+    if "gpu_id" in result:
+        return [_int(result["gpu_id"], where + ".gpu_id")]
+    if "gpu_ids" in result:
+        text = str(result["gpu_ids"]).strip()
+        return [_int(part, where + ".gpu_ids") for part in text.split(",") if part.strip()]
+    raise DcgmParseError(f"{where}: result names no GPU (no entity_id, gpu_id or gpu_ids)")
+
+
+def _int(value, where: str) -> int:
+    if isinstance(value, bool):
+        raise DcgmParseError(f"{where}: {value!r} is not a GPU id")
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise DcgmParseError(f"{where}: {value!r} is not a GPU id") from None
+
+
+def _document(text: str) -> dict:
+    if not (text or "").strip():
+        raise DcgmParseError("empty output: dcgmi diag printed nothing (was -j given?)")
+    start = text.find("{")
+    if start < 0:
+        first = text.strip().splitlines()[0][:200]
+        raise DcgmParseError(f"not JSON (dcgmi diag -j prints one JSON document): {first!r}")
+    try:
+        data = json.loads(text[start:])
+    except ValueError as exc:
+        raise DcgmParseError(f"truncated or invalid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise DcgmParseError("top level is not a JSON object")
+    return data
+
+
+def parse_diag(text: str) -> dict:
+    """Parse ``dcgmi diag -r N -j`` output.
+
+    Returns {format (dcgm3|dcgm4), version, driver_version, runtime_error, tests: [{category, name, status,
+    results: [{gpu, status, warnings, info}], warnings, info}], gpus: {gpu id: {test name: status}}}.
+    A test's status is its test_summary status (4.x) or the worst of its GPUs' statuses (3.x).
+    Statuses are lower case: pass, fail, warn, skip, not_run (another word is kept, lower case).
+    """
+    data = _document(text)
+    key = next((k for k in TOP_KEYS if k in data), None)
+    if key is None:
+        raise DcgmParseError(
+            f"no 'DCGM GPU Diagnostic' (DCGM 3.x) or 'DCGM Diagnostic' (DCGM 4.x) object; keys: {sorted(data)[:8]}"
+        )
+    root = data[key]
+    if not isinstance(root, dict):
+        raise DcgmParseError(f"{key!r} is not an object")
+    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    runtime_error = root.get("runtime_error") or data.get("runtime_error")
+    categories = root.get("test_categories")
+    if categories is None:
+        categories = []
+    if not isinstance(categories, list):
+        raise DcgmParseError(f"{key}.test_categories is not a list")
+    if not categories and not runtime_error:
+        raise DcgmParseError(f"{key} has no test_categories and no runtime_error")
+    tests, gpus = [], {}
+    for c, category in enumerate(categories):
+        where = f"test_categories[{c}]"
+        if not isinstance(category, dict) or not isinstance(category.get("tests"), list):
+            raise DcgmParseError(f"{where}: not an object with a tests list")
+        for t, test in enumerate(category["tests"]):
+            tests.append(_test(test, str(category.get("category") or ""), f"{where}.tests[{t}]"))
+    for test in tests:
+        for result in test["results"]:
+            gpus.setdefault(result["gpu"], {})[test["name"]] = result["status"]
+    return {
+        "format": TOP_KEYS[key],
+        "version": metadata.get("version") or metadata.get("DCGM Version"),
+        "driver_version": metadata.get("Driver Version Detected"),
+        "runtime_error": str(runtime_error) if runtime_error else None,
+        "tests": tests,
+        "gpus": gpus,
+    }
+
+
+_RANK = {"fail": 4, "warn": 3, "pass": 1}
+
+
+def _test(test, category: str, where: str) -> dict:
+    if not isinstance(test, dict) or not test.get("name"):
+        raise DcgmParseError(f"{where}: a test needs a name")
+    results = test.get("results") or []
+    if not isinstance(results, list):
+        raise DcgmParseError(f"{where}.results is not a list")
+    parsed = []
+    for r, result in enumerate(results):
+        if not isinstance(result, dict) or "status" not in result:
+            raise DcgmParseError(f"{where}.results[{r}]: needs a status")
+        for gpu in _gpu_ids(result, f"{where}.results[{r}]"):
+            parsed.append(
+                {
+                    "gpu": gpu,
+                    "status": _status(result["status"]),
+                    "warnings": _messages(result.get("warnings")),
+                    "info": _messages(result.get("info")),
+                }
+            )
+    summary = test.get("test_summary") if isinstance(test.get("test_summary"), dict) else {}
+    if summary.get("status"):
+        status = _status(summary["status"])
+    elif parsed:
+        status = max((p["status"] for p in parsed), key=lambda s: _RANK.get(s, 2))
+    else:
+        raise DcgmParseError(f"{where}: test {test['name']!r} has neither results nor a test_summary status")
+    return {
+        "category": category,
+        "name": str(test["name"]),
+        "status": status,
+        "results": parsed,
+        "warnings": _messages(summary.get("warnings")),
+        "info": _messages(summary.get("info")),
+    }
+
+
+def _bus_ids(gpus) -> dict:
+    """{index: bus_id} from nvidia_smi facts' gpus (or any list of {index, bus_id})."""
+    found = {}
+    for gpu in gpus or []:
+        if isinstance(gpu, dict) and gpu.get("index") is not None and gpu.get("bus_id"):
+            try:
+                found[int(gpu["index"])] = str(gpu["bus_id"])
+            except (TypeError, ValueError):
+                continue
+    return found
+
+
+def _check(status, observed, expected, fault="", remedy=""):
+    """The dcgm_diag check in the gpu_node_check result contract (gpuforge_node_health._check)."""
+    return {
+        "name": "dcgm_diag",
+        "status": status,
+        "observed": observed,
+        "expected": expected,
+        "fault": fault if status != "ok" else "",
+        "remedy": remedy if status != "ok" else "",
+        "caused_by": None,
+    }
+
+
+def judge_diag(parsed: dict, level: int, gpus=None, allow_skip=True) -> dict:
+    """The ``dcgm_diag`` check: fail when a test failed on a GPU (named by its PCI bus ID through ``gpus``,
+    the nvidia-smi facts' list) or DCGM reported a runtime error; warn on warnings and, unless allow_skip,
+    on tests that did not run. observed: {level, version, failed: [{test, gpu, bus_id, messages}],
+    warned: [...], skipped: [test names], tests: {name: status}, per_gpu: {bus id or gpu<N>: {test: status}}}.
+    """
+    buses = _bus_ids(gpus)
+
+    def board(gpu: int) -> str:
+        return buses.get(gpu, f"GPU {gpu} (bus ID unknown: not in the nvidia-smi facts)")
+
+    failed, warned = [], []
+    for test in parsed["tests"]:
+        for result in test["results"]:
+            entry = {
+                "test": test["name"],
+                "gpu": result["gpu"],
+                "bus_id": buses.get(result["gpu"]),
+                "messages": result["warnings"] + result["info"],
+            }
+            if result["status"] in _FAILING:
+                failed.append(entry)
+            elif result["status"] in _WARNING:
+                warned.append(entry)
+        if test["status"] in _FAILING and not any(f["test"] == test["name"] for f in failed):
+            failed.append({"test": test["name"], "gpu": None, "bus_id": None, "messages": test["warnings"]})
+    skipped = sorted({t["name"] for t in parsed["tests"] if t["status"] in ("skip", "not_run")})
+    observed = {
+        "level": level,
+        "version": parsed.get("version"),
+        "runtime_error": parsed.get("runtime_error"),
+        "failed": failed,
+        "warned": warned,
+        "skipped": skipped,
+        "tests": {t["name"]: t["status"] for t in parsed["tests"]},
+        "per_gpu": {buses.get(g, f"gpu{g}"): tests for g, tests in sorted(parsed["gpus"].items())},
+    }
+    expected = {"level": level, "every_test": "pass" + (" or skip" if allow_skip else "")}
+    if parsed.get("runtime_error"):
+        return _check(
+            "fail",
+            observed,
+            expected,
+            f"DCGM diagnostic level {level} did not run: {parsed['runtime_error']}",
+            "Read /var/log/nvidia-dcgm/nv-hostengine.log and nvvs.log; check that nv-hostengine runs "
+            "(systemctl status nvidia-dcgm) and that no other process holds the GPUs, then rerun dcgmi diag",
+        )
+    if failed:
+        named = "; ".join(
+            f"{f['test']} on {board(f['gpu']) if f['gpu'] is not None else 'the node'}"
+            + (f" ({f['messages'][0]})" if f["messages"] else "")
+            for f in failed
+        )
+        return _check(
+            "fail",
+            observed,
+            expected,
+            f"DCGM diagnostic level {level} failed: {named}",
+            "Drain the node. Rerun 'dcgmi diag -r 3' on the named GPU (-i <id>) to confirm; a failed memory, "
+            "pcie, diagnostic or stress test on the same board again means a hardware fault: reseat or replace the "
+            "GPU (RMA with the dcgmi JSON and nvidia-bug-report.sh output). A software/deployment failure names "
+            "its fix in the message (persistence mode, driver, permissions)",
+        )
+    if warned or (skipped and not allow_skip):
+        parts = [f"{w['test']} warned on {board(w['gpu'])}" for w in warned]
+        if skipped and not allow_skip:
+            parts.append(f"not run: {', '.join(skipped)}")
+        return _check(
+            "warn",
+            observed,
+            expected,
+            f"DCGM diagnostic level {level}: " + "; ".join(parts),
+            "Read the warning text; a test that skips everywhere usually lacks its plugin (DCGM 4.x: install "
+            "datacenter-gpu-manager-4-cuda<major> matching the driver's CUDA version) or runs without root",
+        )
+    return _check("ok", observed, expected)

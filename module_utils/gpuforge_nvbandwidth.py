@@ -1,0 +1,255 @@
+"""Parser and judge for NVIDIA nvbandwidth output (github.com/NVIDIA/nvbandwidth; stdlib only, Python 3.8).
+
+The text format (fixtures and their sources: tests/fixtures/nvbandwidth/SOURCES.md): an optional header
+(``nvbandwidth Version: v0.10``, ``Driver Version: ...``, ``Device 0: <name> (<bus>)`` lines), then per
+testcase::
+
+    Running host_to_device_memcpy_ce.
+    memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)
+              0         1
+    0     26.03     25.94
+
+    SUM host_to_device_memcpy_ce 51.97
+    COEFFICIENT_OF_VARIATION host_to_device_memcpy_ce 0.01
+
+The matrix header holds the column indices; each row starts with its index; ``N/A`` marks a pair that is not
+measured (a GPU with itself). Host<->device testcases have one host row and one column per GPU; device to
+device testcases have a row and a column per GPU. ``SUM`` and ``COEFFICIENT_OF_VARIATION`` lines appear from
+v0.5 / v0.10 on; the oldest README output has neither. A testcase the system cannot run prints ``Waived``.
+
+Device numbers are CUDA device ordinals. The module runs nvbandwidth with CUDA_DEVICE_ORDER=PCI_BUS_ID, so
+ordinal N is the GPU nvidia-smi shows as index N ("CUDA_DEVICE_ORDER ... PCI_BUS_ID orders devices by PCI bus
+ID in ascending order", CUDA C++ Programming Guide, CUDA Environment Variables).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+
+__all__ = [
+    "HOST_TESTCASES",
+    "P2P_TESTCASES",
+    "TESTCASES",
+    "NvbandwidthParseError",
+    "ParseError",
+    "judge_bandwidth",
+    "parse_output",
+    "per_gpu",
+]
+
+# Short names the module takes -> nvbandwidth testcase names (the ones Azure's check_gpu_bw runs).
+TESTCASES = {
+    "h2d": "host_to_device_memcpy_ce",
+    "d2h": "device_to_host_memcpy_ce",
+    "p2p": "device_to_device_memcpy_read_ce",
+}
+HOST_TESTCASES = ("host_to_device", "device_to_host")
+P2P_TESTCASES = ("device_to_device",)
+
+_RUNNING = re.compile(r"^Running (?P<name>[A-Za-z0-9_]+)\.?\s*$")
+_LABEL = re.compile(r"^memcpy\s.*bandwidth \((?P<unit>[A-Za-z/]+)\)\s*$")
+_SUM = re.compile(r"^SUM (?P<name>[A-Za-z0-9_]+) (?P<value>[0-9.]+)\s*$")
+_CV = re.compile(r"^COEFFICIENT_OF_VARIATION (?P<name>[A-Za-z0-9_]+) (?P<value>[0-9.]+)\s*$")
+_VERSION = re.compile(r"^nvbandwidth Version:\s*(?P<v>\S+)")
+_DRIVER = re.compile(r"^Driver Version:\s*(?P<v>\S+)")
+_BUS = r"[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d)?"
+_DEVICE = re.compile(r"^Device (?P<n>\d+): (?P<name>.*?)(?: \((?P<bus>" + _BUS + r")\))?\s*$")
+
+
+class NvbandwidthParseError(_BaseParseError):
+    """nvbandwidth output this parser cannot read."""
+
+
+ParseError = NvbandwidthParseError
+
+
+def _value(text: str, where: str):
+    if text == "N/A":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise NvbandwidthParseError(f"{where}: {text!r} is not a bandwidth") from None
+
+
+def _bus(text):
+    """nvbandwidth's "00000000:1b:00" -> nvidia-smi's "00000000:1B:00.0" (None stays None)."""
+    if not text:
+        return None
+    bus = text.upper()
+    return bus if "." in bus else bus + ".0"
+
+
+def _matrix(lines: list, start: int, name: str):
+    """(matrix {row: {column: value}}, columns, next line index) from the header line at start."""
+    header = lines[start].split()
+    if not header or not all(h.isdigit() for h in header):
+        raise NvbandwidthParseError(f"{name}: expected the column indices after the matrix title, got {lines[start]!r}")
+    columns = [int(h) for h in header]
+    matrix = {}
+    i = start + 1
+    while i < len(lines):
+        fields = lines[i].split()
+        if not fields or not fields[0].isdigit():
+            break
+        if len(fields) != len(columns) + 1:
+            raise NvbandwidthParseError(
+                f"{name}: row {fields[0]} has {len(fields) - 1} values for {len(columns)} columns (truncated?)"
+            )
+        matrix[int(fields[0])] = {c: _value(v, f"{name} row {fields[0]}") for c, v in zip(columns, fields[1:])}
+        i += 1
+    if not matrix:
+        raise NvbandwidthParseError(f"{name}: the matrix has a header but no rows")
+    return matrix, columns, i
+
+
+def parse_output(text: str) -> dict:
+    """Parse nvbandwidth's text output.
+
+    Returns {version, driver_version, devices: {ordinal: {name, bus_id}}, testcases: {name: {title, unit,
+    columns, matrix {row: {column: GB/s or None}}, sum, cv, waived}}}. Raises NvbandwidthParseError on output
+    with no testcase, a testcase with neither a matrix nor a waiver, or a malformed matrix.
+    """
+    lines = [line.strip() for line in (text or "").splitlines()]
+    result = {"version": None, "driver_version": None, "devices": {}, "testcases": {}}
+    current = None
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        match = _RUNNING.match(line)
+        if match:
+            current = {"title": None, "unit": None, "columns": [], "matrix": {}, "sum": None, "cv": None}
+            current["waived"] = False
+            result["testcases"][match.group("name")] = current
+            i += 1
+            continue
+        label = _LABEL.match(line)
+        if label and current is not None and not current["matrix"]:
+            if i + 1 >= len(lines):
+                raise NvbandwidthParseError(f"output ends after the matrix title {line!r}")
+            current["title"], current["unit"] = line, label.group("unit")
+            current["matrix"], current["columns"], i = _matrix(lines, i + 1, line)
+            continue
+        for pattern, key in ((_SUM, "sum"), (_CV, "cv")):
+            found = pattern.match(line)
+            if found and found.group("name") in result["testcases"]:
+                result["testcases"][found.group("name")][key] = float(found.group("value"))
+        if line.startswith("Waived") and current is not None and not current["matrix"]:
+            current["waived"] = True
+        for pattern, key in ((_VERSION, "version"), (_DRIVER, "driver_version")):
+            found = pattern.match(line)
+            if found:
+                result[key] = found.group("v")
+        device = _DEVICE.match(line)
+        if device:
+            result["devices"][int(device.group("n"))] = {
+                "name": device.group("name"),
+                "bus_id": _bus(device.group("bus")),
+            }
+        i += 1
+    if not result["testcases"]:
+        raise NvbandwidthParseError("no 'Running <testcase>.' line: not nvbandwidth output, or it failed to start")
+    for name, case in result["testcases"].items():
+        if not case["matrix"] and not case["waived"]:
+            raise NvbandwidthParseError(f"{name}: no bandwidth matrix (the run stopped before printing it?)")
+    return result
+
+
+def per_gpu(name: str, case: dict) -> dict:
+    """Host<->device testcase -> {gpu ordinal: GB/s} (the lowest host row of its column);
+    device<->device -> {(src, dst): GB/s} for the measured pairs."""
+    if name.startswith(P2P_TESTCASES):
+        return {(r, c): v for r, row in case["matrix"].items() for c, v in row.items() if v is not None}
+    values = {}
+    for column in case["columns"]:
+        measured = [row[column] for row in case["matrix"].values() if row.get(column) is not None]
+        if measured:
+            values[column] = min(measured)
+    return values
+
+
+def _check(status, observed, expected, fault="", remedy=""):
+    """The nvbandwidth check in the gpu_node_check result contract (gpuforge_node_health._check)."""
+    return {
+        "name": "nvbandwidth",
+        "status": status,
+        "observed": observed,
+        "expected": expected,
+        "fault": fault if status != "ok" else "",
+        "remedy": remedy if status != "ok" else "",
+        "caused_by": None,
+    }
+
+
+def _low(testcase, gpu, bus_id, peer, gbps, minimum) -> dict:
+    return {"testcase": testcase, "gpu": gpu, "bus_id": bus_id, "peer": peer, "gbps": gbps, "min": minimum}
+
+
+def judge_bandwidth(parsed: dict, thresholds: dict, gpus=None) -> dict:
+    """The ``nvbandwidth`` check. thresholds: {testcase name: minimum GB/s per GPU (host testcases) or per
+    GPU pair (device to device)}. A GPU or pair below its minimum fails, named by PCI bus ID (``gpus``: the
+    nvidia-smi facts' list of {index, bus_id}; nvbandwidth's own ``Device N: ... (bus)`` lines win when
+    printed). A testcase asked for but waived or missing warns.
+    observed: {testcases: {name: {<bus id or pair>: GB/s}}, low: [{testcase, gpu, bus_id, peer, gbps, min}],
+    waived: [...], missing: [...]}."""
+    buses = {}
+    for gpu in gpus or []:
+        if isinstance(gpu, dict) and gpu.get("index") is not None and gpu.get("bus_id"):
+            buses[int(gpu["index"])] = str(gpu["bus_id"])
+    for ordinal, device in (parsed.get("devices") or {}).items():
+        if device.get("bus_id"):
+            buses[int(ordinal)] = device["bus_id"]
+
+    def board(n: int) -> str:
+        return buses.get(n, f"GPU {n}")
+
+    low, waived, missing, table = [], [], [], {}
+    for name, given in sorted(thresholds.items()):
+        minimum = float(given)
+        case = parsed["testcases"].get(name)
+        if case is None:
+            missing.append(name)
+            continue
+        if case["waived"]:
+            waived.append(name)
+            continue
+        values = per_gpu(name, case)
+        if name.startswith(P2P_TESTCASES):
+            table[name] = {f"{board(a)}->{board(b)}": v for (a, b), v in sorted(values.items())}
+            low += [
+                _low(name, a, board(a), board(b), v, minimum) for (a, b), v in sorted(values.items()) if v < minimum
+            ]
+        else:
+            table[name] = {board(g): v for g, v in sorted(values.items())}
+            low += [_low(name, g, board(g), None, v, minimum) for g, v in sorted(values.items()) if v < minimum]
+    observed = {"testcases": table, "low": low, "waived": waived, "missing": missing}
+    expected = {name: f">= {minimum} GB/s" for name, minimum in sorted(thresholds.items())}
+    if low:
+        named = "; ".join(
+            f"{entry['testcase']} {entry['bus_id']}"
+            + (f"->{entry['peer']}" if entry["peer"] else "")
+            + f" {entry['gbps']:.2f} GB/s < {entry['min']}"
+            for entry in low
+        )
+        return _check(
+            "fail",
+            observed,
+            expected,
+            f"host/GPU bandwidth below the SKU minimum: {named}",
+            "Check the GPU's PCIe link (nvidia-smi -q -d PCI: current generation and width against the maximum; "
+            "a downtrained x8 or Gen3 link halves the bandwidth), the NUMA placement of the test and the BIOS "
+            "settings (IOMMU passthrough, ACS, max payload); reseat the GPU or its riser if the link is degraded; "
+            "a low device-to-device pair points at NVLink (nvidia-smi nvlink -s)",
+        )
+    if waived or missing:
+        return _check(
+            "warn",
+            observed,
+            expected,
+            "nvbandwidth did not measure " + ", ".join(waived + missing),
+            "A waived testcase is not supported on this system (e.g. no peer access between the GPUs); "
+            "check nvidia-smi topo -m and the nvbandwidth version",
+        )
+    return _check("ok", observed, expected)

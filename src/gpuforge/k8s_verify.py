@@ -1,0 +1,637 @@
+"""`gpuforge k8s verify`: check a deployed cluster's GPU and RDMA add-ons through its API server.
+
+Run after the add-ons are applied, with the cluster's kubeconfig (--kubeconfig, else the inventory's
+gpuforge_kubeconfig). Four checks, each a ``k8s_check`` record (schemas/k8s-check.schema.json) in
+``<run dir>/k8s/verify.json``:
+
+1. every GPU node of the inventory offers ``nvidia.com/gpu`` (the device plugin registered) and as many as its
+   expected hardware says (gpuforge_expected_gpu_count, else the gpu_count of its gpuforge_expected_system);
+2. every RDMA node offers each RDMA resource of the rendered RDMA shared device plugin config
+   (``<rendered>/<cluster>/rdma_shared_device_plugin/configmap.yaml``, from ``gpuforge k8s render``);
+3. a CUDA vector-add pod (roles/k8s_addons_common/templates/verify/cuda-vector-add.yaml.j2) reaches Succeeded and
+   its log says ``Test PASSED``;
+4. an MPIJob running nccl-tests all_reduce_perf with the RDMA resources (rendered from the seed jobs' template,
+   roles/mpi_operator/templates/mpijob.yaml.j2) gets its Succeeded condition, and its launcher log goes through the
+   host benchmarks' nccl-tests parser and busbw threshold (gpuforge_bench_nccl_min_busbw).
+
+The judging is in module_utils/gpuforge_k8s_verify.py; this module fetches and submits objects with the
+``kubernetes`` Python client and keeps every response as the API server's JSON. It has only been run against
+recorded API responses served by a local HTTPS server (tests/unit/k8s/test_verify_cli.py), never a real cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+
+from gpuforge import paths
+
+# NVIDIA's CUDA sample image for vectorAdd, as NVIDIA's own verification pods run it ("Run a Sample Workload",
+# https://docs.nvidia.com/datacenter/cloud-native/confidential-containers/latest/run-sample-workload.html).
+# gpuforge ships no digest it has not read from the registry: pin one with gpuforge_k8s_verify_vector_add_image.
+DEFAULT_VECTOR_ADD_IMAGE = "nvcr.io/nvidia/k8s/cuda-sample:vectoradd-cuda12.5.0-ubuntu22.04"
+VECTOR_ADD_TEMPLATE = (
+    paths.PROJECT_ROOT / "roles" / "k8s_addons_common" / "templates" / "verify" / "cuda-vector-add.yaml.j2"
+)
+MPIJOB_TEMPLATE = paths.PROJECT_ROOT / "roles" / "mpi_operator" / "templates" / "mpijob.yaml.j2"
+ROLE_DEFAULTS = (
+    paths.PROJECT_ROOT / "roles" / "gpuforge" / "defaults" / "main",
+    paths.PROJECT_ROOT / "roles" / "nvidia_device_plugin" / "defaults" / "main.yml",
+    paths.PROJECT_ROOT / "roles" / "mpi_operator" / "defaults" / "main.yml",
+)
+MPIJOB_GROUP, MPIJOB_VERSION, MPIJOB_PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
+REQUEST_TIMEOUT = (10, 60)  # (connect, read) seconds of every API call
+WRITTEN_BY = "gpuforge k8s verify"
+
+
+class VerifyError(RuntimeError):
+    """Verification could not run; the message names the cause and the fix (status: the HTTP status, if any)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Options:
+    """What the command line (or a test) asks for."""
+
+    inventory: Path
+    kubeconfig: str | None = None
+    context: str | None = None
+    namespace: str | None = None
+    rendered: Path | None = None
+    vector_add_image: str | None = None
+    nccl_image: str | None = None
+    nccl_workers: int = 2
+    min_busbw: float | None = None
+    pod_timeout: float = 300
+    job_timeout: float = 1800
+    poll_interval: float = 5
+    skip_workloads: bool = False
+    keep: bool = False
+    run_dir: Path | None = None
+
+
+@dataclass
+class Plan:
+    """What the inventory and the rendered manifests say the cluster must show."""
+
+    gpu_nodes: dict  # Kubernetes node name -> expected nvidia.com/gpu (None: the inventory does not say)
+    rdma_nodes: list
+    rdma: list  # [{name: "rdma/shared_ib0", hca_max: 100}]
+    variables: dict  # the settings below, after the inventory and the role defaults
+    notes: list = field(default_factory=list)
+
+
+def _k8s_verify_utils():
+    return paths.collection_import("plugins.module_utils.gpuforge_k8s_verify")
+
+
+# -- the inventory ---------------------------------------------------------------------------------------------
+
+_SETTINGS = (
+    "gpuforge_kubeconfig",
+    "gpuforge_kube_context",
+    "gpuforge_k8s_cluster_name",
+    "gpuforge_k8s_rdma_nodes_group",
+    "gpuforge_k8s_gpu_nodes_group",
+    "gpuforge_expected_systems",
+    "gpuforge_bench_nccl_min_busbw",
+    "gpuforge_k8s_verify_vector_add_image",
+    "gpuforge_k8s_verify_nccl_image",
+    "gpuforge_k8s_verify_namespace",
+    "nvidia_device_plugin_time_slicing_replicas",
+    "rdma_workload_access_namespaces",
+    "mpi_operator_nccl_tests_binary",
+    "mpi_operator_nccl_tests_args",
+)
+
+
+def _role_defaults(loader) -> dict:
+    values: dict = {}
+    for source in ROLE_DEFAULTS:
+        files = sorted(source.glob("*.yml")) if source.is_dir() else [source]
+        for path in files:
+            values.update(loader.load_from_file(str(path)) or {})
+    return values
+
+
+def read_inventory(inventory: Path) -> tuple[dict, dict]:
+    """({host: its variables}, {group: [hosts]}) of an inventory, templated, over the roles' defaults."""
+    from ansible.errors import AnsibleError
+    from ansible.inventory.manager import InventoryManager
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+    from ansible.vars.manager import VariableManager
+
+    from gpuforge.inventory_check import InventoryError, check_inventory
+
+    try:
+        check_inventory(inventory)
+    except InventoryError as exc:
+        raise VerifyError(str(exc)) from None
+    loader = DataLoader()
+    manager = InventoryManager(loader=loader, sources=[str(inventory)])
+    variables = VariableManager(loader=loader, inventory=manager)
+    defaults = _role_defaults(loader)
+    hosts: dict = {}
+    wanted = {*_SETTINGS, "k8s_node_name", "gpuforge_expected_gpu_count", "gpuforge_expected_system"}
+    for host in manager.get_hosts("all"):
+        merged = {**defaults, **variables.get_vars(host=host, include_hostvars=False)}
+        templar = Templar(loader=loader, variables=merged)
+        resolved = {}
+        for name in wanted:
+            if name not in merged:
+                continue
+            try:
+                resolved[name] = templar.template(merged[name])
+            except AnsibleError as exc:
+                raise VerifyError(f"inventory {inventory}: {host.name}: {name} cannot be templated: {exc}") from None
+        hosts[host.name] = resolved
+    groups = {name: [host.name for host in group.get_hosts()] for name, group in manager.groups.items()}
+    return hosts, groups
+
+
+def rendered_rdma(rendered: Path, cluster: str) -> list:
+    """The RDMA resources of `cluster`'s rendered RDMA shared device plugin config: the ConfigMap of the
+    rdma_shared_device_plugin add-on, or on the operator path the NicClusterPolicy's rdmaSharedDevicePlugin.config.
+    """
+    folder = rendered / cluster
+    configmap = folder / "rdma_shared_device_plugin" / "configmap.yaml"
+    policy = folder / "openshift_gpu_operators" / "nicclusterpolicy.yaml"
+    path = configmap if configmap.is_file() or not policy.is_file() else policy
+    if not path.is_file():
+        raise VerifyError(
+            f"{configmap} does not exist: render the add-ons first ('gpuforge k8s render -i <inventory>'), or point "
+            "--rendered at the folder that holds <cluster>/rdma_shared_device_plugin/"
+        )
+    for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+        if not isinstance(doc, dict):
+            continue
+        if doc.get("kind") == "ConfigMap":
+            config = (doc.get("data") or {}).get("config.json")
+        elif doc.get("kind") == "NicClusterPolicy":
+            config = ((doc.get("spec") or {}).get("rdmaSharedDevicePlugin") or {}).get("config")
+        else:
+            continue
+        if config:
+            try:
+                return _k8s_verify_utils().rdma_resources(config)
+            except ValueError as exc:
+                raise VerifyError(f"{path}: {exc}") from None
+    raise VerifyError(f"{path} holds no RDMA shared device plugin config: render the add-ons again")
+
+
+def plan(options: Options) -> Plan:
+    """Expected GPUs per node, RDMA nodes and resources, and the settings (inventory over the role defaults)."""
+    utils = _k8s_verify_utils()
+    hosts, groups = read_inventory(options.inventory)
+    first = next(iter(hosts.values()), {})
+    settings = {name: first.get(name) for name in _SETTINGS}
+    gpu_group = settings.get("gpuforge_k8s_gpu_nodes_group") or "gpu_nodes"
+    rdma_group = settings.get("gpuforge_k8s_rdma_nodes_group") or "gpu_nodes"
+    gpu_nodes, notes = {}, []
+    for host in groups.get(gpu_group, []):
+        host_vars = hosts[host]
+        name = host_vars.get("k8s_node_name") or host
+        count = utils.expected_gpu_count(
+            host_vars,
+            host_vars.get("gpuforge_expected_systems") or {},
+            host_vars.get("nvidia_device_plugin_time_slicing_replicas") or 0,
+        )
+        if count is None:
+            notes.append(f"{host}: no gpuforge_expected_gpu_count or gpuforge_expected_system; GPUs not judged")
+        gpu_nodes[name] = count
+    if not gpu_nodes:
+        raise VerifyError(f"inventory {options.inventory} has no host in group {gpu_group}: nothing to verify")
+    rdma_nodes = sorted(hosts[host].get("k8s_node_name") or host for host in groups.get(rdma_group, []))
+    rendered = options.rendered or paths.ARTIFACTS_DIR / "k8s"
+    rdma = rendered_rdma(rendered, str(settings.get("gpuforge_k8s_cluster_name") or "lab")) if rdma_nodes else []
+    return Plan(gpu_nodes, rdma_nodes, rdma, settings, notes)
+
+
+# -- the API server --------------------------------------------------------------------------------------------
+
+
+class Cluster:
+    """The few API calls verification makes, each returning the API server's JSON (dicts, or text for logs)."""
+
+    def __init__(self, kubeconfig: str, context: str | None = None):
+        from kubernetes import client, config
+
+        path = Path(kubeconfig).expanduser()
+        if not path.is_file():
+            raise VerifyError(
+                f"kubeconfig {path} does not exist: pass --kubeconfig or set gpuforge_kubeconfig in the inventory"
+            )
+        configuration = client.Configuration()
+        try:
+            config.load_kube_config(str(path), context=context or None, client_configuration=configuration)
+        except config.ConfigException as exc:
+            raise VerifyError(
+                f"kubeconfig {path}{f' (context {context})' if context else ''} cannot be used: {exc}; fix the "
+                "file (server, certificate-authority-data, a token or client-certificate-data/client-key-data) or "
+                "pick a context that exists with --context"
+            ) from None
+        except (ValueError, TypeError, KeyError, yaml.YAMLError) as exc:
+            raise VerifyError(f"kubeconfig {path} is not a valid kubeconfig: {exc}") from None
+        configuration.retries = 1  # an unreachable server fails in seconds, not after urllib3's default retries
+        self.server = configuration.host
+        self.api = client.ApiClient(configuration)
+        self.core = client.CoreV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
+
+    def _call(self, what: str, function, *args, raw: bool = False, **kwargs):
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            response = function(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT, **kwargs)
+        except ApiException as exc:
+            raise self._api_error(what, exc) from None
+        except HTTPError as exc:
+            reason = getattr(exc, "reason", None) or exc
+            hint = (
+                "the server's certificate does not match the kubeconfig's certificate-authority-data (or its name)"
+                if "CERTIFICATE" in str(reason).upper()
+                else "check the kubeconfig's server address, that the API server runs, and the network path to it"
+            )
+            raise VerifyError(f"cannot reach the API server {self.server} ({what}): {reason}; {hint}") from None
+        data = response.data.decode("utf-8", errors="replace")
+        return data if raw else json.loads(data)
+
+    def _api_error(self, what: str, exc) -> VerifyError:
+        try:
+            message = json.loads(exc.body or "{}").get("message") or exc.reason
+        except (ValueError, AttributeError):
+            message = exc.reason
+        if exc.status == 401:
+            fix = "the token or client certificate was rejected: get a current kubeconfig for this cluster"
+        elif exc.status == 403:
+            fix = (
+                "the kubeconfig's user may not do this: it needs list nodes, create/get/delete pods and pods/log, "
+                "and create/get/delete mpijobs.kubeflow.org in the namespace"
+            )
+        else:
+            fix = "see the API server's message"
+        return VerifyError(f"API server {self.server}: {what}: {exc.status} {message}; {fix}", exc.status)
+
+    def nodes(self) -> dict:
+        return self._call("list nodes", self.core.list_node)
+
+    def namespace(self, name: str) -> dict:
+        try:
+            return self._call(f"get namespace {name}", self.core.read_namespace, name)
+        except VerifyError as exc:
+            if exc.status == 404:
+                raise VerifyError(
+                    f"namespace {name} does not exist on {self.server}: apply the rdma_workload_access add-on (its "
+                    "namespaces have the mpi ServiceAccount with IPC_LOCK) or pass --namespace",
+                    404,
+                ) from None
+            raise
+
+    def has_mpijob_crd(self) -> bool:
+        """Whether the API server serves mpijobs in kubeflow.org/v2beta1 (API discovery; 404: no such group)."""
+        try:
+            resources = self._call(
+                f"discover {MPIJOB_GROUP}/{MPIJOB_VERSION}",
+                self.api.call_api,
+                f"/apis/{MPIJOB_GROUP}/{MPIJOB_VERSION}",
+                "GET",
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+            )
+        except VerifyError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return any(item.get("name") == MPIJOB_PLURAL for item in resources.get("resources") or [])
+
+    def create_pod(self, body: dict) -> dict:
+        meta = body["metadata"]
+        return self._call(f"create pod {meta['name']}", self.core.create_namespaced_pod, meta["namespace"], body)
+
+    def pod(self, namespace: str, name: str) -> dict:
+        return self._call(f"get pod {name}", self.core.read_namespaced_pod, name, namespace)
+
+    def pods(self, namespace: str, selector: str) -> dict:
+        return self._call(f"list pods {selector}", self.core.list_namespaced_pod, namespace, label_selector=selector)
+
+    def log(self, namespace: str, name: str) -> str:
+        return self._call(f"log of pod {name}", self.core.read_namespaced_pod_log, name, namespace, raw=True)
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        self._call(f"delete pod {name}", self.core.delete_namespaced_pod, name, namespace)
+
+    def create_mpijob(self, body: dict) -> dict:
+        meta = body["metadata"]
+        return self._call(
+            f"create MPIJob {meta['name']}",
+            self.custom.create_namespaced_custom_object,
+            MPIJOB_GROUP,
+            MPIJOB_VERSION,
+            meta["namespace"],
+            MPIJOB_PLURAL,
+            body,
+        )
+
+    def mpijob(self, namespace: str, name: str) -> dict:
+        return self._call(
+            f"get MPIJob {name}",
+            self.custom.get_namespaced_custom_object,
+            MPIJOB_GROUP,
+            MPIJOB_VERSION,
+            namespace,
+            MPIJOB_PLURAL,
+            name,
+        )
+
+    def delete_mpijob(self, namespace: str, name: str) -> None:
+        self._call(
+            f"delete MPIJob {name}",
+            self.custom.delete_namespaced_custom_object,
+            MPIJOB_GROUP,
+            MPIJOB_VERSION,
+            namespace,
+            MPIJOB_PLURAL,
+            name,
+        )
+
+
+# -- manifests -------------------------------------------------------------------------------------------------
+
+
+def _render(template: Path, **context) -> dict:
+    """The one object of a gpuforge manifest template, rendered with plain Jinja2 (to_json as Ansible's)."""
+    import jinja2
+
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(template.parent)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,  # Ansible's template module default
+        keep_trailing_newline=True,
+    )
+    environment.filters["to_json"] = json.dumps
+    text = environment.get_template(template.name).render(ansible_managed=f"Rendered by {WRITTEN_BY}", **context)
+    docs = [doc for doc in yaml.safe_load_all(text) if doc]
+    if len(docs) != 1:
+        raise VerifyError(f"{template} rendered {len(docs)} objects, expected one")
+    return docs[0]
+
+
+def vector_add_pod(name: str, namespace: str, image: str) -> dict:
+    return _render(VECTOR_ADD_TEMPLATE, pod={"name": name, "namespace": namespace, "image": image, "node_selector": {}})
+
+
+def nccl_mpijob(name: str, namespace: str, image: str, settings: dict, gpus: int, workers: int, rdma: list) -> dict:
+    """The verification MPIJob: the seed jobs' template with all_reduce_perf, one rank per GPU, every rail."""
+    binary = settings.get("mpi_operator_nccl_tests_binary") or "all_reduce_perf"
+    args = list(settings.get("mpi_operator_nccl_tests_args") or [])
+    job = {
+        "name": name,
+        "namespace": namespace,
+        "image": image,
+        "workers": workers,
+        "gpus_per_worker": gpus,
+        "command": [binary, *args, "-g", "1"],
+        "rdma_resources": [resource["name"].split("/", 1)[1] for resource in rdma],
+        "env": {"NCCL_DEBUG": "INFO", "NCCL_IB_DISABLE": "0"},
+        "pvc": {},
+        "service_account": "mpi",
+        "shm_size": "",
+        "worker_command": ["/usr/sbin/sshd", "-De"],
+        "ssh_auth_mount_path": "/root/.ssh",
+        "ssh_port": 22,
+    }
+    return _render(MPIJOB_TEMPLATE, manifest={"job": {**job, "slots_per_worker": gpus}})
+
+
+# -- the run ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Waiter:
+    """Polls until done() or the timeout; the clock and sleep are injectable for tests."""
+
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+    def until(self, fetch, done, timeout: float, interval: float):
+        deadline = self.clock() + timeout
+        current = fetch()
+        while not done(current) and self.clock() < deadline:
+            self.sleep(interval)
+            current = fetch()
+        return current, done(current)
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def _vector_add(cluster, options, settings, namespace, out, suffix, waiter):
+    utils = _k8s_verify_utils()
+    image = options.vector_add_image or settings.get("gpuforge_k8s_verify_vector_add_image") or DEFAULT_VECTOR_ADD_IMAGE
+    body = vector_add_pod(f"gpuforge-vector-add-{suffix}", namespace, image)
+    _write(out / "cuda-vector-add.yaml", yaml.safe_dump(body, sort_keys=False))
+    name = body["metadata"]["name"]
+    cluster.create_pod(body)
+    pod, finished = waiter.until(
+        lambda: cluster.pod(namespace, name), utils.pod_finished, options.pod_timeout, options.poll_interval
+    )
+    text = cluster.log(namespace, name) if finished or (pod.get("status") or {}).get("phase") == "Running" else ""
+    _write(out / "cuda-vector-add.log", text)
+    if not options.keep:
+        cluster.delete_pod(namespace, name)
+    return [utils.judge_vector_add(pod, text, None if finished else options.pod_timeout)]
+
+
+def _mpijob(cluster, options, settings, namespace, out, suffix, waiter, plan_: Plan):
+    utils = _k8s_verify_utils()
+    nccl = paths.collection_import("plugins.module_utils.gpuforge_nccl_tests")
+    min_busbw = options.min_busbw if options.min_busbw is not None else settings.get("gpuforge_bench_nccl_min_busbw")
+    image = options.nccl_image or settings.get("gpuforge_k8s_verify_nccl_image")
+    source = utils.SOURCE_MPIJOB
+    if not image:
+        remedy = (
+            "no nccl-tests image: set gpuforge_k8s_verify_nccl_image (an image with all_reduce_perf built with "
+            "MPI=1 and an SSH server, as the seed MPIJobs need) or pass --nccl-image"
+        )
+        return [utils.check("mpijob_completed", "mpijob", "unknown", None, None, source, remedy)]
+    if not cluster.has_mpijob_crd():
+        remedy = (
+            f"the API server serves no {MPIJOB_PLURAL}.{MPIJOB_GROUP}/{MPIJOB_VERSION}: install the MPI operator and "
+            "its CRD (the mpi_operator add-on, playbooks/k8s_addons.yml with gpuforge_kubeconfig set)"
+        )
+        observed = {"crd": f"{MPIJOB_PLURAL}.{MPIJOB_GROUP}", "served": False}
+        return [utils.check("mpijob_completed", "mpijob", "fail", observed, {"served": True}, source, remedy)]
+    counts = [count for count in plan_.gpu_nodes.values() if count]
+    gpus = min(counts) if counts else 1
+    body = nccl_mpijob(
+        f"gpuforge-verify-nccl-{suffix}", namespace, image, settings, gpus, options.nccl_workers, plan_.rdma
+    )
+    _write(out / "nccl-mpijob.yaml", yaml.safe_dump(body, sort_keys=False))
+    name = body["metadata"]["name"]
+    cluster.create_mpijob(body)
+    job, finished = waiter.until(
+        lambda: cluster.mpijob(namespace, name), utils.mpijob_finished, options.job_timeout, options.poll_interval
+    )
+    launchers = cluster.pods(namespace, utils.LAUNCHER_SELECTOR.format(name=name)).get("items") or []
+    launchers.sort(key=lambda pod: (pod.get("metadata") or {}).get("creationTimestamp") or "")
+    nodes = sorted({(pod.get("spec") or {}).get("nodeName") for pod in launchers} - {None})
+    checks = [utils.judge_mpijob(job, nodes, None if finished else options.job_timeout)]
+    if launchers:
+        text = cluster.log(namespace, launchers[-1]["metadata"]["name"])
+        _write(out / "nccl-launcher.log", text)
+        if checks[0]["status"] == "ok":  # a failed or unfinished job's partial output is not judged
+            checks += utils.judge_nccl_log(nccl, text, min_busbw, nodes)
+    if not options.keep:
+        cluster.delete_mpijob(namespace, name)
+    return checks
+
+
+def verify(options: Options, cluster=None, waiter: Waiter | None = None) -> dict:
+    """Run every check; returns the verify document (also written to <run dir>/k8s/verify.json)."""
+    from gpuforge.runner import new_run_id
+
+    utils = _k8s_verify_utils()
+    plan_ = plan(options)
+    settings = plan_.variables
+    kubeconfig = options.kubeconfig or settings.get("gpuforge_kubeconfig")
+    if not kubeconfig:
+        raise VerifyError(
+            "no kubeconfig: pass --kubeconfig or set gpuforge_kubeconfig in the inventory (post-deploy verification "
+            "needs the cluster's API server)"
+        )
+    cluster = cluster or Cluster(str(kubeconfig), options.context or settings.get("gpuforge_kube_context"))
+    waiter = waiter or Waiter()
+    run_dir = options.run_dir or paths.ARTIFACTS_DIR / new_run_id()
+    run_id = run_dir.name
+    out = run_dir / "k8s" / "verify"
+    node_list = cluster.nodes()
+    _write(out / "nodes.json", json.dumps(node_list, indent=2) + "\n")
+    checks = utils.judge_gpu_allocatable(node_list, {k: v for k, v in plan_.gpu_nodes.items() if v is not None})
+    checks += [
+        utils.check(
+            "gpu_allocatable",
+            "node",
+            "unknown",
+            None,
+            None,
+            utils.SOURCE_GPU,
+            "set gpuforge_expected_system (or gpuforge_expected_gpu_count) for this node",
+            node=name,
+        )
+        for name, count in sorted(plan_.gpu_nodes.items())
+        if count is None
+    ]
+    if plan_.rdma_nodes:
+        checks += utils.judge_rdma_allocatable(node_list, plan_.rdma_nodes, plan_.rdma)
+    if not options.skip_workloads:
+        namespaces = settings.get("rdma_workload_access_namespaces") or []
+        namespace = options.namespace or settings.get("gpuforge_k8s_verify_namespace") or next(iter(namespaces), None)
+        if not namespace:
+            raise VerifyError(
+                "no namespace for the verification pods: pass --namespace or set rdma_workload_access_namespaces "
+                "(its namespaces grant the mpi ServiceAccount IPC_LOCK)"
+            )
+        cluster.namespace(namespace)
+        suffix = uuid.uuid4().hex[:6]
+        checks += _vector_add(cluster, options, settings, namespace, out, suffix, waiter)
+        checks += _mpijob(cluster, options, settings, namespace, out, suffix, waiter, plan_)
+    document = {
+        "written_by": WRITTEN_BY,
+        "run_id": run_id,
+        "checked_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "server": cluster.server,
+        "inventory": str(options.inventory),
+        "notes": plan_.notes,
+        "checks": checks,
+    }
+    _write(run_dir / "k8s" / "verify.json", json.dumps(document, indent=2) + "\n")
+    document["path"] = str(run_dir / "k8s" / "verify.json")
+    return document
+
+
+def main(args) -> int:
+    """The `gpuforge k8s verify` handler: 0 when nothing failed, 1 on a failed check, 2 when it could not run."""
+    options = Options(
+        inventory=Path(args.inventory).resolve(),
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        namespace=args.namespace,
+        rendered=Path(args.rendered) if args.rendered else None,
+        vector_add_image=args.vector_add_image,
+        nccl_image=args.nccl_image,
+        nccl_workers=args.nccl_workers,
+        min_busbw=args.min_busbw,
+        pod_timeout=args.pod_timeout,
+        job_timeout=args.job_timeout,
+        poll_interval=args.poll_interval,
+        skip_workloads=args.skip_workloads,
+        keep=args.keep,
+        run_dir=Path(args.run_dir) if args.run_dir else None,
+    )
+    try:
+        document = verify(options)
+    except VerifyError as exc:
+        print(f"gpuforge k8s verify: {exc}", file=sys.stderr)
+        return 2
+    failed = [check for check in document["checks"] if check["status"] == "fail"]
+    if args.json:
+        print(json.dumps(document, indent=2))
+    else:
+        for check in document["checks"]:
+            where = check["node"] or ",".join(check["nodes"]) or check["subject"]
+            print(f"{check['status'].upper():<8} {check['check']:<18} {where}")
+            if check["status"] != "ok" and check["remedy"]:
+                print(f"         {check['remedy']}")
+        for note in document["notes"]:
+            print(f"note: {note}")
+        print(f"k8s verify: {len(failed)} failed of {len(document['checks'])} checks; {document['path']}")
+    return 1 if failed else 0
+
+
+def add_verify_parser(k8s_commands, default_inventory: str) -> None:
+    """`gpuforge k8s verify` and its options (src/gpuforge/cli.py registers it under `gpuforge k8s`)."""
+    verify_cmd = k8s_commands.add_parser(
+        "verify",
+        help="check a deployed cluster: GPUs and RDMA resources allocatable, a CUDA pod, an NCCL MPIJob",
+        description=__doc__.split("\n\n")[0],
+    )
+    verify_cmd.add_argument("-i", "--inventory", default=default_inventory, help="inventory (expected hardware)")
+    verify_cmd.add_argument(
+        "--kubeconfig", help="kubeconfig of the cluster (default: the inventory's gpuforge_kubeconfig)"
+    )
+    verify_cmd.add_argument("--context", help="kubeconfig context (default: gpuforge_kube_context, else the current)")
+    verify_cmd.add_argument(
+        "--rendered", help="folder of 'gpuforge k8s render' output holding <cluster>/ (default artifacts/k8s)"
+    )
+    verify_cmd.add_argument(
+        "--namespace", help="namespace of the test pods (default: the first of rdma_workload_access_namespaces)"
+    )
+    verify_cmd.add_argument("--vector-add-image", help="CUDA vectorAdd image (gpuforge_k8s_verify_vector_add_image)")
+    verify_cmd.add_argument("--nccl-image", help="image with nccl-tests and sshd (gpuforge_k8s_verify_nccl_image)")
+    verify_cmd.add_argument("--nccl-workers", type=int, default=2, help="MPIJob worker pods (default 2)")
+    verify_cmd.add_argument("--min-busbw", type=float, help="GB/s (default: gpuforge_bench_nccl_min_busbw)")
+    verify_cmd.add_argument("--pod-timeout", type=float, default=300, help="seconds for the CUDA pod (default 300)")
+    verify_cmd.add_argument("--job-timeout", type=float, default=1800, help="seconds for the MPIJob (default 1800)")
+    verify_cmd.add_argument("--poll-interval", type=float, default=5, help="seconds between status reads (default 5)")
+    verify_cmd.add_argument(
+        "--skip-workloads", action="store_true", help="only the allocatable checks: no pod, no MPIJob"
+    )
+    verify_cmd.add_argument("--keep", action="store_true", help="leave the test pod and MPIJob in the cluster")
+    verify_cmd.add_argument("--run-dir", help="run directory to write k8s/verify.json into (default: a new one)")
+    verify_cmd.add_argument("--json", action="store_true", help="print the verify document as JSON")
+    verify_cmd.set_defaults(handler=main)

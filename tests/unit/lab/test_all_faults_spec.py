@@ -1,0 +1,131 @@
+"""lab/specs/all-faults.yml: every node-health fault type at once, several per node, on every GPU profile.
+
+Each node's simulators (nvidia-smi, ibstat, the simulated kernel) are booted in-process from the hardware
+document `gpuforge lab up` would write for it, and judged by gpu_node_check's own judge. Every fault must
+be failed by the check that names it, as a root cause (no caused_by), with a remedy; every other failed or
+warning check must be a consequence that names its root cause; healthy nodes of all five GPU profiles pass
+with zero warnings.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_kernel as kernel
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import judge_node
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import parse_link_flaps
+
+from gpuforge.lab.spec import from_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
+import pcie_sim_helpers
+from node_sim_helpers import GPU_PROFILES, SimNode, expected_for
+
+ROOT = Path(__file__).resolve().parents[3]
+SPEC = from_file(ROOT / "lab/specs/all-faults.yml")
+
+# The check that names each fault type (lab/profiles/SCHEMA.md, "Which check fails for each fault").
+CHECK_OF_FAULT = {
+    "gpu_missing": "gpu_count",
+    "gpu_fallen_off_bus": "gpu_fallen_off_bus",
+    # A vGPU guest sees no ECC counters (the lab's T4-16C profile, as NVIDIA vGPU reports them): there the
+    # Xid 48 the fault logs is what names it.
+    "ecc_dbe": ("ecc_volatile_dbe", "xid"),
+    "row_remap_pending": "row_remap",
+    "row_remap_failure": "row_remap",
+    "remapped_rows": "row_remap",
+    "ecc_aggregate": "ecc_aggregate",
+    "clock_events": "throttle",
+    "thermal_slowdown": "throttle",
+    "nvlink_inactive": "nvlink_active",
+    "nvlink_errors": "nvlink_errors",
+    "xid": "xid",
+    "ib_port_state": "ib_port_state",
+    "ib_port_rate": "ib_port_rate",
+    "hca_missing": "hcas_present",
+    "pcie_width_degraded": "pcie_link",
+    # a GPU's width: nvidia-smi's link (pcie_link); an HCA's: lspci's (pcie_link_hca)
+    "pcie_link_degraded": "pcie_link",
+    "pcie_aer_errors": "pcie_aer",
+    "acs_enabled": "pcie_acs",
+    "peermem_load_failure": "peermem_loaded",
+    "ib_link_flap": "ib_link_flaps",
+}
+# Judged by other modules than gpu_node_check (ib_port_counters around the benchmarks, fleet_consistency
+# across nodes): not part of this spec.
+OTHER_MODULES = {"ib_port_errors", "hca_firmware", "pkey_mismatch", "dcgm_diag_failure", "host_bandwidth_degraded"}
+GPU_NODES = [node for node in SPEC.nodes if node.profile in GPU_PROFILES]
+
+
+def _judge(tmp_path, monkeypatch, node):
+    sim = SimNode(tmp_path, monkeypatch, node.profile, node.faults)
+    log = sim.dmesg()
+    smi = sim.nvidia_smi_facts()
+    return judge_node(
+        smi,
+        sim.infiniband_facts(),
+        kernel.parse_lsmod(sim.lsmod()),
+        kernel.parse_xid_events(log),
+        expected_for(node.profile),
+        link_flaps=parse_link_flaps(log),
+        pcie=pcie_sim_helpers.pcie_inputs(smi, log),
+    )
+
+
+def _check_names(fault):
+    """The checks that may name a fault, the first that is not ok being its root cause."""
+    if fault["type"] == "pcie_link_degraded" and "hca" in fault:
+        return ("pcie_link_hca",)
+    names = CHECK_OF_FAULT[fault["type"]]
+    return (names,) if isinstance(names, str) else names
+
+
+def test_spec_covers_every_node_health_fault_type_and_every_gpu_profile():
+    injected = {fault["type"] for node in SPEC.nodes for fault in node.faults}
+    assert injected == set(CHECK_OF_FAULT), set(CHECK_OF_FAULT) ^ injected
+    schema = (ROOT / "lab/profiles/SCHEMA.md").read_text(encoding="utf-8")
+    documented = {line.split("`")[1] for line in schema.splitlines() if line.startswith("| `")}
+    assert documented - OTHER_MODULES - {"type"} == set(CHECK_OF_FAULT), documented ^ set(CHECK_OF_FAULT)
+    assert {node.profile for node in GPU_NODES if not node.faults} == set(GPU_PROFILES)
+    assert all(sum(1 for node in GPU_NODES if node.faults and node.profile == p) for p in GPU_PROFILES)
+    assert max(len(node.faults) for node in SPEC.nodes) >= 4
+
+
+@pytest.mark.parametrize("node", GPU_NODES, ids=[node.name for node in GPU_NODES])
+def test_every_fault_is_one_root_cause_with_its_consequences_under_it(tmp_path, monkeypatch, node):
+    result = _judge(tmp_path, monkeypatch, node)
+    checks = {check["name"]: check for check in result["checks"]}
+    expected_roots = set()
+    for fault in node.faults:
+        names = _check_names(fault)
+        # the first of the checks that name this fault and is not ok on the node
+        found = [name for name in names if any(c["name"] == name and c["status"] != "ok" for c in result["checks"])]
+        expected_roots.add(found[0] if found else names[0])
+    if not node.faults:
+        assert result["healthy"] is True
+        assert [c["name"] for c in result["checks"] if c["status"] != "ok"] == []
+        return
+    assert result["healthy"] is False
+    roots = {name for name, check in checks.items() if check["status"] == "fail" and not check["caused_by"]}
+    warned = {name for name, check in checks.items() if check["status"] == "warn" and not check["caused_by"]}
+    # Each fault is reported by its own check, as a root cause (a warning only where the fault is one:
+    # an Xid whose catalogue action is to restart the application, a single link flap).
+    assert expected_roots <= roots | warned, expected_roots - roots - warned
+    assert roots | warned <= expected_roots, (roots | warned) - expected_roots
+    for name in expected_roots:
+        assert checks[name]["fault"], name
+        assert checks[name]["remedy"], name
+    # Every other check that is not ok is a consequence naming a root cause that was reported.
+    for name, check in checks.items():
+        if check["status"] != "ok" and check["caused_by"]:
+            assert set(_causes(check["caused_by"])) & expected_roots, (name, check["caused_by"])
+
+
+def _causes(caused_by):
+    if isinstance(caused_by, str):
+        return [caused_by]
+    if isinstance(caused_by, dict):
+        return [caused_by.get("check")]
+    return [entry.get("check") if isinstance(entry, dict) else entry for entry in caused_by]

@@ -1,0 +1,91 @@
+"""p2p_bandwidth module: skipped without the binary, runs it when present (a stand-in printing a fixture)."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpuforge.cluster.plugins.modules import p2p_bandwidth
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "p2p"
+SEED002 = (FIXTURES / "seed002_c4140_4xv100_sxm2_cuda91.txt").read_text(encoding="utf-8")
+
+
+@pytest.fixture
+def run_module(ansible_module):
+    return partial(ansible_module, p2p_bandwidth, bin_path="/usr/bin/{}".format)
+
+
+@pytest.fixture
+def binary(tmp_path):
+    path = tmp_path / "p2pBandwidthLatencyTest"
+    path.write_text("#!/bin/sh\n", encoding="ascii")
+    path.chmod(0o755)
+    return str(path)
+
+
+def answer(rc, out):
+    calls = []
+
+    def run(argv, **kwargs):
+        calls.append(argv)
+        return rc, out, ""
+
+    run.calls = calls
+    return run
+
+
+def test_absent_binary_is_skipped_with_the_reason(run_module, tmp_path):
+    runner = answer(0, SEED002)
+    result = run_module({"binary": str(tmp_path / "nope"), "node": "gpu01"}, runner)
+    assert result["skipped"] is True
+    assert result["skip_reason"].startswith(f"p2pBandwidthLatencyTest not found at {tmp_path / 'nope'} on ")
+    assert result["results"] == [
+        {"name": "p2p-gpu01", "nodes": ["gpu01"], "verdict": "skipped", "reason": result["skip_reason"]}
+    ]
+    assert runner.calls == []
+
+
+def test_seed002_output_passes(run_module, binary, tmp_path):
+    runner = answer(0, SEED002)
+    result = run_module(
+        {"binary": binary, "node": "node008", "output_path": str(tmp_path / "out" / "p2p.txt"), "expect": {"gpus": 4}},
+        runner,
+    )
+    assert runner.calls[0][:3] == ["/usr/bin/timeout", "--kill-after=30", "600"]
+    assert runner.calls[0][3:] == [binary]
+    assert result["verdict"] == "ok"
+    assert result["results"][0] == {
+        "name": "p2p-node008",
+        "nodes": ["node008"],
+        "verdict": "ok",
+        "gpus": 4,
+        "sku": "Tesla V100-SXM2-16GB",
+        "uni_min_ratio": 3.43,
+        "bi_min_ratio": 7.22,
+        "bi_min_enabled_gbps": 75.25,
+    }
+    assert (tmp_path / "out" / "p2p.txt").read_text(encoding="utf-8") == SEED002
+    assert result["changed"] is True
+
+
+def test_slow_pair_fails_the_task(run_module, binary):
+    slow = SEED002.replace("  1 47.86 738.42 34.18 38.74", "  1 47.86 738.42 10.50 38.74")
+    result = run_module({"binary": binary}, answer(0, slow), expect_failure=True)
+    assert result["msg"].startswith("p2pBandwidthLatencyTest verdict fail: p2p_uni_ratio=")
+    assert result["results"][0]["verdict"] == "fail"
+
+
+def test_failed_run_and_unreadable_output(run_module, binary):
+    result = run_module({"binary": binary}, answer(1, "CUDA error: no CUDA-capable device is detected\n"), True)
+    assert result["msg"] == "p2pBandwidthLatencyTest failed (rc 1): CUDA error: no CUDA-capable device is detected"
+    assert result["results"][0]["verdict"] == "failed"
+    result = run_module({"binary": binary}, answer(0, "node008\n"), True)
+    assert result["msg"].startswith("could not read the p2pBandwidthLatencyTest output: no p2pBandwidthLatencyTest")
+
+
+def test_check_mode_runs_nothing(run_module, binary):
+    runner = answer(0, SEED002)
+    result = run_module({"binary": binary, "args": ["--p2p_read"]}, runner, check_mode=True)
+    assert runner.calls == [] and result["cmd"] == [binary, "--p2p_read"]

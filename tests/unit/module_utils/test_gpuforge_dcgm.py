@@ -1,0 +1,167 @@
+"""gpuforge_dcgm: dcgmi diag -j of DCGM 3.x and 4.x (real fixtures, tests/fixtures/dcgmi/SOURCES.md), judged per GPU
+and per test. The parser on the lab simulator's output: tests/unit/lab/test_dcgmi_sim.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_dcgm import (
+    DcgmParseError,
+    ParseError,
+    judge_diag,
+    parse_diag,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as BaseParseError
+
+DCGMI = Path(__file__).resolve().parents[2] / "fixtures" / "dcgmi"
+
+
+def fixture(name: str) -> str:
+    return (DCGMI / name).read_text(encoding="utf-8")
+
+
+def test_dcgm4_level1_capture_names_the_failed_software_test():
+    parsed = parse_diag(fixture("dcgm-4.2.3-r1-gb10.json"))
+    assert (parsed["format"], parsed["version"], parsed["driver_version"]) == ("dcgm4", "4.2.3", "580.82.09")
+    (test,) = parsed["tests"]
+    assert (test["category"], test["name"], test["status"]) == ("Deployment", "software", "fail")
+    assert test["results"][0]["gpu"] == 0 and test["results"][0]["status"] == "fail"
+    assert test["results"][0]["warnings"][0].startswith("Persistence Mode: Persistence mode for GPU 0 is disabled")
+    assert test["results"][0]["warnings"][0].endswith("(DCGM error 29)")
+    assert test["info"][0].startswith("Error getting the SRAM Threshold Count")
+    check = judge_diag(parsed, 1, [{"index": 0, "bus_id": "0000000F:01:00.0"}])
+    assert check["name"] == "dcgm_diag" and check["status"] == "fail"
+    assert check["observed"]["failed"][0]["bus_id"] == "0000000F:01:00.0"
+    assert "software on 0000000F:01:00.0 (Persistence Mode" in check["fault"]
+    assert check["remedy"]
+
+
+def test_dcgm4_partial_skip_lists_the_tests_that_did_not_run():
+    parsed = parse_diag(fixture("dcgm-4.2.3-r2-gb10-partial-skip.json"))
+    assert [(t["name"], t["status"]) for t in parsed["tests"]] == [
+        ("software", "fail"),
+        ("memory", "skip"),
+        ("pcie", "skip"),
+    ]
+    assert parsed["gpus"] == {0: {"software": "fail", "memory": "skip", "pcie": "skip"}}
+    check = judge_diag(parsed, 2, [])
+    assert check["observed"]["skipped"] == ["memory", "pcie"]
+    # no nvidia-smi facts: the GPU is still named, with the reason its bus ID is missing
+    assert "GPU 0 (bus ID unknown" in check["fault"]
+
+
+def test_dcgm3_capture_with_string_gpu_ids():
+    parsed = parse_diag(fixture("dcgm-3.3.1-r3-t400-skips.json"))
+    assert parsed["format"] == "dcgm3" and parsed["version"] is None
+    assert [t["name"] for t in parsed["tests"]] == ["PCIe", "GPU Memory", "Diagnostic", "EUD Test", "Targeted Stress"]
+    assert {t["status"] for t in parsed["tests"]} == {"skip"}
+    assert parsed["gpus"] == {
+        0: dict.fromkeys(["PCIe", "GPU Memory", "Diagnostic", "EUD Test", "Targeted Stress"], "skip")
+    }
+    assert judge_diag(parsed, 3, allow_skip=True)["status"] == "ok"
+    strict = judge_diag(parsed, 3, allow_skip=False)
+    assert strict["status"] == "warn" and "not run: Diagnostic, EUD Test" in strict["fault"]
+
+
+def test_old_gpu_ids_list_and_uppercase_status_fan_out_per_gpu():
+    document = {
+        "DCGM GPU Diagnostic": {
+            "test_categories": [
+                {
+                    "category": "Deployment",
+                    "tests": [{"name": "Blacklist", "results": [{"gpu_ids": "0,1", "status": "PASS"}]}],
+                },
+                {
+                    "category": "Hardware",
+                    "tests": [
+                        {
+                            "name": "GPU Memory",
+                            "results": [
+                                {"gpu_id": "0", "status": "Pass"},
+                                {"gpu_id": "1", "status": "Fail", "warnings": ["DBE on GPU 1"], "info": "allocated"},
+                            ],
+                        }
+                    ],
+                },
+            ]
+        }
+    }
+    parsed = parse_diag(json.dumps(document))
+    assert parsed["gpus"] == {
+        0: {"Blacklist": "pass", "GPU Memory": "pass"},
+        1: {"Blacklist": "pass", "GPU Memory": "fail"},
+    }
+    assert parsed["tests"][1]["status"] == "fail"  # worst of the GPUs when there is no test_summary
+    check = judge_diag(
+        parsed, 2, [{"index": 0, "bus_id": "00000000:1B:00.0"}, {"index": 1, "bus_id": "00000000:43:00.0"}]
+    )
+    assert check["observed"]["failed"] == [
+        {"test": "GPU Memory", "gpu": 1, "bus_id": "00000000:43:00.0", "messages": ["DBE on GPU 1", "allocated"]}
+    ]
+    assert check["observed"]["per_gpu"]["00000000:43:00.0"] == {"Blacklist": "pass", "GPU Memory": "fail"}
+
+
+def test_runtime_error_fails_without_tests():
+    parsed = parse_diag(
+        json.dumps({"DCGM Diagnostic": {"runtime_error": "The diagnostic was stopped", "test_categories": []}})
+    )
+    check = judge_diag(parsed, 3)
+    assert check["status"] == "fail" and "did not run: The diagnostic was stopped" in check["fault"]
+
+
+def test_warned_test_warns_and_a_non_gpu_entity_is_not_a_gpu():
+    document = {
+        "DCGM Diagnostic": {
+            "test_categories": [
+                {
+                    "category": "Integration",
+                    "tests": [
+                        {
+                            "name": "pcie",
+                            "results": [
+                                {"entity_group": "GPU", "entity_group_id": 1, "entity_id": 0, "status": "Warn"},
+                                {"entity_group": "CPU", "entity_group_id": 7, "entity_id": 0, "status": "Pass"},
+                            ],
+                            "test_summary": {"status": "Warn"},
+                        }
+                    ],
+                }
+            ]
+        }
+    }
+    parsed = parse_diag(json.dumps(document))
+    assert parsed["gpus"] == {0: {"pcie": "warn"}}
+    check = judge_diag(parsed, 2, [{"index": 0, "bus_id": "00000000:1B:00.0"}])
+    assert check["status"] == "warn" and "pcie warned on 00000000:1B:00.0" in check["fault"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "empty output"),
+        ("Error: unable to establish a connection to the specified host: localhost", "not JSON"),
+        ('{"DCGM Diagnostic": {"test_categories": [', "truncated or invalid JSON"),
+        ('{"something": {}}', "no 'DCGM GPU Diagnostic'"),
+        ('{"DCGM Diagnostic": {"test_categories": [{"category": "x"}]}}', "tests list"),
+        (
+            '{"DCGM Diagnostic": {"test_categories": [{"tests": [{"name": "a", "results": [{"status": "Pass"}]}]}]}}',
+            "names no GPU",
+        ),
+        (
+            '{"DCGM Diagnostic": {"test_categories": [{"tests": [{"name": "a", "results": '
+            '[{"gpu_id": "x", "status": "Pass"}]}]}]}}',
+            "not a GPU id",
+        ),
+        ('{"DCGM Diagnostic": {"test_categories": [{"tests": [{"name": "a", "results": []}]}]}}', "neither results"),
+        ('{"DCGM Diagnostic": {}}', "no test_categories"),
+    ],
+)
+def test_unreadable_output_raises(text, message):
+    with pytest.raises(DcgmParseError, match=message):
+        parse_diag(text)
+
+
+def test_parse_error_is_the_shared_class():
+    assert ParseError is DcgmParseError and issubclass(DcgmParseError, BaseParseError)

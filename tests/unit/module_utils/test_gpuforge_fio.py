@@ -1,0 +1,94 @@
+"""gpuforge_fio: fio 3.33 JSON captured on Debian bookworm (tests/fixtures/fio/SOURCES.md), command and verdicts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_fio import (
+    FioParseError,
+    fio_command,
+    judge_fio,
+    overall_status,
+    parse_fio,
+)
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "fio"
+FOUR_JOBS = (FIXTURES / "fio-3.33_ext4_seq_rand_4jobs.json").read_text(encoding="utf-8")
+JOB_ERROR = (FIXTURES / "fio-3.33_ext4_job_error_unlink.txt").read_text(encoding="utf-8")
+
+
+def by_name(result):
+    return {job["name"]: job for job in result["jobs"]}
+
+
+def test_four_jobs_bandwidth_iops_and_latency():
+    result = parse_fio(FOUR_JOBS)
+    assert result["fio_version"] == "fio-3.33"
+    assert result["errors"] == [] and result["notices"] == []
+    jobs = by_name(result)
+    assert list(jobs) == ["seq_read", "seq_write", "rand_read", "rand_write"]
+    # bw is KiB/s (fio(1) "JSON OUTPUT"): 696825 KiB/s = 680.49 MiB/s; the document's bw_bytes agrees.
+    raw = json.loads(FOUR_JOBS)["jobs"][0]["read"]
+    assert abs(raw["bw"] * 1024 - raw["bw_bytes"]) < 1024
+    assert jobs["seq_read"]["measured"]["bw_mib_s"] == 680.49
+    assert jobs["seq_write"]["direction"] == "write"
+    assert jobs["seq_write"]["measured"]["bw_mib_s"] == 1807.77
+    assert jobs["rand_read"]["measured"]["iops"] == 44866.07
+    assert jobs["rand_read"]["bs"] == "4k" and jobs["rand_read"]["rw"] == "randread"
+    # clat_ns.percentile["99.000000"] = 1253376 ns
+    assert jobs["rand_read"]["measured"]["clat_p99_us"] == 1253.38
+    assert jobs["rand_write"]["measured"]["iops"] == 51001.5
+
+
+def test_job_error_and_the_line_fio_printed_before_the_json():
+    result = parse_fio(JOB_ERROR)
+    assert result["notices"] == [
+        "fio: pid=13531, err=2/file:filesetup.c:805, func=open(/tmp/fiocap/gpuforge-fio.dat), "
+        "error=No such file or directory"
+    ]
+    assert by_name(result)["rand_read"]["error"] == 2
+    assert result["errors"] == ["job rand_read: fio error 2"]
+    checks = {check["name"]: check for check in judge_fio(result, {}, "scratch:/tmp")}
+    assert checks["fio_rand_read"]["status"] == "fail"
+    assert "scratch:/tmp" in checks["fio_rand_read"]["remedy"]
+    assert list(checks) == ["fio_rand_read"]  # the others moved data and have no threshold: reported only
+
+
+def test_thresholds_floor_and_latency_ceiling():
+    result = parse_fio(FOUR_JOBS)
+    expect = {"seq_read_mib_s": 700, "seq_write_mib_s": "1000", "rand_read_iops": 40000, "rand_write_p99_us": 500}
+    checks = {check["name"]: check for check in judge_fio(result, expect)}
+    assert checks["fio_seq_read"]["status"] == "fail"  # 680.49 < 700
+    assert checks["fio_seq_write"]["status"] == "ok"  # "1000" from -e is a number
+    assert checks["fio_rand_read"]["status"] == "ok"
+    assert checks["fio_rand_write_p99"]["status"] == "fail"  # 692.22 us > 500
+    assert "fio_rand_write" not in checks
+    assert overall_status(list(checks.values())) == "fail"
+
+
+def test_unknown_threshold_key_is_refused():
+    with pytest.raises(OptionError, match=r"expect\.seq_read_mbps"):
+        judge_fio(parse_fio(FOUR_JOBS), {"seq_read_mbps": 100})
+
+
+@pytest.mark.parametrize(
+    "text", ["", "fio: engine libaio not loadable\n", '{"fio version": "fio-3.33"}', FOUR_JOBS[:500]]
+)
+def test_no_document(text):
+    with pytest.raises(FioParseError):
+        parse_fio(text)
+
+
+def test_command_runs_the_jobs_one_after_another():
+    argv = fio_command("fio", "/scratch", ".t.dat", "1G", 30, ["seq_read", "rand_write"], direct=False)
+    assert argv == [
+        *("fio", "--output-format=json", "--directory=/scratch", "--filename=.t.dat", "--size=1G"),
+        *("--runtime=30", "--time_based", "--ioengine=libaio", "--iodepth=16", "--direct=0"),
+        *("--name=seq_read", "--rw=read", "--bs=1M", "--stonewall"),
+        *("--name=rand_write", "--rw=randwrite", "--bs=4k", "--stonewall"),
+    ]
+    with pytest.raises(ValueError):
+        fio_command("fio", "/scratch", "f", "1G", 30, ["seq_rw"])

@@ -1,0 +1,116 @@
+"""gpuforge_p2p: p2pBandwidthLatencyTest of seed 002 (CUDA 9.1) and of a current public run (tests/fixtures/p2p)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_p2p import (
+    REFERENCES,
+    P2pParseError,
+    judge_p2p,
+    overall_status,
+    pair_ratios,
+    parse_p2p,
+)
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "p2p"
+SEED002 = (FIXTURES / "seed002_c4140_4xv100_sxm2_cuda91.txt").read_text(encoding="utf-8")
+A100 = (FIXTURES / "distserve_issue3_8xa100_sxm4_80gb.txt").read_text(encoding="utf-8")
+
+
+def checks_of(result, expect=None):
+    return {check["name"]: check for check in judge_p2p(result, expect)}
+
+
+def test_seed002_devices_and_matrices():
+    result = parse_p2p(SEED002)
+    assert result["gpus"] == 4 and result["sku"] == "Tesla V100-SXM2-16GB"
+    assert result["devices"][1] == {
+        "index": 1,
+        "name": "Tesla V100-SXM2-16GB",
+        "pci_bus_id": "1c",
+        "pci_device_id": "0",
+        "pci_domain_id": "0",
+    }
+    assert len(result["access"]) == 12 and all(entry["can"] for entry in result["access"])
+    assert result["errors"] == []
+    matrices = result["matrices"]
+    assert sorted(matrices) == [
+        *("bi_disabled", "bi_enabled", "connectivity", "latency_disabled", "latency_enabled"),
+        *("uni_disabled", "uni_enabled"),
+    ]
+    assert matrices["connectivity"] == [[1] * 4] * 4
+    assert matrices["uni_enabled"][1] == [47.86, 738.42, 34.18, 38.74]
+    # The second code block of the seed lost its leading spaces ("D\D   0 ...", "0 754.83 ..."): still read.
+    assert matrices["bi_enabled"][0] == [754.83, 75.25, 78.63, 78.80]
+    assert matrices["latency_enabled"][3] == [6.44, 6.47, 6.48, 3.58]
+
+
+def test_current_format_writes_matrix_and_cpu_latency_blocks():
+    result = parse_p2p(A100)
+    assert result["gpus"] == 8 and result["sku"] == "NVIDIA A100-SXM4-80GB"
+    matrices = result["matrices"]
+    assert matrices["uni_enabled"][1][0] == 265.05  # "(P2P Writes)" is the enabled unidirectional matrix
+    assert matrices["latency_disabled"][7][7] == 2.48
+    assert matrices["latency_disabled_cpu"][0][1] == 7.27
+    assert matrices["latency_enabled_cpu"][7][6] == 2.80
+    assert len(result["access"]) == 56
+
+
+@pytest.mark.parametrize(
+    ("text", "sku"), [(SEED002, "Tesla V100-SXM2-16GB"), (A100, "NVIDIA A100-SXM4-80GB")], ids=["seed002", "a100"]
+)
+def test_each_reference_is_the_lowest_ratio_of_its_source_run(text, sku):
+    result = parse_p2p(text)
+    for kind in ("uni", "bi"):
+        assert min(row["ratio"] for row in pair_ratios(result, kind)) == REFERENCES[sku][kind]
+    checks = checks_of(result, {"require_p2p": True})
+    assert overall_status(list(checks.values())) == "ok", checks
+
+
+def test_a_slow_nvlink_pair_fails_against_the_sku_reference():
+    # Pair 1->2 of seed 002 as if its NVLink had dropped to PCIe speed: 34.18 -> 10.50 GB/s unidirectional.
+    slow = SEED002.replace("  1 47.86 738.42 34.18 38.74", "  1 47.86 738.42 10.50 38.74")
+    checks = checks_of(parse_p2p(slow))
+    assert checks["p2p_uni_ratio"]["status"] == "fail"
+    assert checks["p2p_uni_ratio"]["observed"]["slow_pairs"] == ["1->2"]
+    assert checks["p2p_uni_ratio"]["observed"]["worst"]["ratio"] == 1.05
+    assert checks["p2p_bi_ratio"]["status"] == "ok"
+
+
+def test_no_reference_enabled_must_not_be_slower_and_site_floor():
+    result = parse_p2p(SEED002)
+    checks = checks_of(result, {"sku": "Tesla P100-PCIE-16GB", "min_bi_gbps": 80})
+    assert checks["p2p_uni_ratio"]["status"] == "ok"
+    assert "must not be slower" in checks["p2p_uni_ratio"]["expected"]
+    assert checks["p2p_bi_gbps"]["status"] == "fail"  # 75.25, 78.x GB/s pairs are below 80
+    assert "0->1" in checks["p2p_bi_gbps"]["observed"]["slow_pairs"]
+
+
+def test_missing_peer_access_and_too_few_gpus():
+    text = SEED002.replace("  2     1    1    1    1", "  2     0    0    1    0").replace(
+        "Device=2 CAN Access Peer Device=0", "Device=2 CANNOT Access Peer Device=0"
+    )
+    checks = checks_of(parse_p2p(text), {"require_p2p": True, "gpus": 8})
+    assert checks["p2p_access"]["status"] == "fail"
+    assert checks["p2p_access"]["observed"] == ["2->0", "2->1", "2->3"]
+    assert checks["p2p_gpus"]["status"] == "fail"
+
+
+def test_truncated_matrix_is_an_error_not_a_verdict():
+    result = parse_p2p(SEED002.split("\n2  95.48")[0])
+    assert "bi_enabled" not in result["matrices"]
+    assert result["errors"] == ["bi_enabled: 2 rows for 4 devices (truncated output?)"]
+
+
+@pytest.mark.parametrize("text", ["", "[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]\n", "node008\n"])
+def test_no_matrix(text):
+    with pytest.raises(P2pParseError):
+        parse_p2p(text)
+
+
+def test_bad_expect():
+    with pytest.raises(OptionError, match=r"expect\.tolerance"):
+        judge_p2p(parse_p2p(SEED002), {"tolerance": 2})
