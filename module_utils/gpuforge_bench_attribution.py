@@ -94,7 +94,7 @@ def judge_results(
             rule = f"{min_fraction:.0%} of the expected {reference} {unit}"
         entry = {**result, "gbps": gbps, "threshold_gbps": threshold}
         if gbps is None:
-            entry.update(verdict="failed", reason=result.get("error") or "the run produced no bandwidth")
+            entry.update(verdict="failed", reason=result.get("error") or "the run produced no measurement")
         elif threshold is None:
             entry.update(verdict="unjudged", reason="no threshold: set an expected rate")
         elif gbps < threshold:

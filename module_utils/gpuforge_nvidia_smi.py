@@ -393,12 +393,17 @@ def parse_query_text(text: str) -> dict:
 
 _HEADER_TOKEN_RE = re.compile(r"^[a-z][a-z0-9_.]*( \[[^\]]+\])?$")
 _CSV_ALIASES = {"gpu_name": "name", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id", "gpu_serial": "serial"}
+# Identifiers that may be all digits but are not numbers: a board serial such as 0321618000103 keeps its leading
+# zero (the H200 capture in tests/fixtures/nvidia-smi prints serial 1653824018642).
+_CSV_TEXT_FIELDS = {"serial", "uuid", "pci.bus_id", "name", "driver_version", "vbios_version", "inforom.img"}
 
 
-def _csv_value(value: str, unit: str | None):
+def _csv_value(value: str, unit: str | None, name: str = ""):
     value = value.strip()
     if value in _MISSING:
         return None
+    if name in _CSV_TEXT_FIELDS:
+        return value
     if unit and value.endswith(" " + unit):
         value = value[: -len(unit) - 1]
     if re.fullmatch(r"-?\d+", value):
@@ -441,7 +446,7 @@ def parse_query_gpu_csv(text: str, fields: list[str] | None = None, header: bool
                 f"nvidia-smi --query-gpu: line {number} has {len(values)} values for {len(names)} fields: {line!r}"
             )
         # The length check above stands in for zip(strict=True) (3.10+): managed nodes run Python 3.8+.
-        rows.append({name: _csv_value(value, units.get(name)) for name, value in zip(names, values)})
+        rows.append({name: _csv_value(value, units.get(name), name) for name, value in zip(names, values)})
     return {"fields": names, "units": units, "rows": rows}
 
 

@@ -5,7 +5,8 @@ Five kinds, one verdict vocabulary (PASS / WARN / FAIL / UNKNOWN):
 * ``node_check``     one check of one node: a ``checks[]`` entry of ``validation/<host>.json``
                      (playbooks/validate.yml from ``gpu_node_check``);
 * ``benchmark_run``  one benchmark gate: a ``results[]`` entry of ``bench/<run>/summary.json``
-                     (playbooks/tasks/bench_summary.yml through the ``gpuforge_bench_attribution`` filter);
+                     (playbooks/tasks/bench_summary.yml through the ``gpuforge_bench_attribution`` filter; fio
+                     and p2p through ``gpuforge_bench_judged``, module_utils/gpuforge_bench_gates.py);
 * ``attribution``    a node or link the attribution names as slow (``slow_nodes`` / ``slow_links`` there);
 * ``stage_result``   one stage of a CLI run: a ``stages[]`` entry of ``<run-id>/summary.json``;
 * ``k8s_check``      one post-deploy check of the Kubernetes add-ons: a ``checks[]`` entry of ``k8s/verify.json``
@@ -28,7 +29,21 @@ NODE_CHECK_SOURCE = "expected hardware spec (roles/gpuforge/defaults/main/expect
 BENCH_SOURCE = "peer baseline of the run (gpuforge_bench_attribution, roles/gpuforge_bench/defaults/main.yml)"
 
 _CHECK_VERDICT = {"ok": "PASS", "warn": "WARN", "fail": "FAIL"}
-_BENCH_VERDICT = {"ok": "PASS", "slow": "FAIL", "failed": "FAIL", "unjudged": "UNKNOWN"}
+# summary.json's result verdicts (gpuforge_bench_attribution; fio and p2p: gpuforge_bench_gates).
+_BENCH_VERDICT = {
+    "ok": "PASS",
+    "slow": "FAIL",
+    "fail": "FAIL",
+    "failed": "FAIL",
+    "unjudged": "UNKNOWN",
+    "skipped": "UNKNOWN",
+}
+# What a fio or p2p result adds to its record's ``observed`` (gpuforge_bench_gates), with the types read.
+_NUMBER = (int, float, type(None))
+_EXTRA_OBSERVED = {
+    "fio": {"mib_per_second": _NUMBER, "iops": _NUMBER, "clat_p99_us": _NUMBER},
+    "p2p": {"gpus": (int, type(None)), "sku": (str, type(None)), "uni_min_ratio": _NUMBER, "bi_min_ratio": _NUMBER},
+}
 _STAGE_VERDICT = {"ok": "PASS", "failed": "FAIL", "skipped": "UNKNOWN"}
 _K8S_VERDICT = {"ok": "PASS", "warn": "WARN", "fail": "FAIL", "unknown": "UNKNOWN"}
 
@@ -183,14 +198,17 @@ def _raw_observed(benchmark, name, document, at):
         return {"gpus": gpus} if gpus is not None else {}
     for index, run in enumerate(_get(document, "runs", list, at)):
         gpus = _get(run, "gpus", int, f"{at} runs[{index}]")
-        if name == f"resnet50-sweep-{gpus}gpu":
+        # resnet50-sweep-<n>gpu, or resnet50-sweep-<n>gpu-<precision> since the sweep runs each precision
+        if name == f"resnet50-sweep-{gpus}gpu" or name == f"resnet50-sweep-{gpus}gpu-{run.get('precision')}":
             return {"gpus": gpus}
     return {}
 
 
 def _value(result, at):
-    """The measured value: ``gbps`` (the playbooks' name for it, images/s for ResNet-50) or
-    ``images_per_second`` (the name ResNet-50 results move to)."""
+    """The measured value: ``value`` (fio and p2p results, whose ``unit`` names it), ``gbps`` (the playbooks'
+    name for it, images/s for ResNet-50) or ``images_per_second`` (the name ResNet-50 results move to)."""
+    if "value" in result:
+        return _get(result, "value", _NUMBER, at)
     if "images_per_second" in result:
         return _get(result, "images_per_second", (int, float, type(None)), at)
     return _get(result, "gbps", (int, float, type(None)), at)
@@ -210,36 +228,50 @@ def benchmark_run_records(bench_summary: dict, run_id=None, raw=None) -> list:
             at = f"summary.json {benchmark}.results[{index}]"
             name = _get(result, "name", str, at)
             value = _value(result, at)
-            threshold = _get(result, "threshold_gbps", (int, float, type(None)), at)
-            unit = result.get("unit") or "Gb/s"
+            judged = "threshold" in result  # fio and p2p (gpuforge_bench_gates): threshold, op, threshold_source
+            threshold = _get(result, "threshold" if judged else "threshold_gbps", _NUMBER, at)
+            unit = _get(result, "unit", str, at) if judged else result.get("unit") or "Gb/s"
             reason = _get(result, "reason", str, at)
             observed = {"value": value, "unit": unit}
+            for key, types in _EXTRA_OBSERVED.get(benchmark, {}).items():
+                if key in result and _get(result, key, types, at) is not None:
+                    observed[key] = result[key]
             path = raw_result_path(benchmark, name) if raw is not None else None
             document = raw(path) if path else None
             if document is not None:
                 observed.update(_raw_observed(benchmark, name, document, f"{path} (for {name})"))
-            limits = {"value": threshold, "unit": unit, "op": ">=", "baseline": baseline, "source": BENCH_SOURCE}
+            limits = {
+                "value": threshold,
+                "unit": unit,
+                "op": _get(result, "op", str, at) if judged else ">=",
+                "baseline": baseline,
+                "source": _get(result, "threshold_source", str, at) if "threshold_source" in result else BENCH_SOURCE,
+            }
             line_rate = _get(result, "line_rate_gbps", (int, float), at) if "line_rate_gbps" in result else None
             if line_rate is not None:
                 limits["line_rate"] = float(line_rate)
-            records.append(
-                {
-                    "kind": "benchmark_run",
-                    "schema_version": SCHEMA_VERSION,
-                    "run_id": run_id,
-                    "benchmark": benchmark,
-                    "name": name,
-                    "group": _get(result, "group", str, at),
-                    **_result_identity(result, benchmark, at),
-                    "observed": observed,
-                    "threshold": limits,
-                    "verdict": _verdict(_BENCH_VERDICT, _get(result, "verdict", str, at), at),
-                    "module_verdict": result.get("module_verdict"),
-                    "reason": reason,
-                    "remedy": result.get("error") or "",
-                    "caused_by": [],
-                }
-            )
+            if "clat_p99_us_max" in result:
+                limits["clat_p99_us_max"] = _get(result, "clat_p99_us_max", (int, float), at)
+            record = {
+                "kind": "benchmark_run",
+                "schema_version": SCHEMA_VERSION,
+                "run_id": run_id,
+                "benchmark": benchmark,
+                "name": name,
+                "group": _get(result, "group", str, at),
+                **_result_identity(result, benchmark, at),
+                "observed": observed,
+                "threshold": limits,
+                "verdict": _verdict(_BENCH_VERDICT, _get(result, "verdict", str, at), at),
+                "module_verdict": result.get("module_verdict"),
+                "reason": reason,
+                "remedy": (_get(result, "remedy", str, at) if "remedy" in result else "") or result.get("error") or "",
+                "caused_by": [],
+            }
+            for key in ("target", "job"):  # fio: the file system and the job
+                if key in result:
+                    record[key] = _get(result, key, (str, type(None)), at)
+            records.append(record)
     return records
 
 
@@ -411,7 +443,8 @@ def node_verdicts(records, burnin_trends=None) -> dict:
     """Per node: its verdict (worst of what names it) and the records behind anything not PASS.
 
     A node is named by its node checks, by attributions that name it (a slow node, or a node of a slow link),
-    by benchmark runs on that node alone (a run over several nodes cannot blame one of them), by its burn-in
+    by benchmark runs on that node alone that were judged (a run over several nodes cannot blame one of them; an
+    UNKNOWN run, measured without a threshold or not run, leaves the node as it is), by its burn-in
     rounds and by the burn-in trend over all rounds (``burnin_trends``, burnin_trend_verdicts' result).
     """
     nodes: dict = {}
@@ -427,6 +460,14 @@ def node_verdicts(records, burnin_trends=None) -> dict:
         for record in records
         if record["kind"] == "attribution" and record["subject"] == "node"
     }
+    # Ports the attribution blamed on one node (a Down port, a slow rail of one node): the pairs through them
+    # are its consequence, not a question about the other end.
+    bad_ports = {
+        (record["benchmark"], record["nodes"][0], rail)
+        for record in records
+        if record["kind"] == "attribution" and record["subject"] != "node" and len(record["nodes"]) == 1
+        for rail in record.get("rails") or []
+    }
     for record in records:
         kind = record["kind"]
         if kind == "node_check":
@@ -440,16 +481,27 @@ def node_verdicts(records, burnin_trends=None) -> dict:
         elif kind == "attribution":
             for node in record["nodes"]:
                 what = "slow node" if record["subject"] == "node" else f"slow link {record['name']}"
-                note(node, record, f"{record['benchmark']}: {what}")
+                # A slow link between several nodes (a pair, a multi-node run) does not say which end is at
+                # fault: a warning on each; a node, or a port of one node, fails it.
+                shared = record["subject"] != "node" and len(record["nodes"]) > 1
+                note(
+                    node,
+                    dict(record, verdict="WARN") if shared and record["verdict"] == "FAIL" else record,
+                    f"{record['benchmark']}: {what}",
+                )
         elif kind == "benchmark_run":
             for node in record["nodes"]:
                 nodes.setdefault(node, {"verdict": "PASS", "reasons": []})
-            if len(record["nodes"]) == 1:
+            # A run nobody judged (no threshold set, or not run: no p2pBandwidthLatencyTest, a file system not
+            # mounted) says nothing about its node: the record is UNKNOWN, the node keeps its verdict.
+            if len(record["nodes"]) == 1 and record["verdict"] != "UNKNOWN":
                 note(record["nodes"][0], record, f"{record['benchmark']} {record['name']}")
             elif record["link"] and record["verdict"] == "FAIL":
                 # A failed link names two nodes without telling which one is at fault: a warning on both,
                 # unless the attribution named one of them as the slow node (the link is its consequence).
                 if any((record["benchmark"], node) in slow_nodes for node in record["nodes"]):
+                    continue
+                if any((record["benchmark"], node, record.get("rail")) in bad_ports for node in record["nodes"]):
                     continue
                 for node in record["nodes"]:
                     note(

@@ -11,7 +11,8 @@ text (gpuforge.report.html/markdown.render), in memory; reading the files from d
 
 Synthetic faults: 3 % of the nodes fail a check (ECC, a Down port with its affinity check recorded as the
 consequence, an Xid), 2 nodes differ from the fleet (HCA firmware, kernel), one node is slow on every
-ib_write_bw pair (named by an attribution) and one pair is a failed run.
+ib_write_bw pair (named by an attribution) and one pair is a failed run; fio on local scratch (4 jobs per node, one
+node below the sequential-read floor) and p2pBandwidthLatencyTest per node (one node without the binary).
 
 Usage: python benchmarks/report/bench_report.py [--nodes 256] [--rails 4] [--pairs all|ring] [--runs 3]
        [--out benchmarks/report/results/report-256.json] [--docs docs/performance.md] [--keep DIR]
@@ -38,6 +39,7 @@ from gpuforge.report import html, markdown  # noqa: E402
 from gpuforge.report.model import ReportData  # noqa: E402
 
 records_mod = collection_import("plugins.module_utils.gpuforge_records")
+gates_mod = collection_import("plugins.module_utils.gpuforge_bench_gates")
 
 TEMPLATE = ROOT / "tests" / "fixtures" / "records" / "demo-run" / "validate" / "validation" / "gpu01.json"
 NCCL_TEMPLATE = ROOT / "tests" / "fixtures" / "records" / "demo-run" / "benchmark" / "bench" / "20261123T160859Z"
@@ -184,6 +186,7 @@ def bench_summary(nodes: list[str], rails: list[str], pairs_mode: str, rng: rand
         resnet.append(
             _gate(f"resnet50-sweep-{gpus}gpu", f"resnet50_sweep_{gpus}", nodes, value, value / 2, "ok", unit="img/s")
         )
+    fio, p2p = fio_and_p2p(nodes, rng)
     summary = {
         "run_id": "20261123T000000Z",
         "nodes": nodes,
@@ -210,8 +213,49 @@ def bench_summary(nodes: list[str], rails: list[str], pairs_mode: str, rng: rand
             "slow_nodes": [],
             "summary": "no slow node or link",
         },
+        "fio": gates_mod.judged_block(fio, "site"),
+        "p2p": gates_mod.judged_block(p2p, "reference", "nodes"),
     }
     return summary, raw
+
+
+# fio: (job, unit, site floor, typical value of a healthy node); 1 MiB sequential blocks (IOPS = MiB/s), 4 KiB random.
+FIO_JOBS = (
+    ("seq_read", "MiB/s", 2000.0, 2600.0),
+    ("seq_write", "MiB/s", None, 1800.0),
+    ("rand_read", "IOPS", 150000.0, 190000.0),
+    ("rand_write", "IOPS", None, 120000.0),
+)
+
+
+def fio_and_p2p(nodes: list[str], rng: random.Random) -> tuple[list, list]:
+    """Results in the shape gpuforge_bench_gates gives summary.json: fio on local scratch (4 jobs per node, one node
+    below the seq_read floor) and p2pBandwidthLatencyTest per node (one node without the binary)."""
+    fio, p2p = [], []
+    slow, no_binary = nodes[len(nodes) // 3], nodes[-1]
+    target = "scratch:/var/tmp"
+    for node in nodes:
+        for job, unit, floor, typical in FIO_JOBS:
+            value = round(typical * (0.4 if node == slow and job == "seq_read" else rng.uniform(0.95, 1.05)), 2)
+            verdict = "unjudged" if floor is None else ("ok" if value >= floor else "slow")
+            mib = value if unit == "MiB/s" else round(value * 4 / 1024, 2)
+            fio.append(
+                {"name": f"fio-{node}-{target}-{job}", "group": target, "nodes": [node], "target": target,
+                 "directory": "/var/tmp", "job": job, "value": value, "unit": unit, "threshold": floor, "op": ">=",
+                 "threshold_source": f"{gates_mod.FIO_SOURCE}[{target!r}]", "mib_per_second": mib,
+                 "iops": value, "clat_p99_us": 120.0, "module_verdict": None,
+                 "verdict": verdict, "reason": f"{value} {unit}", "remedy": "" if verdict != "slow" else "check it"}
+            )  # fmt: skip
+        entry = {"name": f"p2p-{node}", "group": "p2p", "nodes": [node], "unit": "GB/s", "threshold": None, "op": ">=",
+                 "threshold_source": gates_mod.P2P_SOURCE, "module_verdict": None, "remedy": ""}  # fmt: skip
+        if node == no_binary:
+            p2p.append(dict(entry, value=None, verdict="skipped", reason="p2pBandwidthLatencyTest not found"))
+        else:
+            p2p.append(
+                dict(entry, value=round(rng.uniform(140, 150), 2), gpus=8, sku="Tesla V100-SXM2-32GB",
+                     uni_min_ratio=3.5, bi_min_ratio=7.3, verdict="ok", reason="every peer pair ok")
+            )  # fmt: skip
+    return fio, p2p
 
 
 def build_records(nodes_count: int, rails_count: int, pairs_mode: str, seed: int = 16) -> tuple[list, dict]:

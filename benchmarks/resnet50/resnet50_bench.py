@@ -335,9 +335,17 @@ def main(argv=None) -> int:
             flush=True,
         )
     if distributed:
+        # Every rank past the last collective before any tears its process group down: a rank that left early
+        # aborted a lab sweep with "terminate called without an active exception" after its result was printed.
+        dist.barrier()
         dist.destroy_process_group()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Skip interpreter teardown: the communication library's C++ threads may still be unwinding, and a crash
+    # there (SIGABRT) would turn a finished, printed run into a failed one.
+    os._exit(code)

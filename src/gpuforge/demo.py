@@ -23,8 +23,10 @@ REPORT_ONLY_VARS = ["gpuforge_validate_report_only=true"]
 # must name it, apart from the hardware faults validation finds on gpu03.
 DEGRADED_NODE = "gpu02"
 BENCH_VARS = [f"gpuforge_bench_netem_node={DEGRADED_NODE}"]
-# Written by playbooks/runbooks/alerts.yml: Prometheus's /api/v1/alerts document (role gpu_monitoring).
-ALERTS_FILE = paths.ARTIFACTS_DIR / "monitoring" / "alerts.json"
+# Written by playbooks/runbooks/alerts.yml into the alerts stage's run directory (its gpuforge_artifacts_dir):
+# Prometheus's /api/v1/alerts document (role gpu_monitoring).
+ALERTS_STAGE = "alerts"
+ALERTS_FILE = Path(ALERTS_STAGE) / "monitoring" / "alerts.json"  # relative to the demo's run directory
 # Stages whose failure fails the demo; the later ones are reported either way.
 REQUIRED_STAGES = ("lab", "lab-services", "provision")
 
@@ -104,8 +106,7 @@ def run(options, view_factory: Callable, log: Callable[[str], None] = print) -> 
     )
     stages.append(_playbook_stage("benchmark", base("bench", "benchmark.yml", BENCH_VARS), run_dir, view_factory))
     # Last of the node stages: by now the monitoring installed by site.yml has scraped the faulty node for minutes.
-    ALERTS_FILE.unlink(missing_ok=True)
-    stages.append(_playbook_stage("alerts", base("runbook alerts", "runbooks/alerts.yml"), run_dir, view_factory))
+    stages.append(_playbook_stage(ALERTS_STAGE, base("runbook alerts", "runbooks/alerts.yml"), run_dir, view_factory))
     stages.append(_k8s_stage(Path(options.inventory)))
     return _finish(run_dir, stages, started, log)
 
@@ -136,7 +137,9 @@ def _finish(run_dir: Path, stages: list[Stage], started: float, log) -> int:
         return 1
     summary["artifacts"].update(report_html=str(files.html), report_md=str(files.markdown))
     write_summary(run_dir, summary)
-    for line in summary_lines(stages, files.data, files.html, bench_attribution(run_dir), firing_alerts(ALERTS_FILE)):
+    for line in summary_lines(
+        stages, files.data, files.html, bench_attribution(run_dir), firing_alerts(run_dir / ALERTS_FILE)
+    ):
         log(line)
     return summary["rc"]
 
@@ -199,7 +202,9 @@ def summary_lines(
     if not data.nccl:
         lines.append("NCCL: not run")
     for point in data.resnet50 or []:
-        lines.append(f"ResNet-50 {point.gpus} GPU(s): {point.images_per_sec:g} images/sec")
+        precision = point.source.rsplit("-", 1)[-1] if not point.source.endswith("gpu") else ""
+        label = f"{point.gpus} GPU(s)" + (f" {precision}" if precision else "")
+        lines.append(f"ResNet-50 {label}: {point.images_per_sec:g} images/sec")
     if not data.resnet50:
         lines.append("ResNet-50: not run")
     if attribution:

@@ -5,8 +5,12 @@ calling thread consumes them, so the progress view never slows Ansible down. Eac
 
   <run_dir>/runner/            ansible-runner's private_data_dir (artifacts/<ident>/stdout, job_events/, ...)
   <run_dir>/summary.json       the versioned summary (docs/cli.md)
-  <run_dir>/validation/*.json  copies of artifacts/validation/<host>.json written during the run
-  <run_dir>/bench/<run>/*.json copies of artifacts/bench/<run>/*.json written during the run
+  <run_dir>/validation/*.json  the node reports validate.yml wrote
+  <run_dir>/bench/<run>/*.json the results benchmark.yml wrote
+
+The run directory is the playbooks' ``gpuforge_artifacts_dir`` (an extra var), so they write their results
+into it and nothing decides by timestamps which files belong to the run. When the caller sets
+``gpuforge_artifacts_dir`` itself, the files written under it during the run are copied in instead (by mtime).
 """
 
 from __future__ import annotations
@@ -154,6 +158,9 @@ def run_playbook(request: RunRequest, run_dir: Path, view=None) -> dict:
     if not playbook.is_file():
         return _finish(summary, run_dir, started, rc=1, status="missing-playbook", model=model, request=request)
     pairs, var_files = split_extra_vars(request.extra_vars)
+    own_artifacts = "gpuforge_artifacts_dir" not in pairs and not _files_set(var_files, "gpuforge_artifacts_dir")
+    if own_artifacts:
+        pairs["gpuforge_artifacts_dir"] = str(run_dir)
     events: queue.Queue = queue.Queue()
     (run_dir / "runner").mkdir(exist_ok=True)
     thread, runner = ansible_runner.run_async(
@@ -182,13 +189,36 @@ def run_playbook(request: RunRequest, run_dir: Path, view=None) -> dict:
                 continue
             view.update(model, model.handle(event))
         thread.join()
-    return _finish(summary, run_dir, started, rc=runner.rc, status=runner.status, model=model, request=request)
+    return _finish(
+        summary, run_dir, started, rc=runner.rc, status=runner.status, model=model, request=request, own=own_artifacts
+    )
 
 
-def _finish(summary, run_dir, started, rc, status, model, request) -> dict:
+def _files_set(var_files: list[str], name: str) -> bool:
+    """Whether one of the -e @files sets the variable ``name`` (YAML or JSON; an unreadable file: no)."""
+    import yaml
+
+    for path in var_files:
+        try:
+            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError):
+            continue
+        if isinstance(data, dict) and name in data:
+            return True
+    return False
+
+
+def _listed(folder: Path) -> list[str]:
+    return [str(path) for path in sorted(folder.rglob("*.json"))] if folder.is_dir() else []
+
+
+def _finish(summary, run_dir, started, rc, status, model, request, own=False) -> dict:
     finished = time.time()
-    validation = _collect(request.artifacts_root / "validation", run_dir / "validation", started)
-    bench = _collect(request.artifacts_root / "bench", run_dir / "bench", started)
+    if own:  # the playbooks wrote into run_dir
+        validation, bench = _listed(run_dir / "validation"), _listed(run_dir / "bench")
+    else:
+        validation = _collect(request.artifacts_root / "validation", run_dir / "validation", started)
+        bench = _collect(request.artifacts_root / "bench", run_dir / "bench", started)
     summary.update(
         rc=rc if rc is not None else 1,
         status=status,

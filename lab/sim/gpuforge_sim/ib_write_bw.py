@@ -269,6 +269,7 @@ def _run_server(options, hca, port) -> int:
         client = _recv_json(stream)
         local = _local_end(hca, port, options)
         _send_json(conn, local)
+        payload_started = time.monotonic()
         if not options.rdma_cm:
             _print(_header(options, hca, port, "server"))
         own_ip = conn.getsockname()[0]
@@ -276,30 +277,32 @@ def _run_server(options, hca, port) -> int:
         _print([RESULT_LINE])
         options.size, options.iters, options.qp = client["size"], client["iters"], client["qp"]
         options.duration = client["duration"]
-        nbytes, seconds, peak = _receive(conn, stream)
+        nbytes, seconds, peak = _receive(conn, stream, payload_started)
         report = compute_report(nbytes, seconds, peak, min(port["rate_gbps"], client["rate_gbps"]), options)
         _send_json(conn, report)
     _print(_table(report, options))
     return 0
 
 
-def _receive(conn: socket.socket, stream) -> tuple[int, float, float]:
-    """Read until end of stream; returns (bytes, seconds from first byte, peak bytes/s over 0.1 s windows)."""
+def _receive(conn: socket.socket, stream, started: float) -> tuple[int, float, float]:
+    """Read until end of stream; returns (bytes, seconds since ``started``, peak bytes/s over 0.1 s windows).
+
+    ``started`` is when the server told the client to send: timing from the first byte instead lets a link that
+    delivers a few late buffers at once (a shaped, lossy one) look fast.
+    """
     buffer = bytearray(CHUNK)
-    total, start, window_start, window_bytes, peak = 0, None, 0.0, 0, 0.0
+    total, start, window_start, window_bytes, peak = 0, started, started, 0, 0.0
     while True:
-        count = stream.readinto(buffer)
+        count = stream.readinto1(buffer)
         now = time.monotonic()
         if not count:
             break
-        if start is None:
-            start = window_start = now
         total += count
         window_bytes += count
         if now - window_start >= 0.1:
             peak = max(peak, window_bytes / (now - window_start))
             window_start, window_bytes = now, 0
-    seconds = (time.monotonic() - start) if start is not None else 0.0
+    seconds = (time.monotonic() - start) if total else 0.0
     return total, seconds, peak
 
 

@@ -1,6 +1,7 @@
 """The lab's vendor package mirror: .deb packages built with dpkg-deb, indexed with
 apt-ftparchive and signed with a key generated for this lab, laid out as flat
-repositories like the vendors' own.
+repositories like the vendors' own (and, for a vendor that publishes release files instead of a
+repository, as its release download directories with a SHA256SUMS: packages.yml `publish_releases`).
 
 Names, versions, relations, files, units and kernel modules come from the vendor facts registry
 (vendor_facts/, gpuforge.vendor_facts), never from role variables; lab/packages/packages.yml says only
@@ -33,7 +34,7 @@ GNUPG_HOME = LAB_STATE_DIR / "gnupg"
 KEY_FILE_NAME = "gpuforge-lab-archive-keyring.asc"
 KEY_UID = "gpuforge lab mirror signing key <lab-mirror@gpuforge.invalid>"
 MIRROR_URL = "http://mirror"
-BUILDER_REVISION = "3"
+BUILDER_REVISION = "4"
 LAB_TOOLS = "lab-tools"
 
 
@@ -98,6 +99,19 @@ def registry_repositories(definitions: dict) -> list[vendor_facts.Repository]:
     return repos
 
 
+def release_repositories(definitions: dict) -> list[vendor_facts.Repository]:
+    """The registry repositories the lab publishes as release downloads (packages.yml `publish_releases`): no apt
+    index, each version's files in <lab_path>/v<upstream>/ with a SHA256SUMS file, as a project's release page
+    serves them (vendor_facts/apptainer/deb.yml)."""
+    repos = []
+    for key in definitions.get("publish_releases") or []:
+        repo = vendor_facts.repository(key)
+        if not repo.lab_path or repo.package_format != "deb":
+            raise MirrorError(f"vendor_facts/{key}.yml: the lab publishes only deb releases with a lab_path")
+        repos.append(repo)
+    return repos
+
+
 def _simulator(definitions: dict, path: str) -> str | None:
     for pattern, module in definitions["simulators"].items():
         if fnmatch.fnmatchcase(path, pattern):
@@ -151,7 +165,7 @@ def expand(definitions: dict) -> list[dict]:
     the simulator library, and the lab's own stand-ins."""
     sim = definitions["sim_package"]
     packages = [dict(sim, repo=LAB_TOOLS, kind="sim")]
-    for repo in registry_repositories(definitions):
+    for repo in registry_repositories(definitions) + release_repositories(definitions):
         packages.extend(_from_registry(package, repo, definitions) for package in repo.packages)
     packages.extend(dict(package, repo=LAB_TOOLS) for package in definitions["lab_packages"])
     return packages
@@ -159,7 +173,7 @@ def expand(definitions: dict) -> list[dict]:
 
 def repository_paths(definitions: dict) -> dict[str, str]:
     """Repository key -> path under the mirror root."""
-    paths = {repo.key: repo.lab_path for repo in registry_repositories(definitions)}
+    paths = {repo.key: repo.lab_path for repo in registry_repositories(definitions) + release_repositories(definitions)}
     paths[LAB_TOOLS] = definitions["lab_tools_path"]
     return paths
 
@@ -250,6 +264,21 @@ def _index(repo_dir: Path, origin: str, key: SigningKey) -> None:
     _release(repo_dir, {"Origin": origin, "Label": "gpuforge lab mirror", "Suite": "stable"}, key)
 
 
+def release_directory(package: dict) -> str:
+    """Where a release-published package lies under its repository path: v<upstream>/ (GitHub's
+    releases/download/v<tag>/<file>)."""
+    return "v" + vendor_facts.Package(package["name"], package["version"], package["repo"]).upstream
+
+
+def _index_release(repo_dir: Path) -> None:
+    """One SHA256SUMS per release directory, in sha256sum(1) format (what ansible.builtin.get_url's
+    checksum=sha256:<url> reads): the lab's packages are its own builds, so their checksums are the lab's."""
+    for release in sorted(path for path in repo_dir.iterdir() if path.is_dir()):
+        debs = sorted(release.glob("*.deb"))
+        lines = [f"{hashlib.sha256(deb.read_bytes()).hexdigest()}  {deb.name}\n" for deb in debs]
+        (release / "SHA256SUMS").write_text("".join(lines), encoding="utf-8")
+
+
 def _component(deb: Path) -> str:
     """The archive component of a Debian package: its Section's prefix (contrib/misc -> contrib), else main."""
     section = _run(["dpkg-deb", "--field", str(deb), "Section"]).stdout.decode().strip()
@@ -335,6 +364,7 @@ def build(image_tag: str, log=print) -> Repository:
     for repo_path in [*repos.values(), debian_subset.REPO_PATH]:
         (next_root / repo_path).mkdir(parents=True)
     skipped = []
+    releases = {repo.key for repo in release_repositories(definitions)}
     packages = expand(definitions)
     for package in packages:
         missing = missing_simulators(package)
@@ -342,12 +372,19 @@ def build(image_tag: str, log=print) -> Repository:
             skipped.append(f"{package['name']} (needs {', '.join(missing)})")
             continue
         staging = staging_root / f"{package['name']}_{package['version']}"
-        build_deb(package, staging, next_root / repos[package["repo"]])
+        output = next_root / repos[package["repo"]]
+        if package["repo"] in releases:
+            output = output / release_directory(package)
+            output.mkdir(parents=True, exist_ok=True)
+        build_deb(package, staging, output)
     built = {package["name"] for package in packages}
     built |= {name.split()[0] for package in packages for name in package.get("provides") or []}
     publish_debian(debs, built, next_root / debian_subset.REPO_PATH, log=log)
     for name, repo_path in repos.items():
-        _index(next_root / repo_path, f"gpuforge-lab-{name.replace('/', '-')}", key)
+        if name in releases:
+            _index_release(next_root / repo_path)
+        else:
+            _index(next_root / repo_path, f"gpuforge-lab-{name.replace('/', '-')}", key)
         _swap(next_root / repo_path, MIRROR_ROOT / repo_path)
     _index_archive(next_root / debian_subset.REPO_PATH, key)
     _swap(next_root / debian_subset.REPO_PATH, MIRROR_ROOT / debian_subset.REPO_PATH)

@@ -5,7 +5,10 @@
 * per-node gates (NCCL single node, ResNet-50 per node, ...): one dot per node, lowest first, threshold line;
 * ResNet-50: images/s against GPU count of the sweep, the per-point threshold and ideal linear scaling;
 * ib_write_bw per rail: a bar per pair with its threshold and line rate, or, beyond MAX_PAIR_BARS pairs, one dot
-  per node (its slowest pair on that rail).
+  per node (its slowest pair on that rail);
+* fio per target (file system): the sequential jobs in MiB/s and the random jobs in IOPS (each job's gated
+  unit, gpuforge_fio's floors), a bar per node and job with the site's threshold where set, or, beyond
+  MAX_PAIR_BARS bars, one dot chart per job (a dot per node, the threshold a line).
 """
 
 from __future__ import annotations
@@ -20,6 +23,10 @@ IB_CHART_ID = "chart-ib-write-bw"
 MAX_CURVES = 8
 MAX_PAIR_BARS = 48
 GBIT_PER_GBYTE = 8  # the gates hold busbw in Gb/s (playbooks/tasks/bench_nccl.yml: busbw GB/s x 8)
+
+
+# fio jobs by kind (module_utils/gpuforge_fio.py JOBS): the unit each is gated in.
+FIO_KINDS = (("sequential", "MiB/s", ("seq_read", "seq_write")), ("random", "IOPS", ("rand_read", "rand_write")))
 
 
 def chart_id(*parts: str) -> str:
@@ -127,3 +134,47 @@ def ib_rail(rail: str, pairs: list) -> str:
         "Gb/s",
         thresholds,
     )
+
+
+def fio_target(target: str, runs: list) -> list[tuple[str, str]]:
+    """(title, chart) of one fio target: per kind of job, bars per node and job (thresholds as red ticks), or a
+    dot chart per job on large clusters. Jobs that produced no value (failed, skipped) are not drawn."""
+    charts = []
+    for kind, unit, jobs in FIO_KINDS:
+        measured = [r for r in runs if r.get("job") in jobs and r["observed"]["value"] is not None]
+        measured.sort(key=lambda r: (jobs.index(r["job"]), r["nodes"][0]))
+        if not measured:
+            continue
+        if len(measured) <= MAX_PAIR_BARS:
+            bars = [(f"{r['nodes'][0]} {r['job']}", float(r["observed"]["value"]), None) for r in measured]
+            charts.append(
+                (
+                    f"fio on {target}: {kind} jobs ({unit})",
+                    svg.bar_chart(
+                        chart_id("fio", target, kind),
+                        f"fio on {target}: {kind} jobs, {unit} per node",
+                        bars,
+                        unit,
+                        thresholds=[_threshold(r) for r in measured],
+                        verdicts=[r["verdict"] for r in measured],
+                        legend=f"{unit} (red dashed: the site's threshold; grey: not judged)",
+                    ),
+                )
+            )
+            continue
+        for job in jobs:
+            mine = [r for r in measured if r["job"] == job]
+            if not mine:
+                continue
+            dots = [(r["nodes"][0], float(r["observed"]["value"]), r["verdict"]) for r in mine]
+            limits = sorted({limit for limit in map(_threshold, mine) if limit is not None})
+            thresholds = [svg.Threshold(f"{job}: threshold {limit:g} {unit}", limit) for limit in limits[:3]]
+            charts.append(
+                (
+                    f"fio {job} on {target} ({unit})",
+                    svg.dot_chart(
+                        chart_id("fio", target, job), f"fio {job} on {target}: per node", dots, unit, thresholds
+                    ),
+                )
+            )
+    return charts

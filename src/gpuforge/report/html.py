@@ -2,7 +2,8 @@
 
 Sections: a summary line; findings (root causes first, their consequences grouped under them); the node x check
 matrix (a row per node, failing nodes and checks first, a <details> per cell that is not PASS); benchmark
-attributions, failed gates and charts (every chart draws its thresholds); the cross-node inventory (the
+attributions, failed gates (the gates not judged folded beside them) and charts (every chart draws its
+thresholds; fio per file system, a p2p table per node); the cross-node inventory (the
 fleet_consistency record of each node, outliers marked); stages and provenance. Everything comes from records
 (gpuforge.report.model.ReportData). The script only marks the page (data-charts-ok, title suffix) when every chart
 the page promises is present, which the headless-Chromium test looks for.
@@ -18,6 +19,8 @@ from gpuforge.report.model import INVENTORY_PROPERTIES, RANK, ReportData, sweep_
 
 MAX_GATE_ROWS = 300
 MAX_REASONS = 3
+# Benchmarks with their own charts or table below the generic per-node dots (fio per target, p2p per node).
+OWN_SECTIONS = {"fio", "p2p"}
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:1.5rem;color:#222}
@@ -299,9 +302,13 @@ def attributions_section(data: ReportData) -> str:
 def gates_section(data: ReportData) -> str:
     """Gates not passed: failed runs (no result) and failures no attribution explains; those an attribution
     explains are listed under it (Attributions) and only counted here."""
-    failed = [r for r in data.runs if r["verdict"] != "PASS"]
+    failed = [r for r in data.runs if r["verdict"] in ("FAIL", "WARN")]
+    unjudged = unjudged_section(data)
     if not failed:
-        return f'<p id="gates-failed">All {len(data.runs)} benchmark gates passed.</p>'
+        judged = sum(1 for r in data.runs if r["verdict"] != "UNKNOWN")
+        if judged == len(data.runs):
+            return f'<p id="gates-failed">All {len(data.runs)} benchmark gates passed.</p>'
+        return f'<p id="gates-failed">All {judged} judged benchmark gates passed.</p>' + unjudged
     explained = {id(r) for a in data.attributions for r in failed if _explained_by(a, r)}
     shown = [r for r in failed if r["observed"]["value"] is None or id(r) not in explained]
     shown.sort(key=lambda r: (r["observed"]["value"] is not None, RANK[r["verdict"]], r["name"]))
@@ -329,7 +336,33 @@ def gates_section(data: ReportData) -> str:
         if rows
         else ""
     )
-    return table + note
+    return table + note + unjudged
+
+
+def unjudged_section(data: ReportData) -> str:
+    """The gates nobody judged (UNKNOWN): measured without a threshold, or not run (skipped), with the reason;
+    folded, since they fail nothing."""
+    unknown = [r for r in data.runs if r["verdict"] == "UNKNOWN"]
+    if not unknown:
+        return ""
+    rows = [
+        f'<tr class="v-UNKNOWN" data-name="{escape(r["name"])}"><td>{escape(r["benchmark"])}</td>'
+        f"<td>{escape(r['name'])}</td><td>{'not run' if r['observed']['value'] is None else 'not judged'}</td>"
+        f"<td>{_value(r)}</td><td>{escape(r['reason'])}</td></tr>"
+        for r in sorted(unknown, key=lambda r: (r["benchmark"], r["name"]))[:MAX_GATE_ROWS]
+    ]
+    more = f"<p>{len(unknown) - MAX_GATE_ROWS} more not shown.</p>" if len(unknown) > MAX_GATE_ROWS else ""
+    return (
+        f'<details id="gates-unjudged"><summary>{len(unknown)} gate(s) not judged (no threshold set, or not run)'
+        "</summary><table><tr><th>benchmark</th><th>gate</th><th>kind</th><th>observed</th><th>reason</th></tr>"
+        + "".join(rows)
+        + f"</table>{more}</details>"
+    )
+
+
+def _value(record) -> str:
+    value = record["observed"]["value"]
+    return "—" if value is None else f"{value:g} {escape(record['observed']['unit'])}"
 
 
 def charts_section(data: ReportData, expected: list[str]) -> str:
@@ -346,7 +379,7 @@ def charts_section(data: ReportData, expected: list[str]) -> str:
     nccl = by_benchmark.get("nccl", [])
     if nccl:
         add("NCCL bus bandwidth", charts.nccl_curves(nccl))
-    for benchmark in sorted(by_benchmark):
+    for benchmark in sorted(set(by_benchmark) - OWN_SECTIONS):
         groups: dict[str, list] = {}
         for record in by_benchmark[benchmark]:
             if len(record["nodes"]) == 1:
@@ -361,7 +394,44 @@ def charts_section(data: ReportData, expected: list[str]) -> str:
         rails.setdefault(record["rail"] or "?", []).append(record)
     for rail, pairs in sorted(rails.items()):
         add(f"ib_write_bw on {rail}", charts.ib_rail(rail, pairs))
+    targets: dict[str, list] = {}
+    for record in by_benchmark.get("fio", []):
+        targets.setdefault(record.get("target") or record["group"], []).append(record)
+    for target, runs in sorted(targets.items()):
+        drawn = charts.fio_target(target, runs)
+        for title, body in drawn:
+            add(title, body)
+        if not drawn:
+            parts.append(f'<h3>fio on {escape(target)}</h3><p class="not-run">no job measured on {escape(target)}</p>')
+    if "p2p" in by_benchmark:
+        parts.append("<h3>GPU peer-to-peer bandwidth (p2pBandwidthLatencyTest)</h3>" + p2p_table(by_benchmark["p2p"]))
     return "".join(parts) if parts else _not_run("Benchmarks")
+
+
+def _number(value) -> str:
+    return "—" if value is None else f"{value:g}"
+
+
+def p2p_table(runs: list) -> str:
+    """One row per node: verdict, GPUs, SKU, the lowest P2P=Enabled/Disabled ratios, the lowest bidirectional
+    P2P=Enabled bandwidth against the site's floor, and the reason (a skipped node's is why it did not run)."""
+    rows = []
+    for record in sorted(runs, key=lambda r: (RANK[r["verdict"]], r["nodes"][0]))[:MAX_GATE_ROWS]:
+        observed, limit = record["observed"], record["threshold"]["value"]
+        rows.append(
+            f'<tr class="v-{record["verdict"]}" data-node="{escape(record["nodes"][0])}" '
+            f'data-verdict="{record["verdict"]}"><th>{escape(record["nodes"][0])}</th><td>{record["verdict"]}</td>'
+            f"<td>{_number(observed.get('gpus'))}</td><td>{escape(str(observed.get('sku') or '—'))}</td>"
+            f"<td>{_number(observed.get('uni_min_ratio'))}</td><td>{_number(observed.get('bi_min_ratio'))}</td>"
+            f"<td>{_number(observed['value'])}</td><td>{'—' if limit is None else f'&gt;= {limit:g}'}</td>"
+            f"<td>{escape(record['reason'])}</td></tr>"
+        )
+    more = f"<p>{len(runs) - MAX_GATE_ROWS} more nodes not shown.</p>" if len(runs) > MAX_GATE_ROWS else ""
+    return (
+        '<table id="p2p"><tr><th>node</th><th>verdict</th><th>GPUs</th><th>SKU</th>'
+        "<th>lowest uni ratio (enabled/disabled)</th><th>lowest bi ratio</th><th>lowest bi P2P=Enabled GB/s</th>"
+        "<th>site floor GB/s</th><th>reason</th></tr>" + "".join(rows) + f"</table>{more}"
+    )
 
 
 # -- inventory ---------------------------------------------------------------------------------------------------

@@ -1,10 +1,13 @@
 """The Markdown summary beside the HTML report (for a ticket, a chat message or a terminal), from the same
-records: the summary line, node verdicts that are not PASS, root-cause findings, attributions and failed gates."""
+records: the summary line, node verdicts that are not PASS, root-cause findings, attributions, failed gates (the
+count of those not judged), fio per file system and job, and p2p per node."""
 
 from __future__ import annotations
 
 import json
+import statistics
 
+from gpuforge.report.charts import FIO_KINDS
 from gpuforge.report.html import _explained_by, _problems
 from gpuforge.report.model import RANK, ReportData
 
@@ -28,7 +31,8 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
 
 def render(data: ReportData, html_name: str = "report.html") -> str:
     counts = data.verdict_counts()
-    failed_gates = [r for r in data.runs if r["verdict"] != "PASS"]
+    failed_gates = [r for r in data.runs if r["verdict"] in ("FAIL", "WARN")]
+    unjudged = sum(1 for r in data.runs if r["verdict"] == "UNKNOWN")
     lines = [f"# {data.title}", ""]
     meta = data.meta
     lines.append(
@@ -93,11 +97,74 @@ def render(data: ReportData, html_name: str = "report.html") -> str:
         lines += [""] + (
             _table(["benchmark", "gate", "kind", "observed", "threshold", "unit", "reason"], rows)
             if rows
-            else [f"All {len(data.runs)} gates passed."]
+            else [f"All {len(data.runs) - unjudged} judged gates passed."]
         )
+        if unjudged:
+            lines += ["", f"{unjudged} gate(s) not judged (no threshold set, or not run): listed in the HTML report."]
+        lines += fio_lines(data.runs) + p2p_lines(data.runs)
     if data.stages:
         lines += ["", "## Stages", ""]
         lines += _table(
             ["stage", "status", "rc", "detail"], [[s["stage"], s["status"], s["rc"], s["detail"]] for s in data.stages]
         )
     return "\n".join(lines) + "\n"
+
+
+def fio_lines(runs: list) -> list[str]:
+    """fio per file system and job: nodes measured, lowest / median / highest value in the job's unit, the
+    site's threshold and the nodes below it."""
+    fio = [r for r in runs if r["benchmark"] == "fio"]
+    if not fio:
+        return []
+    order = [job for _kind, _unit, jobs in FIO_KINDS for job in jobs]
+    groups: dict = {}
+    for record in fio:
+        groups.setdefault((record.get("target") or record["group"], record.get("job") or ""), []).append(record)
+    rows = []
+    for (target, job), records in sorted(
+        groups.items(), key=lambda g: (g[0][0], order.index(g[0][1]) if g[0][1] in order else 9)
+    ):
+        values = [r["observed"]["value"] for r in records if r["observed"]["value"] is not None]
+        limits = sorted({r["threshold"]["value"] for r in records if r["threshold"]["value"] is not None})
+        below = [r["nodes"][0] for r in records if r["verdict"] == "FAIL"]
+        not_run = [r["nodes"][0] for r in records if r["observed"]["value"] is None and r["verdict"] != "FAIL"]
+        rows.append(
+            [
+                target,
+                job or "(none ran)",
+                len(values),
+                f"{min(values):g}" if values else "",
+                f"{statistics.median(values):g}" if values else "",
+                f"{max(values):g}" if values else "",
+                records[0]["observed"]["unit"] if job else "",
+                ", ".join(f"{limit:g}" for limit in limits) or "not set",
+                "; ".join(
+                    part for part in (", ".join(below), f"not run: {', '.join(not_run)}" if not_run else "") if part
+                ),
+            ]
+        )
+    header = ["file system", "job", "nodes", "lowest", "median", "highest", "unit", "threshold", "failing nodes"]
+    return ["", "## fio", "", *_table(header, rows)]
+
+
+def p2p_lines(runs: list) -> list[str]:
+    """p2pBandwidthLatencyTest per node (a skipped node with its reason)."""
+    p2p = sorted((r for r in runs if r["benchmark"] == "p2p"), key=lambda r: (RANK[r["verdict"]], r["nodes"][0]))
+    if not p2p:
+        return []
+    rows = [
+        [
+            r["nodes"][0],
+            r["verdict"],
+            r["observed"].get("gpus"),
+            r["observed"].get("sku"),
+            r["observed"].get("uni_min_ratio"),
+            r["observed"].get("bi_min_ratio"),
+            r["observed"]["value"],
+            r["threshold"]["value"],
+            r["reason"],
+        ]
+        for r in p2p
+    ]
+    header = ["node", "verdict", "GPUs", "SKU", "uni ratio", "bi ratio", "bi P2P=Enabled GB/s", "floor GB/s", "reason"]
+    return ["", "## GPU peer-to-peer (p2pBandwidthLatencyTest)", "", *_table(header, rows)]

@@ -204,9 +204,10 @@ def bar_chart(
     unit: str,
     thresholds: list[float | None] | None = None,
     verdicts: list[str] | None = None,
+    legend: str | None = None,
 ) -> str:
     """Horizontal bars (label, value, reference); the reference (line rate) is a dark tick on the bar, the
-    gate's threshold of each bar a red dashed tick (class "threshold")."""
+    gate's threshold of each bar a red dashed tick (class "threshold"); ``legend`` replaces the axis text."""
     if not bars:
         return f'<p class="not-run" id="{escape(chart_id)}-empty">no data points</p>'
     thresholds = thresholds or [None] * len(bars)
@@ -248,7 +249,7 @@ def bar_chart(
             )
     parts.append(
         f'<text class="axis-label" x="{(left + right) / 2}" y="{height - 12}" text-anchor="middle">'
-        f"{escape(unit)} (black mark: line rate; red dashed: threshold)</text></svg>"
+        f"{escape(legend or f'{unit} (black mark: line rate; red dashed: threshold)')}</text></svg>"
     )
     return "".join(parts)
 

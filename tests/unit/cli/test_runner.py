@@ -31,11 +31,6 @@ def _request(playbook: str, artifacts: Path, **options) -> RunRequest:
 
 def test_successful_run_writes_summary(tmp_path):
     artifacts = tmp_path / "artifacts"
-    # A validation file written "during" the run must be copied into the run directory.
-    (artifacts / "validation").mkdir(parents=True)
-    (artifacts / "validation" / "localhost.json").write_text(
-        json.dumps([{"name": "gpu_count", "status": "fail", "observed": 7, "expected": 8}])
-    )
     run_dir = artifacts / new_run_id()
     summary = run_playbook(_request("debug_ok.yml", artifacts, extra_vars=["greeting=hi"]), run_dir)
     assert summary["rc"] == 0
@@ -48,9 +43,41 @@ def test_successful_run_writes_summary(tmp_path):
     assert on_disk["hosts"] == {"localhost": {"ok": 2, "changed": 1, "failed": 0, "unreachable": 0, "skipped": 1}}
     assert on_disk["failed_tasks"] == []
     assert Path(on_disk["artifacts"]["stdout"]).is_file()
+
+
+def test_the_playbooks_write_into_the_run_directory(tmp_path):
+    # The run directory is the playbooks' gpuforge_artifacts_dir: the report lands there, not in the shared
+    # artifacts/ folder, and nothing is copied by timestamp.
+    artifacts = tmp_path / "artifacts"
+    run_dir = artifacts / new_run_id()
+    summary = run_playbook(_request("write_validation.yml", artifacts), run_dir)
+    assert summary["rc"] == 0
     assert (run_dir / "validation" / "localhost.json").is_file()
-    assert on_disk["validation"]["localhost"]["status"] == "fail"
-    assert on_disk["validation"]["localhost"]["counts"] == {"ok": 0, "warn": 0, "fail": 1}
+    assert not (artifacts / "validation").exists()
+    assert summary["artifacts"]["validation"] == [str(run_dir / "validation" / "localhost.json")]
+    assert summary["validation"]["localhost"]["status"] == "fail"
+    assert summary["validation"]["localhost"]["counts"] == {"ok": 0, "warn": 0, "fail": 1}
+
+
+@pytest.mark.parametrize("how", ["pair", "file"])
+def test_a_caller_s_own_artifacts_dir_is_kept_and_its_new_files_copied(tmp_path, how):
+    artifacts = tmp_path / "artifacts"
+    elsewhere = tmp_path / "elsewhere"
+    if how == "pair":
+        extra = [f"gpuforge_artifacts_dir={elsewhere}"]
+    else:
+        var_file = tmp_path / "vars.yml"
+        var_file.write_text(f"gpuforge_artifacts_dir: {elsewhere}\n")
+        extra = [f"@{var_file}"]
+    request = _request("write_validation.yml", elsewhere.parent / "artifacts-unused", extra_vars=extra)
+    request.artifacts_root = elsewhere
+    run_dir = artifacts / new_run_id()
+    summary = run_playbook(request, run_dir)
+    assert summary["rc"] == 0
+    assert (elsewhere / "validation" / "localhost.json").is_file()
+    # copied in, as before: the run directory still holds this run's results
+    assert (run_dir / "validation" / "localhost.json").is_file()
+    assert summary["validation"]["localhost"]["status"] == "fail"
 
 
 def test_runs_share_the_fact_cache_of_ansible_cfg(tmp_path):

@@ -160,6 +160,35 @@ def test_a_failed_link_without_a_slow_node_warns_both_ends():
     assert any("gpu02__gpu03__mlx5_2" in reason["what"] for reason in verdicts["gpu03"]["reasons"])
 
 
+def test_a_slow_link_between_nodes_warns_each_end_and_a_slow_port_fails_its_node():
+    # The demo's NCCL multi-node run below the median names a "link" over gpu01 and gpu03: neither end is known
+    # to be at fault. ib_write_bw's Down port of gpu03 names one node's port: that node fails.
+    base = {"kind": "attribution", "benchmark": "nccl", "subject": "link", "verdict": "FAIL", "remedy": "r"}
+    built = [
+        dict(base, name="nccl-multi-ib", nodes=["gpu01", "gpu03"]),
+        dict(base, benchmark="ib_write_bw", name="gpu03:mlx5_2/1", nodes=["gpu03"]),
+    ]
+    verdicts = records.node_verdicts(built)
+    assert verdicts["gpu01"]["verdict"] == "WARN"
+    assert verdicts["gpu03"]["verdict"] == "FAIL"
+    assert [reason["verdict"] for reason in verdicts["gpu03"]["reasons"]] == ["WARN", "FAIL"]
+
+
+def test_a_pair_through_a_port_blamed_on_one_node_does_not_warn_the_other_end():
+    # The demo: gpu03's mlx5_2/1 is Down, so the pair gpu03__gpu01 on that rail has no result. The attribution
+    # names the port of gpu03; gpu01, healthy, must not be warned for it.
+    port = dict(kind="attribution", benchmark="ib_write_bw", subject="link", name="gpu03:mlx5_2/1", nodes=["gpu03"])
+    port.update(rails=["mlx5_2/1"], verdict="FAIL", remedy="r")
+    pair = dict(kind="benchmark_run", benchmark="ib_write_bw", name="gpu03__gpu01__mlx5_2", link=True, rail="mlx5_2/1")
+    pair.update(nodes=["gpu03", "gpu01"], verdict="FAIL", reason="not Active", remedy="")
+    verdicts = records.node_verdicts([port, pair])
+    assert verdicts["gpu01"] == {"verdict": "PASS", "reasons": []}
+    assert verdicts["gpu03"]["verdict"] == "FAIL"
+    # the same pair on another rail is a question about both ends
+    other = dict(pair, name="gpu03__gpu01__mlx5_0", rail="mlx5_0/1")
+    assert records.node_verdicts([port, other])["gpu01"]["verdict"] == "WARN"
+
+
 @pytest.mark.parametrize(
     ("verdicts", "worst"), [([], "PASS"), (["PASS", "UNKNOWN"], "UNKNOWN"), (["WARN", "FAIL"], "FAIL")]
 )

@@ -1,0 +1,82 @@
+"""Release-style publication in the lab mirror (packages.yml `publish_releases`): Apptainer's packages are built from
+the registry at every listed version and laid out as GitHub's release downloads (<lab_path>/v<version>/<file>) with a
+SHA256SUMS of the lab's own builds, the file the lab inventory verifies against."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+
+import pytest
+
+from gpuforge import vendor_facts
+from gpuforge.lab import mirror
+
+
+@pytest.fixture(scope="module")
+def definitions():
+    return mirror.load_definitions()
+
+
+@pytest.fixture(scope="module")
+def packages(definitions):
+    return mirror.expand(definitions)
+
+
+def test_apptainer_is_published_as_release_files(definitions, packages):
+    assert [repo.key for repo in mirror.release_repositories(definitions)] == ["apptainer/deb"]
+    assert "apptainer/deb" not in definitions["publish"], "not an apt repository"
+    assert mirror.repository_paths(definitions)["apptainer/deb"] == "apptainer/releases/download"
+    built = {(p["name"], p["version"]) for p in packages if p["repo"] == "apptainer/deb"}
+    assert built == {(p.name, p.version) for p in vendor_facts.repository("apptainer/deb").packages}
+
+
+def test_release_directory_is_the_tag(packages):
+    package = next(p for p in packages if p["name"] == "apptainer" and p["version"] == "1.5.3")
+    assert mirror.release_directory(package) == "v1.5.3"
+
+
+def test_lab_package_carries_the_registry_relations_and_the_simulator(packages):
+    package = next(p for p in packages if p["name"] == "apptainer" and p["version"] == "1.5.3")
+    registry = vendor_facts.repository("apptainer/deb").package("apptainer", "1.5.3")
+    assert package["depends"] == [*registry.depends, "gpuforge-lab-sim"]
+    assert package["conflicts"] == list(registry.conflicts)
+    assert package["commands"] == {"/usr/bin/apptainer": "gpuforge_sim.apptainer"}
+    assert package["files"]["/usr/lib/gpuforge-lab/apptainer.json"] == '{"version": "1.5.3"}'
+
+
+def test_lab_apptainer_conf_has_apptainers_defaults(packages):
+    package = next(p for p in packages if p["name"] == "apptainer" and p["version"] == "1.5.3")
+    repo = vendor_facts.repository("apptainer/deb")
+    conf = package["files"][repo.fact("config_dir") + "/apptainer.conf"].splitlines()
+    assert [line.split("=", 1)[1].strip() for line in conf if line.startswith("bind path =")] == repo.fact(
+        "default_bind_paths"
+    )
+    assert f"{repo.fact('nvccli_directive')['name']} = {repo.fact('nvccli_directive')['default']}" in conf
+    nvliblist = package["files"][repo.fact("nvliblist")].splitlines()
+    assert "nvidia-smi" in nvliblist and "libnvidia-ml.so" in nvliblist
+
+
+def test_built_release_directory_and_checksums(tmp_path, packages):
+    package = next(p for p in packages if p["name"] == "apptainer" and p["version"] == "1.5.3")
+    release = tmp_path / "apptainer" / mirror.release_directory(package)
+    release.mkdir(parents=True)
+    deb = mirror.build_deb(package, tmp_path / "stage", release)
+    assert (
+        deb.name
+        == "apptainer_1.5.3_amd64.deb"
+        == vendor_facts.repository("apptainer/deb").fact("file_names")["apptainer"].replace("{upstream}", "1.5.3")
+    )
+    mirror._index_release(tmp_path / "apptainer")
+    digest = hashlib.sha256(deb.read_bytes()).hexdigest()
+    assert (release / "SHA256SUMS").read_text(encoding="utf-8") == f"{digest}  apptainer_1.5.3_amd64.deb\n"
+    fields = subprocess.run(
+        ["dpkg-deb", "--field", str(deb), "Package", "Version", "Depends"], capture_output=True, check=True
+    ).stdout.decode()
+    assert fields.splitlines() == [
+        "Package: apptainer",
+        "Version: 1.5.3",
+        "Depends: uidmap, fakeroot, gpuforge-lab-sim",
+    ]
+    listing = subprocess.run(["dpkg-deb", "--contents", str(deb)], capture_output=True, check=True).stdout.decode()
+    assert "./usr/bin/apptainer" in listing and "./etc/apptainer/apptainer.conf" in listing
