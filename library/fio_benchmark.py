@@ -167,14 +167,16 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_run import (
     COMMON_OPTIONS,
     check_common_options,
+    finish,
+    judge_run,
+    last_lines,
     run_bounded,
-    verdict_blocks,
 )
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_fio import (
     EXPECT,
     JOBS,
-    FioParseError,
     fio_command,
     judge_fio,
     overall_status,
@@ -280,44 +282,29 @@ def main():
             pass
         except OSError as exc:
             module.warn(f"could not remove the test file {path}: {exc}")
-    result["rc"] = rc
-    if params["output_path"]:
-        try:
-            os.makedirs(os.path.dirname(params["output_path"]) or ".", exist_ok=True)
-            with open(params["output_path"], "w", encoding="utf-8") as handle:
-                handle.write(raw)
-        except OSError as exc:
-            module.fail_json(msg=f"cannot write {params['output_path']}: {exc}", **result)
-        result["changed"] = True
-    if timed_out:
-        module.fail_json(msg=f"fio on {directory} timed out after {seconds} s and was terminated", **result)
-    try:
-        parsed = parse_fio(raw)
-    except FioParseError as exc:
-        tail = " | ".join(raw.strip().splitlines()[-3:])[:500]
-        module.fail_json(
-            msg=f"could not read fio's output for {directory} (rc {rc}): {exc}; last lines: {tail}", **result
-        )
-    result["fio"] = parsed
-    checks = judge_fio(parsed, params["expect"], label)
-    result["checks"] = checks
-    result["results"] = _results(parsed, checks, params["node"] or host, label, directory)
-    result["verdict"] = overall_status(checks)
-    if rc != 0 and result["verdict"] == "ok":
-        result["verdict"] = "fail"
-        checks.append(
-            {
-                "name": "fio_rc",
-                "status": "fail",
-                "observed": rc,
-                "expected": 0,
-                "remedy": "; ".join(parsed["notices"]) or "fio exited with an error",
-            }
-        )
-    if verdict_blocks(result["verdict"], params["fail_on"]):
-        bad = [f"{c['name']}={c['observed']} (expected {c['expected']})" for c in checks if c["status"] != "ok"]
-        module.fail_json(msg=f"fio on {label}: verdict {result['verdict']}: {', '.join(bad)}", **result)
-    module.exit_json(**result)
+
+    def judge(parsed):
+        checks = judge_fio(parsed, params["expect"], label)
+        result["results"] = _results(parsed, checks, params["node"] or host, label, directory)
+        if rc != 0 and overall_status(checks) == "ok":
+            remedy = "; ".join(parsed["notices"]) or "fio exited with an error"
+            checks.append(bench_check("fio_rc", "fail", rc, 0, remedy))
+        return checks
+
+    judge_run(
+        module,
+        result,
+        (rc, raw, timed_out),
+        parse_fio,
+        judge,
+        key="fio",
+        output_path=params["output_path"],
+        timed_out=f"fio on {directory} timed out after {seconds} s and was terminated",
+        unreadable=lambda exc: (
+            f"could not read fio's output for {directory} (rc {rc}): {exc}; last lines: {last_lines(raw)}"
+        ),
+    )
+    finish(module, result, f"fio on {label}:", params["fail_on"])
 
 
 if __name__ == "__main__":

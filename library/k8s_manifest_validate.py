@@ -15,8 +15,9 @@ description:
   - Core Kubernetes objects are validated with kubernetes-validate against the JSON schema of the
     requested Kubernetes version (strict mode rejects unknown fields).
   - Custom resources whose CRD schema is stored in I(crd_schema_dir) (C(<group>_<version>_<Kind>.json),
-    see k8s_schemas/SOURCES.md) are validated against it with jsonschema, with Kubernetes semantics (a field
-    the schema does not name is an error unless the schema preserves unknown fields there).
+    see schemas/crds/README.md) are validated against it with jsonschema, with the API server's semantics (a field
+    the schema does not name is an error unless the schema preserves unknown fields there; int-or-string,
+    nullable and int32/int64 bounds as the API server applies them).
   - Custom resources gpuforge renders also get structural checks for the fields and policies gpuforge
     promises (MPIJob, SecurityContextConstraints, CSIScaleOperator, OLM Subscription and OperatorGroup,
     MachineConfig, NodeFeatureDiscovery); the pod templates inside an MPIJob are also validated as core
@@ -156,7 +157,9 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_k8s_structural import (
     check_object,
+    crd_json_schema,
     embedded_pod_templates,
+    error_location,
     has_check,
 )
 
@@ -183,26 +186,6 @@ try:
     JSONSCHEMA_IMPORT_ERROR = None
 except ImportError:
     JSONSCHEMA_IMPORT_ERROR = traceback.format_exc()
-
-
-def kubernetes_semantics(schema):
-    """Copy of a CRD openAPIV3Schema where objects with properties reject fields they do not name.
-
-    The API server prunes (or, with strict field validation, rejects) fields a structural schema does not
-    name; x-kubernetes-preserve-unknown-fields and additionalProperties keep a subtree open.
-    """
-    if isinstance(schema, list):
-        return [kubernetes_semantics(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    result = {key: kubernetes_semantics(value) for key, value in schema.items()}
-    if (
-        "properties" in schema
-        and "additionalProperties" not in schema
-        and not schema.get("x-kubernetes-preserve-unknown-fields")
-    ):
-        result["additionalProperties"] = False
-    return result
 
 
 def crd_schema_file(directory, obj):
@@ -250,7 +233,7 @@ class ManifestValidator:
                 )
             try:
                 with open(path, encoding="utf-8") as handle:
-                    schema = kubernetes_semantics(json.load(handle))
+                    schema = crd_json_schema(json.load(handle))
                 jsonschema.Draft7Validator.check_schema(schema)
             except (OSError, ValueError, jsonschema.SchemaError) as exc:
                 self.module.fail_json(msg=f"cannot use the stored CRD schema {path}: {exc}", **self.result)
@@ -260,8 +243,7 @@ class ManifestValidator:
     def crd_errors(self, validator, obj):
         errors = []
         for error in sorted(validator.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path]):
-            location = ".".join(str(p) for p in error.absolute_path) or "(root)"
-            errors.append(f"{location}: {error.message} (stored CRD schema)")
+            errors.append(f"{error_location(error)}: {error.message} (stored CRD schema)")
         return errors
 
     def supported_versions(self, minimum):

@@ -304,16 +304,16 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_run import (
     COMMON_OPTIONS,
     check_common_options,
+    finish,
+    judge_run,
     run_bounded,
-    verdict_blocks,
+    save_output,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nccl_tests import (
     EXPECT,
-    NcclTestsParseError,
     json_output_path,
     judge_nccl,
-    overall_status,
     parse_nccl_tests,
     parse_nccl_tests_json,
 )
@@ -482,15 +482,6 @@ class NcclTests:
         if have < wanted:
             self.fail(f"fewer GPUs than requested: {have} available, gpus={wanted}")
 
-    def write(self, path, text):
-        try:
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write(text)
-        except OSError as exc:
-            self.fail(f"cannot write {path}: {exc}")
-        self.result["changed"] = True
-
     def parse(self, raw):
         """The -J file when one was asked for and written (the log adds the transport), else the text."""
         if not self.params["json_output"]:
@@ -516,42 +507,41 @@ class NcclTests:
         if self.module.check_mode:
             self.module.exit_json(**self.result)
         if self.result["hostfile"]:
-            self.write(
-                self.result["hostfile"], "".join(f"{host['name']} slots={host['slots']}\n" for host in params["hosts"])
-            )
+            hosts = "".join(f"{host['name']} slots={host['slots']}\n" for host in params["hosts"])
+            save_output(self.module, self.result["hostfile"], hosts, self.result)
         rc, raw, timed_out = run_bounded(
             self.module, cmd, params["timeout"], env, fix=self.launcher_fix(), result=self.result
         )
-        self.result["rc"] = rc
         self.result["output_tail"] = raw.splitlines()[-30:]
         if params["output_path"]:
-            self.write(params["output_path"], raw)
             self.result["output_path"] = params["output_path"]
-        if timed_out:
-            self.fail(f"benchmark timed out after {params['timeout']} s; its process group was terminated")
-        try:
-            parsed = self.parse(raw)
-        except NcclTestsParseError as exc:
-            self.fail(f"could not read nccl-tests output (rc {rc}): {exc}")
-        if parsed.get("min_bw_env") is None:
-            parsed["min_bw_env"] = env.get("NCCL_TESTS_MIN_BW")
-        self.result["nccl"] = parsed
+
+        def read(text):
+            parsed = self.parse(text)
+            if parsed.get("min_bw_env") is None:
+                parsed["min_bw_env"] = env.get("NCCL_TESTS_MIN_BW")
+            return parsed
+
         expect = dict(params["expect"])
         if params["mode"] != "none":
             expect.setdefault("transport", params["mode"])
-        checks = judge_nccl(parsed, expect)
-        self.result["checks"] = checks
-        self.result["verdict"] = overall_status(checks)
+        parsed = judge_run(
+            self.module,
+            self.result,
+            (rc, raw, timed_out),
+            read,
+            lambda parsed: judge_nccl(parsed, expect),
+            key="nccl",
+            output_path=params["output_path"],
+            timed_out=f"benchmark timed out after {params['timeout']} s; its process group was terminated",
+            unreadable=lambda exc: f"could not read nccl-tests output (rc {rc}): {exc}",
+        )
         if rc != 0:
             reason = "; ".join(parsed["failures"][:3]) or "see output_tail"
             self.fail(f"benchmark exited with rc {rc}: {reason}")
         if parsed["errors"] and not parsed["rows"]:
             self.fail(f"no result rows in the output: {'; '.join(parsed['errors'])}")
-        fail_on = params["fail_on"]
-        if verdict_blocks(self.result["verdict"], fail_on):
-            failed = [f"{c['name']}={c['observed']} (expected {c['expected']})" for c in checks if c["status"] != "ok"]
-            self.fail(f"NCCL verdict {self.result['verdict']}: {', '.join(failed)}")
-        self.module.exit_json(**self.result)
+        finish(self.module, self.result, "NCCL", params["fail_on"])
 
 
 def main():

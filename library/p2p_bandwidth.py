@@ -125,15 +125,15 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_run import (
     COMMON_OPTIONS,
     check_common_options,
+    finish,
+    judge_run,
     run_bounded,
-    verdict_blocks,
 )
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_p2p import (
     EXPECT,
-    P2pParseError,
     judge_p2p,
-    overall_status,
     pair_ratios,
     parse_p2p,
 )
@@ -175,41 +175,36 @@ def main():
     if module.check_mode:
         summary.update(verdict="skipped", reason="check mode")
         module.exit_json(**result)
-    rc, raw, timed_out = run_bounded(
+    run = run_bounded(
         module, result["cmd"], params["timeout"], params["env"], fix="check the CUDA samples build", result=result
     )
-    result["rc"] = rc
-    if params["output_path"]:
-        try:
-            os.makedirs(os.path.dirname(params["output_path"]) or ".", exist_ok=True)
-            with open(params["output_path"], "w", encoding="utf-8") as handle:
-                handle.write(raw)
-        except OSError as exc:
-            module.fail_json(msg=f"cannot write {params['output_path']}: {exc}", **result)
-        result["changed"] = True
-    if timed_out:
-        module.fail_json(msg=f"p2pBandwidthLatencyTest timed out after {params['timeout']} s", **result)
-    if rc != 0:
-        tail = " | ".join(raw.strip().splitlines()[-3:])[:500]
-        module.fail_json(msg=f"p2pBandwidthLatencyTest failed (rc {rc}): {tail}", **result)
-    try:
-        parsed = parse_p2p(raw)
-    except P2pParseError as exc:
-        module.fail_json(msg=f"could not read the p2pBandwidthLatencyTest output: {exc}", **result)
-    result["p2p"] = parsed
-    checks = judge_p2p(parsed, params["expect"])
-    if parsed["errors"]:
-        checks.append(
-            {
-                "name": "p2p_output",
-                "status": "fail",
-                "observed": parsed["errors"],
-                "expected": "every matrix complete",
-                "remedy": "the output was cut short: rerun the test and check its exit status",
-            }
-        )
-    result["checks"] = checks
-    result["verdict"] = overall_status(checks)
+
+    def judge(parsed):
+        checks = judge_p2p(parsed, params["expect"])
+        if parsed["errors"]:
+            checks.append(
+                bench_check(
+                    "p2p_output",
+                    "fail",
+                    parsed["errors"],
+                    "every matrix complete",
+                    "the output was cut short: rerun the test and check its exit status",
+                )
+            )
+        return checks
+
+    parsed = judge_run(
+        module,
+        result,
+        run,
+        parse_p2p,
+        judge,
+        key="p2p",
+        output_path=params["output_path"],
+        timed_out=f"p2pBandwidthLatencyTest timed out after {params['timeout']} s",
+        failed="p2pBandwidthLatencyTest failed",
+        unreadable=lambda exc: f"could not read the p2pBandwidthLatencyTest output: {exc}",
+    )
     uni, bi = pair_ratios(parsed, "uni"), pair_ratios(parsed, "bi")
     ratios = (
         [row["ratio"] for row in uni if row["ratio"] is not None],
@@ -223,10 +218,7 @@ def main():
         bi_min_enabled_gbps=min((row["enabled_gbps"] for row in bi), default=None),
         verdict=result["verdict"],
     )
-    if verdict_blocks(result["verdict"], params["fail_on"]):
-        bad = [f"{c['name']}={c['observed']} (expected {c['expected']})" for c in checks if c["status"] != "ok"]
-        module.fail_json(msg=f"p2pBandwidthLatencyTest verdict {result['verdict']}: {', '.join(bad)}", **result)
-    module.exit_json(**result)
+    finish(module, result, "p2pBandwidthLatencyTest", params["fail_on"])
 
 
 if __name__ == "__main__":

@@ -246,8 +246,10 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_run import (
     COMMON_OPTIONS,
     check_common_options,
+    finish,
+    last_lines,
     run_bounded,
-    verdict_blocks,
+    save_output,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_resnet50 import (
@@ -266,6 +268,12 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_resnet50
 PRECISIONS = ("auto", "fp32", "amp", "fp16", "bf16")
 # The keys of expect that judge_resnet50 reads for one run; the others judge the sweep.
 RUN_EXPECT_KEYS = ("sku", "min_per_gpu", "ratio", "fail_ratio")
+
+
+def _check_label(check):
+    """A check named with its precision and GPU count (per_gpu_throughput@amp/2) in the failure message."""
+    gpus = f"/{check['gpus']}" if "gpus" in check else ""
+    return f"{check['name']}@{check.get('precision', '')}{gpus}"
 
 
 class Resnet50Sweep:
@@ -399,19 +407,13 @@ class Resnet50Sweep:
         run["rc"] = rc
         if params["output_dir"]:
             path = os.path.join(params["output_dir"], f"resnet50-{gpus}gpu-{precision}.txt")
-            try:
-                with open(path, "w", encoding="utf-8") as handle:
-                    handle.write(raw)
-            except OSError as exc:
-                self.fail(f"cannot write {path}: {exc}")
+            save_output(self.module, path, raw, self.result)
             run["output_path"] = path
-            self.result["changed"] = True
         if timed_out:
             run["error"] = f"timed out after {params['timeout']} s; its process group was terminated"
             return run
         if rc != 0:
-            tail = " | ".join(raw.strip().splitlines()[-3:])
-            run["error"] = f"rc {rc}: {tail}"
+            run["error"] = f"rc {rc}: {last_lines(raw, limit=None)}"
             return run
         try:
             parsed = parse_resnet50(raw)
@@ -461,16 +463,7 @@ class Resnet50Sweep:
         self.result["verdict"] = "fail" if failed else overall_status(checks)
         if failed:
             self.fail("; ".join(f"{run['precision']} {run['gpus']} GPUs: {run['error']}" for run in failed))
-        fail_on = params["fail_on"]
-        if verdict_blocks(self.result["verdict"], fail_on):
-            bad = [
-                f"{c['name']}@{c.get('precision', '')}{'/' + str(c['gpus']) if 'gpus' in c else ''}={c['observed']}"
-                f" (expected {c['expected']})"
-                for c in checks
-                if c["status"] != "ok"
-            ]
-            self.fail(f"ResNet-50 verdict {self.result['verdict']}: {', '.join(bad)}")
-        self.module.exit_json(**self.result)
+        finish(self.module, self.result, "ResNet-50", params["fail_on"], label=_check_label)
 
 
 def main():

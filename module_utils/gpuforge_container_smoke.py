@@ -35,6 +35,8 @@ import os
 import re
 import stat
 
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
+
 __all__ = [
     "CONTROL_NODES",
     "ENGINE_RUNTIMES",
@@ -105,14 +107,9 @@ def engine_commands(runtime: str, image: str, command: list, name: str, tools: d
     raise ValueError(f"unknown runtime {runtime!r}: one of {', '.join(ENGINE_RUNTIMES)}")
 
 
-def _check(name, ok, observed, expected, remedy):
-    return {
-        "name": name,
-        "status": "ok" if ok else "fail",
-        "observed": observed,
-        "expected": expected,
-        "remedy": "" if ok else remedy,
-    }
+def _pass_fail(name, ok, observed, expected, remedy):
+    """A bench_check that passes or fails on ``ok``; the remedy is kept only on a failure."""
+    return bench_check(name, "ok" if ok else "fail", observed, expected, "" if ok else remedy)
 
 
 def judge_engine(runtime: str, kind: str, expected_gpus: list, rc: int, output: str) -> dict:
@@ -122,7 +119,7 @@ def judge_engine(runtime: str, kind: str, expected_gpus: list, rc: int, output: 
     tail = "\n".join((output or "").strip().splitlines()[-5:])
     if kind == "vector_add":
         passed = rc == 0 and vector_add_passed(output)
-        return _check(
+        return _pass_fail(
             name,
             passed,
             {"rc": rc, "test_passed": vector_add_passed(output), "output_tail": tail},
@@ -135,7 +132,7 @@ def judge_engine(runtime: str, kind: str, expected_gpus: list, rc: int, output: 
     missing = sorted(set(wanted) - set(seen))
     extra = sorted(set(seen) - set(wanted))
     ok = rc == 0 and bool(wanted) and not missing and not extra
-    return _check(
+    return _pass_fail(
         name,
         ok,
         {"rc": rc, "gpus": seen, "missing": missing, "unexpected": extra, "output_tail": "" if ok else tail},
@@ -313,7 +310,7 @@ def judge_injection(method: str, wanted: dict, view: dict, libraries: list, rc: 
     tag = method.replace("-", "_")
     if rc != 0:
         return [
-            _check(
+            _pass_fail(
                 f"container_devices_{tag}",
                 False,
                 {"runc_create_rc": rc, "error": error[-800:]},
@@ -328,7 +325,7 @@ def judge_injection(method: str, wanted: dict, view: dict, libraries: list, rc: 
     extra = sorted(path for path in got if path not in wanted)
     ok = not (missing or wrong or absent_on_node or extra)
     checks = [
-        _check(
+        _pass_fail(
             f"container_devices_{tag}",
             ok,
             {"devices": got, "missing": missing, "wrong_numbers": wrong, "unexpected": extra},
@@ -349,7 +346,7 @@ def judge_injection(method: str, wanted: dict, view: dict, libraries: list, rc: 
     mounted_names = {os.path.basename(point) for point in view.get("mounts") or []}
     unmounted = sorted(path for path in libraries if os.path.basename(path) not in mounted_names)
     checks.append(
-        _check(
+        _pass_fail(
             f"container_driver_libraries_{tag}",
             not unmounted,
             {"mounted": sorted(path for path in libraries if path not in unmounted), "not_mounted": unmounted},

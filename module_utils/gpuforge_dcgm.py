@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
 
 __all__ = [
@@ -205,19 +206,6 @@ def _bus_ids(gpus) -> dict:
     return found
 
 
-def _check(status, observed, expected, fault="", remedy=""):
-    """The dcgm_diag check in the gpu_node_check result contract (gpuforge_node_health._check)."""
-    return {
-        "name": "dcgm_diag",
-        "status": status,
-        "observed": observed,
-        "expected": expected,
-        "fault": fault if status != "ok" else "",
-        "remedy": remedy if status != "ok" else "",
-        "caused_by": None,
-    }
-
-
 def judge_diag(parsed: dict, level: int, gpus=None, allow_skip=True) -> dict:
     """The ``dcgm_diag`` check: fail when a test failed on a GPU (named by its PCI bus ID through ``gpus``,
     the nvidia-smi facts' list) or DCGM reported a runtime error; warn on warnings and, unless allow_skip,
@@ -257,7 +245,8 @@ def judge_diag(parsed: dict, level: int, gpus=None, allow_skip=True) -> dict:
     }
     expected = {"level": level, "every_test": "pass" + (" or skip" if allow_skip else "")}
     if parsed.get("runtime_error"):
-        return _check(
+        return node_check(
+            "dcgm_diag",
             "fail",
             observed,
             expected,
@@ -271,7 +260,8 @@ def judge_diag(parsed: dict, level: int, gpus=None, allow_skip=True) -> dict:
             + (f" ({f['messages'][0]})" if f["messages"] else "")
             for f in failed
         )
-        return _check(
+        return node_check(
+            "dcgm_diag",
             "fail",
             observed,
             expected,
@@ -285,7 +275,8 @@ def judge_diag(parsed: dict, level: int, gpus=None, allow_skip=True) -> dict:
         parts = [f"{w['test']} warned on {board(w['gpu'])}" for w in warned]
         if skipped and not allow_skip:
             parts.append(f"not run: {', '.join(skipped)}")
-        return _check(
+        return node_check(
+            "dcgm_diag",
             "warn",
             observed,
             expected,
@@ -293,4 +284,4 @@ def judge_diag(parsed: dict, level: int, gpus=None, allow_skip=True) -> dict:
             "Read the warning text; a test that skips everywhere usually lacks its plugin (DCGM 4.x: install "
             "datacenter-gpu-manager-4-cuda<major> matching the driver's CUDA version) or runs without root",
         )
-    return _check("ok", observed, expected)
+    return node_check("dcgm_diag", "ok", observed, expected)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import worst_status as overall_status
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import number, record
 
@@ -183,18 +185,6 @@ def parse_fio(text: str) -> dict:
     }
 
 
-_RANK = {"ok": 0, "warn": 1, "fail": 2}
-
-
-def overall_status(checks: list) -> str:
-    """Worst status of a list of checks (``ok`` when the list is empty)."""
-    return max((check["status"] for check in checks), key=_RANK.__getitem__, default="ok")
-
-
-def _check(name, status, observed, expected, remedy=""):
-    return {"name": name, "status": status, "observed": observed, "expected": expected, "remedy": remedy}
-
-
 def judge_fio(result: dict, expect: dict | None = None, target: str = "") -> list:
     """One check per job: fail when fio reported an error for it or measured nothing, or when a threshold
     of ``expect`` (see EXPECT) is missed; a job with no threshold gets no check (reported, not judged).
@@ -207,7 +197,7 @@ def judge_fio(result: dict, expect: dict | None = None, target: str = "") -> lis
         measured = job.get("measured") or {}
         if job.get("error"):
             checks.append(
-                _check(
+                bench_check(
                     f"fio_{name}",
                     "fail",
                     f"fio error {job['error']}",
@@ -219,7 +209,7 @@ def judge_fio(result: dict, expect: dict | None = None, target: str = "") -> lis
             continue
         if not measured.get("io_bytes"):
             checks.append(
-                _check(
+                bench_check(
                     f"fio_{name}",
                     "fail",
                     measured.get("io_bytes"),
@@ -234,7 +224,7 @@ def judge_fio(result: dict, expect: dict | None = None, target: str = "") -> lis
             floor = expect[floor_key]
             status = "ok" if observed is not None and observed >= floor else "fail"
             checks.append(
-                _check(
+                bench_check(
                     f"fio_{name}",
                     status,
                     observed,
@@ -251,7 +241,7 @@ def judge_fio(result: dict, expect: dict | None = None, target: str = "") -> lis
             ceiling = expect[ceiling_key]
             status = "ok" if observed is not None and observed <= ceiling else "fail"
             checks.append(
-                _check(
+                bench_check(
                     f"fio_{name}_p99",
                     status,
                     observed,

@@ -8,6 +8,10 @@ the project promises (no privileged containers, no host namespaces).
 check_object(obj) returns a list of error strings (empty when the object passes); it never raises
 on malformed input. embedded_pod_templates(obj) returns core PodTemplate objects found inside a
 custom resource so that the caller can validate them against the Kubernetes schema as well.
+
+crd_json_schema(schema) turns a CRD's openAPIV3Schema (the stored ones are in schemas/crds/) into a JSON Schema
+(draft 7) that a validator such as jsonschema applies the way the API server does; error_location(error) names
+the path of a jsonschema error ("spec.slotsPerWorker").
 """
 
 from __future__ import annotations
@@ -47,6 +51,49 @@ SCC_VOLUMES = (
     "projected",
     "secret",
 )
+
+
+INT_RANGES = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+
+
+def crd_json_schema(schema):
+    """JSON Schema (draft 7) equivalent of a CRD openAPIV3Schema, with the API server's semantics.
+
+    - an object schema that names properties rejects other fields (the API server prunes them, or refuses them
+      with strict field validation, as kubectl apply --validate=strict does), unless it has
+      additionalProperties or x-kubernetes-preserve-unknown-fields: true;
+    - x-kubernetes-int-or-string: true accepts an integer or a string (when the schema does not say so itself);
+    - nullable: true accepts null besides the declared type;
+    - format int32/int64 bounds the integer.
+    Other x-kubernetes-* extensions do not constrain a single object and are kept as annotations.
+    """
+    if isinstance(schema, list):
+        return [crd_json_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    result = {key: crd_json_schema(value) for key, value in schema.items()}
+    preserve = schema.get("x-kubernetes-preserve-unknown-fields")
+    if "properties" in schema and "additionalProperties" not in schema and not preserve:
+        result["additionalProperties"] = False
+    if schema.get("x-kubernetes-int-or-string") and "anyOf" not in schema and "type" not in schema:
+        result["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if schema.get("nullable") is True:
+        if isinstance(result.get("type"), str):
+            result["type"] = [result["type"], "null"]
+        if isinstance(result.get("enum"), list) and None not in result["enum"]:
+            result["enum"] = [*result["enum"], None]
+        if "anyOf" in result:
+            result["anyOf"] = [*result["anyOf"], {"type": "null"}]
+    bounds = INT_RANGES.get(schema.get("format")) if schema.get("type") == "integer" else None
+    if bounds:
+        result.setdefault("minimum", bounds[0])
+        result.setdefault("maximum", bounds[1])
+    return result
+
+
+def error_location(error):
+    """Dotted path of a jsonschema ValidationError ("spec.mpiReplicaSpecs.Worker.replicas"; "(root)" at the top)."""
+    return ".".join(str(part) for part in getattr(error, "absolute_path", ())) or "(root)"
 
 
 def known_kinds():

@@ -33,6 +33,8 @@ import os
 import re
 from collections import Counter
 
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import worst_status as overall_status
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import integer, number, record, string
 
@@ -656,18 +658,6 @@ def _per_iteration(rows: list[dict]) -> dict | None:
     }
 
 
-_RANK = {"ok": 0, "warn": 1, "fail": 2}
-
-
-def overall_status(checks: list[dict]) -> str:
-    """Worst status of a list of checks (``ok`` when the list is empty)."""
-    return max((check["status"] for check in checks), key=_RANK.__getitem__, default="ok")
-
-
-def _check(name, status, observed, expected, remedy=""):
-    return {"name": name, "status": status, "observed": observed, "expected": expected, "remedy": remedy}
-
-
 def _large_busbw(rows: list[dict], large_bytes) -> float | None:
     if not rows:
         return None
@@ -720,7 +710,7 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
 
     if not rows:
         checks.append(
-            _check(
+            bench_check(
                 "result_rows",
                 "fail",
                 0,
@@ -740,7 +730,7 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
         else:
             status = "fail"
         checks.append(
-            _check(
+            bench_check(
                 "large_message_busbw",
                 status,
                 observed,
@@ -767,7 +757,7 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
         else:
             status = "fail"  # seed 001: thousands of µs means Ethernet, not InfiniBand
         checks.append(
-            _check(
+            bench_check(
                 "small_message_latency",
                 status,
                 observed,
@@ -798,12 +788,12 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
             "wrong results point at broken GPU memory, PCIe/NVLink errors or a bad NIC: "
             "check Xid/ECC errors and rerun with -c 1"
         )
-    checks.append(_check("wrong_values", status, wrong, f"<= {max_wrong}", remedy))
+    checks.append(bench_check("wrong_values", status, wrong, f"<= {max_wrong}", remedy))
 
     gate = result.get("min_bw_check")
     if gate in ("OK", "FAILED"):
         checks.append(
-            _check(
+            bench_check(
                 "nccl_tests_min_bw",
                 "ok" if gate == "OK" else "fail",
                 result.get("avg_busbw"),
@@ -830,7 +820,7 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
                 "iteration times vary: look for throttling GPUs (nvidia-smi -q -d PERFORMANCE), "
                 "congested links and noisy neighbours on the nodes"
             )
-        checks.append(_check("iteration_variation", status, observed, f"<= {cv_bound} % (i_cv%)", remedy))
+        checks.append(bench_check("iteration_variation", status, observed, f"<= {cv_bound} % (i_cv%)", remedy))
 
     if transport:
         observed = (result.get("transport") or {}).get("mode")
@@ -847,5 +837,5 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
                 "ib_gdr": "GPUDirect RDMA not used: load nvidia-peermem (nv_peer_mem), set "
                 "NCCL_NET_GDR_LEVEL and check GPU-NIC affinity",
             }.get(transport, "")
-        checks.append(_check("transport", status, observed, transport, remedy))
+        checks.append(bench_check("transport", status, observed, transport, remedy))
     return checks

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_kernel import ACTION_REMEDIES, xid_action
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import (
@@ -248,18 +249,6 @@ def _d(value):
     return value if isinstance(value, dict) else {}
 
 
-def _check(name, status, observed, expected, fault="", remedy="", caused_by=None):
-    return {
-        "name": name,
-        "status": status,
-        "observed": observed,
-        "expected": expected,
-        "fault": fault if status != "ok" else "",
-        "remedy": remedy if status != "ok" else "",
-        "caused_by": caused_by if status != "ok" else None,
-    }
-
-
 def gpu_key(gpu) -> str:
     """The name a GPU goes by in observed values: its PCI bus ID (GPU<index> only when there is none)."""
     bus = gpu.get("bus_id")
@@ -300,15 +289,15 @@ def _named(found, gpus):
 
 def _readable(name, facts, what, remedy, malformed=()):
     if not isinstance(facts, dict):
-        return _check(name, "fail", None, "facts", f"could not read {what}: no facts were given", remedy)
+        return node_check(name, "fail", None, "facts", f"could not read {what}: no facts were given", remedy)
     errors = [str(e) for e in facts.get("errors") or []]
     if errors:
-        return _check(name, "fail", errors, [], f"could not read all of {what}: {'; '.join(errors)[:400]}", remedy)
+        return node_check(name, "fail", errors, [], f"could not read all of {what}: {'; '.join(errors)[:400]}", remedy)
     if malformed:
         fault = f"{what} hold malformed values, left out of the checks: {'; '.join(malformed)[:400]}"
         remedy = f"Pass the facts the module gathers, unchanged. {remedy}"
-        return _check(name, "fail", list(malformed), [], fault, remedy)
-    return _check(name, "ok", [], [])
+        return node_check(name, "fail", list(malformed), [], fault, remedy)
+    return node_check(name, "ok", [], [])
 
 
 def _gpu_checks(smi, expected):
@@ -321,7 +310,7 @@ def _gpu_checks(smi, expected):
     # nvidia-smi still counts a GPU that fell off the bus as present: missing only because it fell off.
     short_by_lost = want_count is not None and count < want_count and count + len(lost) >= want_count
     checks.append(
-        _check(
+        node_check(
             "gpu_count",
             "ok" if want_count is None or count == want_count else "fail",
             count,
@@ -334,7 +323,7 @@ def _gpu_checks(smi, expected):
     models = sorted({g.get("product_name") for g in gpus if g.get("product_name")})
     want_model = expected.get("gpu_model")
     checks.append(
-        _check(
+        node_check(
             "gpu_model",
             "ok" if want_model is None or models == [want_model] else "fail",
             models,
@@ -347,7 +336,7 @@ def _gpu_checks(smi, expected):
         ["bus ID not given"] if any(marker in errors for marker in FALLEN_OFF_MARKERS) else []
     )
     checks.append(
-        _check(
+        node_check(
             "gpu_fallen_off_bus",
             "fail" if fallen else "ok",
             fallen,
@@ -362,7 +351,7 @@ def _gpu_checks(smi, expected):
     driver = smi.get("driver_version")
     observed_branch = str(driver).split(".", 1)[0] if driver else None
     checks.append(
-        _check(
+        node_check(
             "driver_branch",
             "ok" if branch is None or observed_branch == str(branch) else "fail",
             driver,
@@ -374,7 +363,7 @@ def _gpu_checks(smi, expected):
     if expected.get("persistence_mode", True):
         off = _by_gpu(gpus, lambda g: g.get("persistence_mode") != "Enabled" and (g.get("persistence_mode") or "?"))
         checks.append(
-            _check(
+            node_check(
                 "persistence_mode",
                 "fail" if off else "ok",
                 off,
@@ -386,7 +375,7 @@ def _gpu_checks(smi, expected):
     if expected.get("ecc", True):
         off = _by_gpu(gpus, lambda g: _d(g.get("ecc")).get("mode_current") != "Enabled" and "not Enabled")
         checks.append(
-            _check(
+            node_check(
                 "ecc_enabled",
                 "fail" if off else "ok",
                 off,
@@ -397,7 +386,7 @@ def _gpu_checks(smi, expected):
         )
     dbe = _by_gpu(gpus, lambda g: _d(_d(g.get("ecc")).get("volatile")).get("uncorrected") or 0)
     checks.append(
-        _check(
+        node_check(
             "ecc_volatile_dbe",
             "fail" if dbe else "ok",
             dbe,
@@ -419,7 +408,7 @@ def _gpu_checks(smi, expected):
 
     bad_pages = _by_gpu(gpus, retired)
     checks.append(
-        _check(
+        node_check(
             "retired_pages",
             "fail" if bad_pages else "ok",
             bad_pages,
@@ -441,7 +430,7 @@ def _gpu_checks(smi, expected):
 
     degraded = _by_gpu(gpus, pcie)
     checks.append(
-        _check(
+        node_check(
             "pcie_link",
             "fail" if degraded else "ok",
             degraded,
@@ -478,7 +467,7 @@ def _ecc_aggregate_check(gpus, expected):
         return ", ".join(found)
 
     bad = _by_gpu(gpus, over)
-    return _check(
+    return node_check(
         "ecc_aggregate",
         "fail" if bad else "ok",
         bad,
@@ -515,7 +504,7 @@ def _row_remap_check(gpus, expected):
         return ", ".join(found)
 
     remap = _by_gpu(gpus, state)
-    return _check(
+    return node_check(
         "row_remap",
         "fail" if remap else "ok",
         remap,
@@ -547,7 +536,7 @@ def _throttle_check(gpus, expected):
             seen[gpu_key(gpu)] = text
     if not sampled:  # facts without samples: one snapshot cannot give a rate, so it can only warn
         snapshot = _by_gpu(gpus, lambda g: ",".join(r for r in reasons if _d(g.get("throttle_reasons")).get(r)) or "")
-        return _check(
+        return node_check(
             "throttle",
             "warn" if snapshot else "ok",
             snapshot,
@@ -556,7 +545,7 @@ def _throttle_check(gpus, expected):
             "Gather facts with clock_event_samples > 0 (nvidia_smi_facts) to judge it over a window",
         )
     status = "fail" if over else ("warn" if seen or short else "ok")
-    return _check(
+    return node_check(
         "throttle",
         status,
         {**seen, **short, **over},
@@ -582,7 +571,7 @@ def _nvlink_checks(gpus, links, expected):
 
     down = _by_gpu(gpus, nvlink)
     checks = [
-        _check(
+        node_check(
             "nvlink_active",
             "fail" if down else "ok",
             down,
@@ -606,7 +595,7 @@ def _nvlink_checks(gpus, links, expected):
 
     bad = _by_gpu(gpus, counters)
     checks.append(
-        _check(
+        node_check(
             "nvlink_errors",
             "fail" if bad else "ok",
             bad,
@@ -658,7 +647,7 @@ def _xid_check(events, expected, gpus, lost, failing):
     remedy = "; ".join(
         sorted({f"Xid {e['code']} ({e['action']}): {ACTION_REMEDIES.get(e['action'], '')}" for e in shown})
     )
-    return _check(
+    return node_check(
         "xid",
         status,
         list(grouped.values()),
@@ -676,7 +665,7 @@ def _ib_checks(ib, expected):
     checks = []
     missing = [h.get("name") for h in want if h.get("name") not in hcas]
     checks.append(
-        _check(
+        node_check(
             "hcas_present",
             "fail" if missing else "ok",
             _sorted(hcas),
@@ -709,7 +698,7 @@ def _ib_checks(ib, expected):
                 bad_rate[key] = f"{rate[0]} Gb/s {rate[1]}"
     # The ports of an HCA that is not there are down because of it: hcas_present names the fault.
     checks.append(
-        _check(
+        node_check(
             "ib_port_state",
             "fail" if bad_state else "ok",
             bad_state,
@@ -720,7 +709,7 @@ def _ib_checks(ib, expected):
         )
     )
     checks.append(
-        _check(
+        node_check(
             "ib_port_rate",
             "fail" if bad_rate else "ok",
             bad_rate,
@@ -739,7 +728,7 @@ def _ib_checks(ib, expected):
 def _peermem_check(lsmod):
     names = set(_d(_d(lsmod).get("modules")))
     loaded = [m for m in PEERMEM_MODULES if m in names]
-    return _check(
+    return node_check(
         "peermem_loaded",
         "ok" if loaded else "fail",
         loaded,
@@ -766,7 +755,7 @@ def _affinity_check(smi, expected):
                 code = _d(gpu.get("nics")).get(hca)
                 if code not in SAME_SOCKET_CODES:
                     bad[f"GPU{index}<->{hca}"] = code or "no path"
-    return _check(
+    return node_check(
         "gpu_hca_affinity",
         "fail" if bad else "ok",
         bad,
@@ -836,7 +825,7 @@ def _pcie_checks(pcie, gpus, lost, expected, failing):
         if why:
             degraded[keys[address]] = f"{name}: {why}"
     checks.append(
-        _check(
+        node_check(
             "pcie_link_hca",
             "fail" if degraded else "ok",
             degraded,
@@ -871,7 +860,7 @@ def _pcie_checks(pcie, gpus, lost, expected, failing):
     status = "fail" if reports else ("warn" if others else "ok")
     caused_by = None if None in causes or not causes else ",".join(sorted(causes))
     checks.append(
-        _check(
+        node_check(
             "pcie_link_limited",
             status,
             {**others, **reports},
@@ -906,7 +895,7 @@ def _aer_check(pcie, names, keys, expected):
         elif text:
             seen[keys[key]] = f"{names[key]}: {text}"
     limit = f"correctable <= {correctable_max}, " if correctable_max is not None else ""
-    return _check(
+    return node_check(
         "pcie_aer",
         "fail" if over else ("warn" if seen else "ok"),
         {**seen, **over},
@@ -935,7 +924,7 @@ def _acs_check(pcie, devices, names):
         if flags:
             shown = ", ".join(names.get(b, b) for b in below)
             enabled[bridge] = "+ ".join(flags) + "+" + (f" (above {shown})" if shown else "")
-    return _check(
+    return node_check(
         "pcie_acs",
         "fail" if enabled else "ok",
         enabled,
@@ -991,7 +980,7 @@ def judge_node(nvidia_smi, infiniband, lsmod, xid_events, expected, unreadable=N
     for source, what in (("lsmod", "lsmod output"), ("kernel_log", "the kernel log")):
         if source in unreadable:
             checks.append(
-                _check(
+                node_check(
                     f"{source}_readable",
                     "fail",
                     None,
@@ -1001,7 +990,7 @@ def judge_node(nvidia_smi, infiniband, lsmod, xid_events, expected, unreadable=N
                 )
             )
         else:
-            checks.append(_check(f"{source}_readable", "ok", True, what))
+            checks.append(node_check(f"{source}_readable", "ok", True, what))
     gpus = [g for g in smi.get("gpus") or [] if isinstance(g, dict)]
     lost = [g for g in smi.get("unreachable_gpus") or [] if isinstance(g, dict)]
     failing = {c["name"]: _failing_buses(c, gpus, lost) for c in checks if c["status"] == "fail"}
@@ -1042,7 +1031,7 @@ def judge_node(nvidia_smi, infiniband, lsmod, xid_events, expected, unreadable=N
 def _pcie_inputs_checks(pcie, gpus, lost, expected, failing, unreadable):
     pcie = _d(pcie)
     if "lspci" in unreadable:
-        readable = _check(
+        readable = node_check(
             "lspci_readable",
             "fail",
             None,
@@ -1052,7 +1041,7 @@ def _pcie_inputs_checks(pcie, gpus, lost, expected, failing, unreadable):
         )
         return [readable, *_pcie_checks({**pcie, "lspci": {}}, gpus, lost, {**expected, "virtual": True}, failing)[1:]]
     return [
-        _check("lspci_readable", "ok", True, "lspci -vvv output"),
+        node_check("lspci_readable", "ok", True, "lspci -vvv output"),
         *_pcie_checks(pcie, gpus, lost, expected, failing),
     ]
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
 
 __all__ = [
@@ -170,19 +171,6 @@ def per_gpu(name: str, case: dict) -> dict:
     return values
 
 
-def _check(status, observed, expected, fault="", remedy=""):
-    """The nvbandwidth check in the gpu_node_check result contract (gpuforge_node_health._check)."""
-    return {
-        "name": "nvbandwidth",
-        "status": status,
-        "observed": observed,
-        "expected": expected,
-        "fault": fault if status != "ok" else "",
-        "remedy": remedy if status != "ok" else "",
-        "caused_by": None,
-    }
-
-
 def _low(testcase, gpu, bus_id, peer, gbps, minimum) -> dict:
     return {"testcase": testcase, "gpu": gpu, "bus_id": bus_id, "peer": peer, "gbps": gbps, "min": minimum}
 
@@ -233,7 +221,8 @@ def judge_bandwidth(parsed: dict, thresholds: dict, gpus=None) -> dict:
             + f" {entry['gbps']:.2f} GB/s < {entry['min']}"
             for entry in low
         )
-        return _check(
+        return node_check(
+            "nvbandwidth",
             "fail",
             observed,
             expected,
@@ -244,7 +233,8 @@ def judge_bandwidth(parsed: dict, thresholds: dict, gpus=None) -> dict:
             "a low device-to-device pair points at NVLink (nvidia-smi nvlink -s)",
         )
     if waived or missing:
-        return _check(
+        return node_check(
+            "nvbandwidth",
             "warn",
             observed,
             expected,
@@ -252,4 +242,4 @@ def judge_bandwidth(parsed: dict, thresholds: dict, gpus=None) -> dict:
             "A waived testcase is not supported on this system (e.g. no peer access between the GPUs); "
             "check nvidia-smi topo -m and the nvbandwidth version",
         )
-    return _check("ok", observed, expected)
+    return node_check("nvbandwidth", "ok", observed, expected)

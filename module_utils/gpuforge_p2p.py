@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import worst_status as overall_status
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import (
     boolean,
@@ -224,17 +226,6 @@ def pair_ratios(result: dict, kind: str) -> list:
     return rows
 
 
-_RANK = {"ok": 0, "warn": 1, "fail": 2}
-
-
-def overall_status(checks: list) -> str:
-    return max((check["status"] for check in checks), key=_RANK.__getitem__, default="ok")
-
-
-def _check(name, status, observed, expected, remedy=""):
-    return {"name": name, "status": status, "observed": observed, "expected": expected, "remedy": remedy}
-
-
 _REMEDY = (
     "P2P is enabled but slow between these GPUs: check nvidia-smi topo -m (NVLink vs PCIe), nvidia-smi nvlink "
     "--status for down links, and on PCIe systems that ACS/IOMMU is not forcing peer traffic through the root "
@@ -250,7 +241,7 @@ def judge_p2p(result: dict, expect: dict | None = None) -> list:
     if expect.get("gpus") is not None:
         status = "ok" if result["gpus"] >= expect["gpus"] else "fail"
         checks.append(
-            _check(
+            bench_check(
                 "p2p_gpus",
                 status,
                 result["gpus"],
@@ -263,7 +254,7 @@ def judge_p2p(result: dict, expect: dict | None = None) -> list:
         pairs = set(_peer_pairs(result))
         missing = [f"{i}->{j}" for i in range(size) for j in range(size) if i != j and (i, j) not in pairs]
         checks.append(
-            _check(
+            bench_check(
                 "p2p_access",
                 "fail" if missing else "ok",
                 missing or "every pair",
@@ -291,7 +282,7 @@ def judge_p2p(result: dict, expect: dict | None = None) -> list:
         slow = [row for row in rows if row["ratio"] is None or row["ratio"] < needed]
         worst = min(rows, key=lambda row: -1 if row["ratio"] is None else row["ratio"])
         checks.append(
-            _check(
+            bench_check(
                 f"p2p_{kind}_ratio",
                 "fail" if slow else "ok",
                 {"worst": worst, "slow_pairs": [row["pair"] for row in slow]},
@@ -303,7 +294,7 @@ def judge_p2p(result: dict, expect: dict | None = None) -> list:
             floor = expect[floor_key]
             low = [row for row in rows if row["enabled_gbps"] < floor]
             checks.append(
-                _check(
+                bench_check(
                     f"p2p_{kind}_gbps",
                     "fail" if low else "ok",
                     {"lowest": min(rows, key=lambda row: row["enabled_gbps"]), "slow_pairs": [r["pair"] for r in low]},

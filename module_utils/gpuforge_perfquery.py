@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 
 __all__ = [
@@ -158,19 +159,6 @@ def counter_growth(before: dict, after: dict, counters=ERROR_COUNTERS) -> dict:
     return growth
 
 
-def _check(name, status, observed, expected, fault="", remedy=""):
-    """A check in the gpu_node_check result contract (gpuforge_node_health._check)."""
-    return {
-        "name": name,
-        "status": status,
-        "observed": observed,
-        "expected": expected,
-        "fault": fault if status != "ok" else "",
-        "remedy": remedy if status != "ok" else "",
-        "caused_by": None,
-    }
-
-
 def judge_counter_growth(before: dict, after: dict, limits=None) -> dict:
     """The `ib_port_counters` check: before/after are {"<hca>/<port>": {counter: value}} snapshots; a port
     fails when an error counter grew by more than limits[counter] (default 0), warns when a counter is
@@ -193,7 +181,7 @@ def judge_counter_growth(before: dict, after: dict, limits=None) -> dict:
     expected = {n: f"growth <= {int(limits.get(n, 0))}" for n in ERROR_COUNTERS}
     if grew:
         causes = sorted({_CAUSES[n] for port in grew.values() for n in port if n in _CAUSES})
-        return _check(
+        return node_check(
             "ib_port_counters",
             "fail",
             {"grew": grew, "saturated": saturated, "unpaired": unpaired},
@@ -205,7 +193,7 @@ def judge_counter_growth(before: dict, after: dict, limits=None) -> dict:
             "rerun the benchmark; drain the node if they grow again",
         )
     status = "warn" if saturated or unpaired else "ok"
-    return _check(
+    return node_check(
         "ib_port_counters",
         status,
         {"grew": {}, "saturated": saturated, "unpaired": unpaired},
@@ -245,7 +233,7 @@ def judge_link_flaps(flaps: dict, max_flaps: int = 1) -> dict:
     seen = {dev: n for dev, n in sorted(flaps.items()) if 0 < n <= max_flaps}
     status = "fail" if over else ("warn" if seen else "ok")
     shown = over or seen
-    return _check(
+    return node_check(
         "ib_link_flaps",
         status,
         dict(sorted(flaps.items())),
@@ -321,7 +309,7 @@ def judge_fleet(nodes: dict) -> dict:
         for k, o in outliers.items()
     )
     remedy = "; ".join(sorted({FLEET_PROPERTIES[k.partition(".")[0]][1] for k in outliers}))
-    return _check(
+    return node_check(
         "fleet_consistency",
         "fail" if outliers else "ok",
         outliers,

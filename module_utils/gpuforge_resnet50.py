@@ -10,6 +10,8 @@ import math
 import re
 import shlex
 
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import worst_status as overall_status
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import integer, number, record, string
 
@@ -288,18 +290,6 @@ def reference_per_gpu(sku: str, world_size: int) -> dict | None:
     }
 
 
-_RANK = {"ok": 0, "warn": 1, "fail": 2}
-
-
-def overall_status(checks: list[dict]) -> str:
-    """Worst status of a list of checks (``ok`` when the list is empty)."""
-    return max((check["status"] for check in checks), key=_RANK.__getitem__, default="ok")
-
-
-def _check(name, status, observed, expected, remedy=""):
-    return {"name": name, "status": status, "observed": observed, "expected": expected, "remedy": remedy}
-
-
 def judge_resnet50(result: dict, expect: dict | None = None) -> list[dict]:
     """Checks of one parsed run.
 
@@ -319,7 +309,7 @@ def judge_resnet50(result: dict, expect: dict | None = None) -> list[dict]:
     if expect.get("world_size") is not None:
         status = "ok" if world == expect["world_size"] else "fail"
         checks.append(
-            _check(
+            bench_check(
                 "world_size",
                 status,
                 world,
@@ -330,7 +320,7 @@ def judge_resnet50(result: dict, expect: dict | None = None) -> list[dict]:
     loss = result.get("loss")
     if loss is not None and math.isnan(loss):
         checks.append(
-            _check("loss", "fail", "nan", "finite", "training diverged: check precision (fp16 needs loss scaling)")
+            bench_check("loss", "fail", "nan", "finite", "training diverged: check precision (fp16 needs loss scaling)")
         )
     floor, source = expect.get("min_per_gpu"), "min_per_gpu"
     if floor is None and expect.get("sku") and result.get("precision") != "fp32":
@@ -339,7 +329,7 @@ def judge_resnet50(result: dict, expect: dict | None = None) -> list[dict]:
             floor, source = reference["per_gpu"], reference["source"]
         else:
             checks.append(
-                _check("per_gpu_throughput", "warn", result.get("per_gpu"), f"reference for {expect['sku']}", "")
+                bench_check("per_gpu_throughput", "warn", result.get("per_gpu"), f"reference for {expect['sku']}", "")
             )
     if floor is not None:
         observed = result.get("per_gpu")
@@ -351,7 +341,7 @@ def judge_resnet50(result: dict, expect: dict | None = None) -> list[dict]:
         else:
             status = "ok"
         checks.append(
-            _check(
+            bench_check(
                 "per_gpu_throughput",
                 status,
                 observed,
@@ -381,7 +371,7 @@ def judge_scaling(rows: list[dict], min_efficiency: float = 0.9, warn_margin: fl
         else:
             status = "fail"
         checks.append(
-            _check(
+            bench_check(
                 f"scaling_efficiency_{row['world_size']}",
                 status,
                 efficiency,
@@ -432,7 +422,7 @@ def judge_precision_comparison(rows: list[dict], min_speedup: float | None = Non
         status = "ok" if row["speedup"] >= min_speedup else "fail"
         checks.append(
             {
-                **_check(
+                **bench_check(
                     f"precision_speedup_{row['gpus']}",
                     status,
                     row["speedup"],

@@ -104,7 +104,10 @@ def run(options, view_factory: Callable, log: Callable[[str], None] = print) -> 
     stages.append(
         _playbook_stage("validate", base("validate", "validate.yml", REPORT_ONLY_VARS), run_dir, view_factory)
     )
-    stages.append(_playbook_stage("benchmark", base("bench", "benchmark.yml", BENCH_VARS), run_dir, view_factory))
+    # lab/playbooks/benchmark.yml: playbooks/benchmark.yml with the lab's link degradation of DEGRADED_NODE hooked in.
+    bench = base("bench", "benchmark.yml", BENCH_VARS)
+    bench.playbooks_dir = paths.LAB_DIR / "playbooks"
+    stages.append(_playbook_stage("benchmark", bench, run_dir, view_factory))
     # Last of the node stages: by now the monitoring installed by site.yml has scraped the faulty node for minutes.
     stages.append(_playbook_stage(ALERTS_STAGE, base("runbook alerts", "runbooks/alerts.yml"), run_dir, view_factory))
     stages.append(_k8s_stage(Path(options.inventory)))
@@ -192,10 +195,17 @@ def summary_lines(
         worst = data.hosts_by_status()
         healthy = sorted(host for host, status in worst.items() if status != "fail")
         lines.append(f"nodes healthy: {len(healthy)}/{len(worst)} ({', '.join(healthy) or 'none'})")
-        for check in data.checks:
-            if check.status == "fail":
-                observed = json.dumps(check.observed) if isinstance(check.observed, dict | list) else check.observed
-                lines.append(f"  fault: {check.host}: {check.name}: {observed} ({check.fault or check.remedy})")
+        failed = [check for check in data.checks if check.status == "fail"]
+        failed_names = {(check.host, check.name) for check in failed}
+        # Root causes first, each with the checks that failed only because of it indented under it.
+        for check in failed:
+            if any((check.host, cause) in failed_names for cause in check.caused_by):
+                continue
+            observed = json.dumps(check.observed) if isinstance(check.observed, dict | list) else check.observed
+            lines.append(f"  fault: {check.host}: {check.name}: {observed} ({check.fault or check.remedy})")
+            for consequence in failed:
+                if consequence.host == check.host and check.name in consequence.caused_by:
+                    lines.append(f"    caused by it: {consequence.name}: {consequence.fault or consequence.remedy}")
     for series in data.nccl or []:
         peak = max((busbw for _, busbw in series.points), default=0)
         lines.append(f"NCCL {series.label}: peak bus bandwidth {peak:g} GB/s over {len(series.points)} sizes")

@@ -3,8 +3,8 @@
 
 ``build_site_gates_run`` runs library/fio_benchmark.py and library/p2p_bandwidth.py in-process on captured real
 outputs (tests/fixtures/fio/, tests/fixtures/p2p/, their SOURCES.md), registers what they return the way
-Ansible registers a loop with ``failed_when: false`` (playbooks/tasks/bench_fio.yml, bench_p2p.yml), turns
-that into summary.json blocks through the collection's filters (bench_summary.yml) and writes the run folder
+Ansible registers a loop with ``failed_when: false`` (roles/gpuforge_bench/tasks/fio.yml, p2p.yml), turns
+that into summary.json blocks through the collection's filters (summary.yml) and writes the run folder
 the playbooks write: ``bench/<run>/summary.json`` (the real lab run's blocks of tests/fixtures/records/demo-run/
 plus ``fio`` and ``p2p``), ``fio/<host>.json`` and ``p2p/<host>.json``.
 
@@ -91,7 +91,7 @@ def skipped_item(item: dict, condition: str) -> dict:
 
 
 def fio_loop(node: str, workdir: Path) -> list:
-    """The registered fio loop of one node (bench_fio.yml's task over its targets)."""
+    """The registered fio loop of one node (tasks/fio.yml's task over its targets)."""
     from ansible_collections.gpuforge.cluster.plugins.modules import fio_benchmark
 
     four_jobs = (FIO_FIXTURES / "fio-3.33_ext4_seq_rand_4jobs.json").read_text(encoding="utf-8")
@@ -120,7 +120,7 @@ def fio_loop(node: str, workdir: Path) -> list:
 
 
 def p2p_registered(node: str, workdir: Path) -> dict:
-    """What bench_p2p.yml's task registers on one node (failed_when: false)."""
+    """What tasks/p2p.yml's task registers on one node (failed_when: false)."""
     from ansible_collections.gpuforge.cluster.plugins.modules import p2p_bandwidth
 
     outputs = {

@@ -1,7 +1,7 @@
 """Simulated perftest `ib_write_bw`: a server/client pair that moves real bytes over TCP.
 
     server:  ib_write_bw -d mlx5_0 [-i ib_port] [-p tcp_port] [--report_gbits] [-D secs] [-s size]
-                         [-n iters] [-q qps] [-F] [-R] [-x gid_index] [--use_cuda=N]
+                         [-n iters] [-q qps] [-F] [-R] [-x gid_index] [--use_cuda=N [--use_cuda_dmabuf]]
     client:  ib_write_bw -d mlx5_0 [same options] SERVER_HOST
 
 What the number means (read this before trusting it): there is no RDMA here. After a JSON
@@ -20,6 +20,16 @@ peak 0.00 in duration mode (-D), the error text and exit status 1 for a port tha
 when /proc/cpuinfo lists differing clocks and -F is absent. `-p` is the TCP port (default 18515)
 and `-i` the IB port (default 1), as in perftest.
 
+GPU memory (`--use_cuda=N`, `--use_cuda_dmabuf`): after perftest's CUDA lines, registering the GPU buffer for
+RDMA fails as perftest reports it (`Couldn't allocate MR`, `failed to create mr`, `Failed to create MR`,
+` Couldn't create IB resources` on stderr, exit status 1; linux-rdma/perftest issues #31 "Couldn't allocate MR
+errors on latest WITH_CUDA perftest" and #126) when a `gdr_unavailable` fault names the HCA (or names none), or
+when neither nvidia_peermem nor nv_peer_mem is in the simulated kernel's module table and `--use_cuda_dmabuf` is
+not given. Both ends fail at once here (perftest's server may first wait for its client). A `gdr_slow` fault
+caps a GPU-memory run on its HCA (and port) at `fraction` of the port's line rate. A loopback - server and client
+on one node, the client connecting to 127.0.0.1 or the node's own address - is an ordinary run: the server
+listens on every address.
+
 Lab additions so nothing hangs: the server gives up after $GPUFORGE_LAB_PERFTEST_TIMEOUT seconds
 (default 120) without a client; the client retries its connection for 5 s (the server may still
 be starting) and every socket operation has a timeout.
@@ -36,8 +46,8 @@ import socket
 import sys
 import time
 
-from gpuforge_sim import ib_ports
-from gpuforge_sim.hardware import visible_gpus
+from gpuforge_sim import driver_state, ib_ports
+from gpuforge_sim.hardware import faults_of, visible_gpus
 
 RESULT_LINE = "-" * 87
 DEFAULT_TCP_PORT = 18515
@@ -46,6 +56,8 @@ CHUNK = 1 << 20
 _PORT_STATES = {1: "Down", 2: "Init", 3: "Armed"}  # perftest's portStates[] for non-Active ports
 _NO_CONTEXT = " Couldn't get context for the device"
 _NO_SOCKET = " Unable to init the socket connection"
+# Peer-memory kernel modules that let the HCA register GPU memory (nvidia-peermem, or MLNX's older nv_peer_mem).
+PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 _MB = 0x100000
 _GB = 125_000_000
 _REPORT_FMT = " {:<7d}    {:<10d}       {:<7.2f}            {:<7.2f}\t\t   {:<7.6f}"
@@ -67,6 +79,7 @@ def _options(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("-x", "--gid-index", type=int)
     parser.add_argument("--report_gbits", action="store_true")
     parser.add_argument("--use_cuda", type=int, nargs="?", const=0)
+    parser.add_argument("--use_cuda_dmabuf", action="store_true")
     parser.add_argument("server", nargs="?")
     options, _unknown = parser.parse_known_args(argv)  # other perftest flags do not change the run
     return options
@@ -102,12 +115,12 @@ def _cpu_warning(options: argparse.Namespace) -> None:
     sys.stderr.flush()
 
 
-def _local_end(hca: dict, port: dict, options: argparse.Namespace) -> dict:
+def _local_end(hca: dict, port: dict, options: argparse.Namespace, rate_gbps: float | None = None) -> dict:
     rng = random.SystemRandom()
     return {
         "device": hca["name"],
         "lid": port["lid"],
-        "rate_gbps": port["rate_gbps"],
+        "rate_gbps": port["rate_gbps"] if rate_gbps is None else rate_gbps,
         "link_layer": port["link_layer"],
         "qps": [
             {
@@ -242,7 +255,40 @@ def _cuda_lines(hw: dict, index: int) -> tuple[list[str], str | None]:
     return lines, None
 
 
-def _run_server(options, hca, port) -> int:
+def gdr_rate(hw: dict, hca: dict, port: dict, options: argparse.Namespace) -> float:
+    """The rate this end may move: the port's line rate, times a `gdr_slow` fault's fraction for a GPU-memory run
+    on that HCA (and port, when the fault names one)."""
+    rate = float(port["rate_gbps"])
+    if options.use_cuda is None:
+        return rate
+    for fault in faults_of(hw, "gdr_slow"):
+        if fault.get("hca") == hca["name"] and int(fault.get("port", port["port"])) == port["port"]:
+            rate *= float(fault["fraction"])
+    return rate
+
+
+def gpu_memory_unregistrable(hw: dict, hca: dict, options: argparse.Namespace) -> bool:
+    """Whether registering GPU memory for RDMA fails on this HCA: a `gdr_unavailable` fault for it (or for every
+    HCA), or no peer-memory module loaded and no dma-buf asked for."""
+    if any(f.get("hca") in (None, hca["name"]) for f in faults_of(hw, "gdr_unavailable")):
+        return True
+    return not options.use_cuda_dmabuf and not set(PEERMEM_MODULES) & set(driver_state.loaded_modules())
+
+
+def _mr_failure(options: argparse.Namespace) -> int:
+    """perftest's output when ibv_reg_mr refuses the GPU buffer (issue #31 of linux-rdma/perftest)."""
+    size = options.size * max(1, options.qp) * 2
+    address = 0x2305040000 + random.SystemRandom().randrange(1 << 16) * 0x10000
+    _print(
+        [
+            f"cuMemAlloc() of a {size} bytes GPU buffer",
+            f"allocated GPU buffer address at {address:016x} pointer={address:#x}",
+        ]
+    )
+    return _fail("Couldn't allocate MR", "failed to create mr", "Failed to create MR", " Couldn't create IB resources")
+
+
+def _run_server(options, hca, port, rate_gbps: float | None = None) -> int:
     timeout = float(os.environ.get("GPUFORGE_LAB_PERFTEST_TIMEOUT", "120"))
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -267,7 +313,7 @@ def _run_server(options, hca, port) -> int:
     with conn, conn.makefile("rb") as stream:
         conn.settimeout(timeout)
         client = _recv_json(stream)
-        local = _local_end(hca, port, options)
+        local = _local_end(hca, port, options, rate_gbps)
         _send_json(conn, local)
         payload_started = time.monotonic()
         if not options.rdma_cm:
@@ -278,7 +324,7 @@ def _run_server(options, hca, port) -> int:
         options.size, options.iters, options.qp = client["size"], client["iters"], client["qp"]
         options.duration = client["duration"]
         nbytes, seconds, peak = _receive(conn, stream, payload_started)
-        report = compute_report(nbytes, seconds, peak, min(port["rate_gbps"], client["rate_gbps"]), options)
+        report = compute_report(nbytes, seconds, peak, min(local["rate_gbps"], client["rate_gbps"]), options)
         _send_json(conn, report)
     _print(_table(report, options))
     return 0
@@ -317,7 +363,7 @@ def _connect(host: str, port: int) -> socket.socket | None:
             time.sleep(0.2)
 
 
-def _run_client(options, hca, port) -> int:
+def _run_client(options, hca, port, rate_gbps: float | None = None) -> int:
     sock = _connect(options.server, options.port)
     if sock is None:
         return _fail(
@@ -328,7 +374,7 @@ def _run_client(options, hca, port) -> int:
     io_timeout = (options.duration or 0) + 60
     with sock, sock.makefile("rb") as stream:
         sock.settimeout(io_timeout)
-        local = _local_end(hca, port, options)
+        local = _local_end(hca, port, options, rate_gbps)
         run = {"size": options.size, "iters": options.iters, "qp": options.qp, "duration": options.duration}
         _send_json(sock, {**local, **run})
         server = _recv_json(stream)
@@ -371,8 +417,11 @@ def main(argv: list[str] | None = None) -> int:
         if error:
             return _fail(error, "Couldn't init GPU context")
         _print(lines)
+        if gpu_memory_unregistrable(hw, hca, options):
+            return _mr_failure(options)
+    rate = gdr_rate(hw, hca, port, options)
     try:
-        return _run_client(options, hca, port) if options.server else _run_server(options, hca, port)
+        return _run_client(options, hca, port, rate) if options.server else _run_server(options, hca, port, rate)
     except (OSError, ConnectionError, ValueError) as exc:
         return _fail(f" Failed to exchange data between server and clients ({exc})")
 

@@ -52,6 +52,8 @@ FAULT_PARAMS: dict[str, tuple[set[str], set[str]]] = {
     "pkey_mismatch": ({"hca", "pkeys"}, {"port"}),
     "dcgm_diag_failure": ({"gpu", "test"}, {"level"}),
     "host_bandwidth_degraded": ({"gpu", "fraction"}, set()),
+    "gdr_slow": ({"hca", "fraction"}, {"port"}),
+    "gdr_unavailable": (set(), {"hca"}),
 }
 # DCGM 4 diagnostic test -> the first dcgmi diag level that runs it (lab/sim/gpuforge_sim/dcgmi.py TESTS).
 DCGM_TEST_LEVELS = {
@@ -293,7 +295,7 @@ def _validate_fault(fault: dict, i: int, profile: dict, c: _Checker) -> None:
 
 
 def _validate_acceptance_fault(kind: str, fault: dict, field: str, c: _Checker) -> None:
-    """Parameters of the DCGM diagnostic and host bandwidth faults (SCHEMA.md)."""
+    """Parameters of the DCGM diagnostic, host bandwidth and GPUDirect RDMA faults (SCHEMA.md)."""
     if kind == "dcgm_diag_failure":
         first = DCGM_TEST_LEVELS.get(fault["test"])
         if first is None:
@@ -305,6 +307,8 @@ def _validate_acceptance_fault(kind: str, fault: dict, field: str, c: _Checker) 
         not isinstance(fault["fraction"], (int, float)) or not 0 < fault["fraction"] < 1
     ):
         c.fail(f"{field}.fraction", "must be a number in (0, 1): the share of the healthy bandwidth left")
+    if kind == "gdr_slow" and (not isinstance(fault["fraction"], (int, float)) or not 0 < fault["fraction"] < 1):
+        c.fail(f"{field}.fraction", "must be a number in (0, 1): the share of the line rate GPU memory runs reach")
 
 
 PKEY_RE = re.compile(r"^0x[0-9a-f]{4}$")

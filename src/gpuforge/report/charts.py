@@ -178,3 +178,46 @@ def fio_target(target: str, runs: list) -> list[tuple[str, str]]:
                 )
             )
     return charts
+
+
+NCCL_METRIC = "nccl single-node busbw"  # gpuforge_burnin's metric names: its single-node run, then "ib_write_bw <hca>"
+
+
+def burnin_metrics(record) -> dict:
+    """{metric: Gb/s} of one burnin_round record: the node's single-node NCCL busbw and its best pair per rail (what
+    module_utils/gpuforge_burnin.py compares across the rounds, under the same names)."""
+    found = {}
+    if record["nccl"]["busbw_gbps"] is not None:
+        found[NCCL_METRIC] = float(record["nccl"]["busbw_gbps"])
+    for hca, rail in sorted(record["ib_write_bw"].items()):
+        if rail["gbps"] is not None:
+            found[f"ib_write_bw {hca}"] = float(rail["gbps"])
+    return found
+
+
+def burnin_trend(node: str, records: list, slowed: list, fraction: float | None) -> str:
+    """One node's rates across the burn-in rounds: a line per metric (round -> Gb/s); a metric the trend judged
+    slower is drawn dashed with its slowdown line (fraction x the median of the first rounds) as a threshold."""
+    series: dict[str, list] = {}
+    for record in sorted(records, key=lambda r: r["round"]):
+        for metric, value in burnin_metrics(record).items():
+            series.setdefault(metric, []).append((record["round"], value))
+    slow = {entry["metric"]: entry for entry in slowed}
+    drawn, thresholds = [], []
+    for index, (metric, points) in enumerate(sorted(series.items(), key=lambda item: item[0] != NCCL_METRIC)):
+        color = svg.PALETTE[index % len(svg.PALETTE)]
+        short = "NCCL busbw" if metric == NCCL_METRIC else metric.replace("ib_write_bw ", "ib ")
+        label = short + (" slower" if metric in slow else "")
+        css = "series slowed" if metric in slow else "series"
+        drawn.append(svg.Series(label, points, dashed=metric in slow, color=color, css_class=css))
+        if metric in slow and fraction:
+            line = round(float(fraction) * slow[metric]["first_median"], 3)
+            thresholds.append(svg.Threshold(f"{metric}: slowdown line {line:g} Gb/s", line, color))
+    return svg.line_chart(
+        chart_id("burnin", node),
+        f"{node}: rates per burn-in round",
+        drawn,
+        svg.Axis("burn-in round", tick_format=lambda value: f"{value:g}"),
+        svg.Axis("Gb/s"),
+        thresholds,
+    )

@@ -131,6 +131,11 @@ def _object(path: Path, records_mod):
     return data
 
 
+def burnin_summaries(run_dir: Path) -> list:
+    """The burnin/summary.json files under run_dir (the report reads their trend beside the records)."""
+    return _result_files(Path(run_dir))["burnin"] if Path(run_dir).is_dir() else []
+
+
 def load_burnin_trends(run_dir: Path) -> dict:
     """{node: trend verdict} of the burn-in summaries under run_dir (gpuforge_records.burnin_trend_verdicts)."""
     records_mod = _records_module()

@@ -3,7 +3,9 @@
 Sections: a summary line; findings (root causes first, their consequences grouped under them); the node x check
 matrix (a row per node, failing nodes and checks first, a <details> per cell that is not PASS); benchmark
 attributions, failed gates (the gates not judged folded beside them) and charts (every chart draws its
-thresholds; fio per file system, a p2p table per node); the cross-node inventory (the
+thresholds; fio per file system, a p2p table per node); the burn-in (the trend verdict per node with its reasons,
+a node x round verdict matrix, the port error counters that grew, DCGM level 3 per round and the rates per round
+with a trend chart per node); the cross-node inventory (the
 fleet_consistency record of each node, outliers marked); stages and provenance. Everything comes from records
 (gpuforge.report.model.ReportData). The script only marks the page (data-charts-ok, title suffix) when every chart
 the page promises is present, which the headless-Chromium test looks for.
@@ -15,10 +17,12 @@ import json
 from html import escape
 
 from gpuforge.report import charts
-from gpuforge.report.model import INVENTORY_PROPERTIES, RANK, ReportData, sweep_runs
+from gpuforge.report.model import DCGM_VERDICT, INVENTORY_PROPERTIES, RANK, ReportData, sweep_runs
 
 MAX_GATE_ROWS = 300
 MAX_REASONS = 3
+# Per-node burn-in trend charts drawn (nodes that got slower or failed first); the rest are in the rates table.
+MAX_TREND_CHARTS = 24
 # Benchmarks with their own charts or table below the generic per-node dots (fio per target, p2p per node).
 OWN_SECTIONS = {"fio", "p2p"}
 
@@ -47,6 +51,11 @@ td.outlier{background:#f8d0d0;font-weight:bold}
 .chart .grid{stroke:#e5e5e5}.chart .axis{stroke:#444}.chart .tick{font-size:11px;fill:#444}
 .chart .legend,.chart .axis-label{font-size:12px;fill:#222}.chart .plot-bg{fill:#fff}
 code{background:#f3f3f3;padding:0 .2rem}
+#burnin-matrix,#burnin-dcgm{font-size:.75rem}#burnin-matrix td.c,#burnin-dcgm td.c{min-width:1.6rem;text-align:center}
+.burnin-trends{display:flex;flex-wrap:wrap;gap:.5rem}
+.burnin-trends figure{margin:0;border:2px solid #ddd;padding:.2rem;max-width:424px}
+.burnin-trends figure.slowed{border-color:#c62828;background:#fdf0f0}.burnin-trends svg{width:420px;height:210px}
+.burnin-trends figcaption{font-size:.8rem}tr.slowed td.ratio{color:#b00020;font-weight:bold}
 """
 
 _SCRIPT = """
@@ -175,7 +184,7 @@ def findings_section(data: ReportData) -> str:
 
 # -- node x check matrix -----------------------------------------------------------------------------------------
 def _bench_cell(entry) -> tuple[str, list]:
-    reasons = [reason for reason in entry["reasons"] if not reason["what"].startswith("check ")]
+    reasons = [reason for reason in entry["reasons"] if not reason["what"].startswith(("check ", "burn-in "))]
     if not reasons:
         return "PASS", []
     worst = min((reason["verdict"] for reason in reasons), key=RANK.__getitem__)
@@ -203,6 +212,7 @@ def matrix_section(data: ReportData) -> str:
     header = (
         '<tr><th class="node">node</th><th>verdict</th>'
         + "".join(f'<th class="check" title="{escape(name)}">{escape(name)}</th>' for name in columns)
+        + ('<th class="check">burn-in</th>' if data.burnin else "")
         + ('<th class="check">benchmarks</th>' if with_bench else "")
         + "</tr>"
     )
@@ -231,6 +241,8 @@ def matrix_section(data: ReportData) -> str:
                     f'<td {attributes}><details class="cell"><summary title="{escape(node)} {escape(name)}: '
                     f'{verdict}">{_MARK[verdict]}</summary>{_check_detail(record)}</details></td>'
                 )
+        if data.burnin:
+            parts.append(_burnin_cell(data, node))
         if with_bench:
             verdict, reasons = _bench_cell(entry)
             if verdict == "PASS":
@@ -246,6 +258,23 @@ def matrix_section(data: ReportData) -> str:
         parts.append("</tr>")
         rows.append("".join(parts))
     return f'<div class="matrix-wrap"><table id="matrix">{"".join(rows)}</table></div>'
+
+
+def _burnin_cell(data: ReportData, node: str) -> str:
+    """The node's burn-in column in the node x check matrix: the trend verdict over all rounds."""
+    trend = data.burnin.trend.get(node)
+    if trend is None:
+        return '<td class="c v-NONE" data-check="burn-in" title="not in the burn-in"></td>'
+    verdict = trend["verdict"]
+    if verdict == "PASS":
+        return '<td class="c v-PASS" data-check="burn-in" data-verdict="PASS"></td>'
+    detail = _detail(
+        [("trend", verdict), *(("reason", reason) for reason in trend["reasons"]), ("remedy", trend.get("remedy"))]
+    )
+    return (
+        f'<td class="c v-{verdict}" data-check="burn-in" data-verdict="{verdict}"><details class="cell">'
+        f"<summary>{_MARK[verdict]}</summary>{detail}</details></td>"
+    )
 
 
 # -- benchmarks -------------------------------------------------------------------------------------------------
@@ -434,6 +463,253 @@ def p2p_table(runs: list) -> str:
     )
 
 
+# -- burn-in -----------------------------------------------------------------------------------------------------
+def burnin_section(data: ReportData, expected: list[str]) -> str:
+    """gpuforge burnin: what ran, the trend verdict per node, node x round verdicts, counters that grew, DCGM per
+    round and the rates per round (module_utils/gpuforge_burnin.py judged all of it; the page only shows it)."""
+    view = data.burnin
+    if view is None:
+        return _not_run("Burn-in (gpuforge burnin)")
+    summary, parameters = view.summary, view.parameters
+    failed = [node for node in view.node_order() if view.trend.get(node, {}).get("verdict") == "FAIL"]
+    verdict = str(summary.get("verdict") or "UNKNOWN")
+    head = (
+        f'<p id="burnin-summary" data-verdict="{escape(verdict)}" data-rounds="{len(view.rounds)}">'
+        f'<span class="v-{escape(verdict)}"><strong>{escape(verdict)}</strong></span>'
+        + (f" — failed: {escape(', '.join(failed))}" if failed else "")
+        + f" — {len(view.rounds)} round(s) over {len(view.trend)} node(s)"
+        + (f", {escape(str(summary['started']))} → {escape(str(summary['ended']))}" if summary.get("started") else "")
+        + (f" (stopped: {escape(str(summary['stopped']))})" if summary.get("stopped") else "")
+        + f"; slower means the median of the last rounds below {_number(parameters.get('slowdown_fraction'))} x the "
+        f"median of the first {_number(parameters.get('window'))}; DCGM level {_number(parameters.get('dcgm_level'))}"
+        + f"; <code>{escape(view.source)}</code></p>"
+    )
+    return (
+        head
+        + "<h3>Trend verdict per node</h3>"
+        + burnin_trend_table(view)
+        + "<h3>Verdict per node and round</h3>"
+        + burnin_matrix(view)
+        + "<h3>Port error counters that grew</h3>"
+        + burnin_counters(view)
+        + "<h3>DCGM diagnostics per round</h3>"
+        + burnin_dcgm(view)
+        + "<h3>NCCL and ib_write_bw per round</h3>"
+        + burnin_rates(view, expected)
+    )
+
+
+def burnin_trend_table(view) -> str:
+    rows = []
+    for node in view.node_order():
+        trend = view.trend.get(node)
+        if trend is None:
+            continue
+        slowed = "; ".join(
+            f"{s['metric']} {s['first_median']:g} → {s['last_median']:g} Gb/s ({s['ratio']:.0%})"
+            for s in trend["slowed"]
+        )
+        grew = "; ".join(f"round {g['round']} {g['port']} {g['counter']} +{g['growth']}" for g in trend["errors_grew"])
+        rows.append(
+            f'<tr class="v-{trend["verdict"]}" data-node="{escape(node)}" data-verdict="{trend["verdict"]}">'
+            f"<th>{escape(node)}</th><td>{trend['verdict']}</td><td>{trend['rounds']}</td>"
+            f"<td>{escape(', '.join(str(n) for n in trend['failed_rounds'])) or '—'}</td>"
+            f'<td data-what="errors-grew">{escape(grew) or "—"}</td><td data-what="slowed">{escape(slowed) or "—"}</td>'
+            f"<td>{'<br>'.join(escape(r) for r in trend['reasons']) or '—'}</td>"
+            f"<td>{escape(trend.get('remedy') or '')}</td></tr>"
+        )
+    return (
+        '<table id="burnin-trend"><tr><th>node</th><th>verdict</th><th>rounds</th><th>failed rounds</th>'
+        "<th>errors that grew</th><th>got slower</th><th>reasons</th><th>remedy</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def _round_detail(record) -> str:
+    return _detail(
+        [
+            ("verdict", record["verdict"]),
+            *(("reason", reason) for reason in record["reasons"]),
+            ("NCCL single-node busbw (Gb/s)", record["nccl"]["busbw_gbps"]),
+            ("DCGM", f"{record['dcgm']['status']} {record['dcgm']['detail']}".strip()),
+            ("remedy", record.get("remedy")),
+            ("round", f"{record['started']} → {record['ended']}"),
+        ]
+    )
+
+
+def burnin_matrix(view) -> str:
+    """A row per node (failing first), a column per round in order, and the trend over all rounds."""
+    rounds = view.rounds
+    header = (
+        '<tr><th class="node">node</th><th>trend</th>'
+        + "".join(f'<th data-round="{n}">round {n}</th>' for n in rounds)
+        + "</tr>"
+    )
+    rows = [header]
+    for node in view.node_order():
+        trend = (view.trend.get(node) or {}).get("verdict", "UNKNOWN")
+        parts = [
+            f'<tr data-node="{escape(node)}" data-verdict="{trend}"><th class="node">{escape(node)}</th>'
+            f'<td class="v-{trend}">{trend}</td>'
+        ]
+        for number in rounds:
+            record = view.cell(node, number)
+            if record is None:
+                parts.append(
+                    f'<td class="c v-NONE" data-round="{number}" title="{escape(node)} round {number}: no record"></td>'
+                )
+                continue
+            verdict = record["verdict"]
+            attributes = f'class="c v-{verdict}" data-round="{number}" data-verdict="{verdict}"'
+            if verdict == "PASS":
+                parts.append(f'<td {attributes} title="{escape(node)} round {number}: PASS"></td>')
+            else:
+                parts.append(
+                    f'<td {attributes}><details class="cell"><summary title="{escape(node)} round {number}: '
+                    f'{verdict}">{_MARK[verdict]}</summary>{_round_detail(record)}</details></td>'
+                )
+        rows.append("".join(parts) + "</tr>")
+    return f'<div class="matrix-wrap"><table id="burnin-matrix">{"".join(rows)}</table></div>'
+
+
+def burnin_counters(view) -> str:
+    """Every port error counter that grew in a round (growth > 0, or at its maximum), with the values read before
+    and after the benchmarks where the round's counters file is there, and its limit; nothing when none grew."""
+    rows, unread = [], []
+    for record in sorted(view.records, key=lambda r: (r["node"], r["round"])):
+        block = record["counters"]
+        if not block["read"]:
+            unread.append(f"{record['node']} round {record['round']}")
+        for port, counters in block["ports"].items():
+            for name, growth in counters.items():
+                if growth != "saturated" and growth <= 0:
+                    continue
+                limit = block["limits"].get(name, 0)
+                over = name in block["over_limit"].get(port, {})
+                verdict = "FAIL" if over else ("WARN" if growth == "saturated" else "PASS")
+                before, after = view.counter_values.get((record["node"], record["round"], port, name), (None, None))
+                rows.append(
+                    (
+                        RANK[verdict],
+                        record["node"],
+                        record["round"],
+                        f'<tr class="v-{verdict}" data-node="{escape(record["node"])}" data-round="{record["round"]}" '
+                        f'data-port="{escape(port)}" data-counter="{escape(name)}" data-growth="{escape(str(growth))}">'
+                        f"<th>{escape(record['node'])}</th><td>{record['round']}</td><td>{escape(port)}</td>"
+                        f"<td>{escape(name)}</td><td>{_number(before)}</td><td>{_number(after)}</td>"
+                        f"<td><strong>{'at maximum' if growth == 'saturated' else f'+{growth}'}</strong></td>"
+                        f"<td>{limit}</td><td>{'over the limit' if over else escape(verdict)}</td></tr>",
+                    )
+                )
+    ports = {(r["node"], port) for r in view.records for port in r["counters"]["ports"]}
+    note = (
+        f'<p class="not-run" id="burnin-counters-unread">Counters not read: {escape(", ".join(unread))}.</p>'
+        if unread
+        else ""
+    )
+    if not rows:
+        return (
+            f'<p id="burnin-counters" data-grew="0">No port error counter grew in any round ({len(ports)} port(s) '
+            f"read before and after every round's benchmarks).</p>" + note
+        )
+    rows.sort(key=lambda row: row[:3])
+    shown = [row[3] for row in rows[:MAX_GATE_ROWS]]
+    more = f"<p>{len(rows) - MAX_GATE_ROWS} more not shown.</p>" if len(rows) > MAX_GATE_ROWS else ""
+    return (
+        f'<table id="burnin-counters" data-grew="{len(rows)}"><tr><th>node</th><th>round</th><th>port</th>'
+        "<th>counter</th><th>before</th><th>after</th><th>growth</th><th>limit</th><th>judged</th></tr>"
+        + "".join(shown)
+        + f"</table>{more}{note}"
+    )
+
+
+def burnin_dcgm(view) -> str:
+    rounds = view.rounds
+    rows = [
+        '<tr><th class="node">node</th>' + "".join(f'<th data-round="{n}">round {n}</th>' for n in rounds) + "</tr>"
+    ]
+    for node in view.node_order():
+        parts = [f'<tr data-node="{escape(node)}"><th class="node">{escape(node)}</th>']
+        for number in rounds:
+            record = view.cell(node, number)
+            if record is None:
+                parts.append(f'<td class="c v-NONE" data-round="{number}"></td>')
+                continue
+            dcgm = record["dcgm"]
+            status, verdict = dcgm["status"], DCGM_VERDICT[dcgm["status"]]
+            attributes = f'class="c v-{verdict}" data-round="{number}" data-status="{escape(status)}"'
+            title = f"{node} round {number}: DCGM level {dcgm['level']} {status}"
+            if status == "pass" or not dcgm["detail"]:
+                parts.append(f'<td {attributes} title="{escape(title)}">{escape(status)}</td>')
+            else:
+                parts.append(
+                    f'<td {attributes}><details class="cell"><summary title="{escape(title)}">'
+                    f"{escape(status)}</summary>"
+                    f"{_detail([('DCGM level', dcgm['level']), ('status', status), ('detail', dcgm['detail'])])}"
+                    "</details></td>"
+                )
+        rows.append("".join(parts) + "</tr>")
+    return f'<div class="matrix-wrap"><table id="burnin-dcgm">{"".join(rows)}</table></div>'
+
+
+def burnin_rates(view, expected: list[str]) -> str:
+    """A trend chart per node (nodes that got slower and failing nodes first, MAX_TREND_CHARTS of them) and a table
+    of every node's rates per round with the ratio of its last rounds' median to its first rounds'."""
+    by_node: dict[str, list] = {}
+    for record in view.records:
+        by_node.setdefault(record["node"], []).append(record)
+    ranked = view.node_order()
+    order = sorted(ranked, key=lambda n: not (view.trend.get(n) or {}).get("slowed"))  # stable: failing first after
+    fraction = view.parameters.get("slowdown_fraction")
+    figures = []
+    for node in [n for n in order if n in by_node][:MAX_TREND_CHARTS]:
+        slowed = (view.trend.get(node) or {}).get("slowed") or []
+        body = charts.burnin_trend(node, by_node[node], slowed, fraction)
+        if body.startswith("<svg"):
+            expected.append(charts.chart_id("burnin", node))
+        caption = escape(node) + (" — got slower: " + escape(", ".join(s["metric"] for s in slowed)) if slowed else "")
+        figures.append(
+            f'<figure class="burnin-trend{" slowed" if slowed else ""}" data-node="{escape(node)}" '
+            f'data-slowed="{escape(",".join(s["metric"] for s in slowed))}">{body}'
+            f"<figcaption>{caption}</figcaption></figure>"
+        )
+    more = len(by_node) - len(figures)
+    rounds = view.rounds
+    rows = []
+    for node in order:
+        slowed = {s["metric"]: s for s in (view.trend.get(node) or {}).get("slowed") or []}
+        values: dict[str, dict] = {}
+        for record in by_node.get(node, []):
+            for metric, value in charts.burnin_metrics(record).items():
+                values.setdefault(metric, {})[record["round"]] = value
+        for metric in sorted(values, key=lambda m: (m not in slowed, m != charts.NCCL_METRIC, m)):
+            entry = slowed.get(metric)
+            rows.append(
+                f'<tr class="{"slowed v-FAIL" if entry else ""}" data-node="{escape(node)}" '
+                f'data-metric="{escape(metric)}">'
+                f"<th>{escape(node)}</th><td>{escape(metric)}</td>"
+                + "".join(f"<td>{_number(values[metric].get(n))}</td>" for n in rounds)
+                + (f'<td class="ratio">{entry["ratio"]:.0%} (slower)</td>' if entry else "<td>—</td>")
+                + "</tr>"
+            )
+    shown = rows[:MAX_GATE_ROWS]
+    notes = []
+    if more > 0:
+        notes.append(f"{more} node(s) without a chart: their rates are in the table.")
+    if len(rows) > MAX_GATE_ROWS:
+        notes.append(f"{len(rows) - MAX_GATE_ROWS} more rows not shown.")
+    table = (
+        '<table id="burnin-rates"><tr><th>node</th><th>Gb/s</th>'
+        + "".join(f"<th>round {n}</th>" for n in rounds)
+        + "<th>last / first rounds (median)</th></tr>"
+        + "".join(shown)
+        + "</table>"
+    )
+    return (
+        f'<div class="burnin-trends">{"".join(figures)}</div>' + (f"<p>{' '.join(notes)}</p>" if notes else "") + table
+    )
+
+
 # -- inventory ---------------------------------------------------------------------------------------------------
 def inventory_section(data: ReportData) -> str:
     fleet = data.fleet
@@ -511,6 +787,7 @@ def render(data: ReportData) -> str:
         f"<h2>Findings (root causes first)</h2>{findings_section(data)}"
         f"<h2>Nodes &times; checks</h2>{matrix_section(data)}"
         f"<h2>Benchmarks</h2>{benchmarks}{charts_section(data, expected) if data.runs else ''}"
+        f"<h2>Burn-in</h2>{burnin_section(data, expected)}"
         f"<h2>Inventory across nodes</h2>{inventory_section(data)}"
         f"<h2>Run</h2>{provenance_section(data)}"
     )

@@ -1,6 +1,7 @@
 """The Markdown summary beside the HTML report (for a ticket, a chat message or a terminal), from the same
 records: the summary line, node verdicts that are not PASS, root-cause findings, attributions, failed gates (the
-count of those not judged), fio per file system and job, and p2p per node."""
+count of those not judged), fio per file system and job, p2p per node, and the burn-in (trend verdict per node,
+verdicts per round, the port error counters that grew, DCGM rounds that did not pass)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import statistics
 
 from gpuforge.report.charts import FIO_KINDS
 from gpuforge.report.html import _explained_by, _problems
-from gpuforge.report.model import RANK, ReportData
+from gpuforge.report.model import DCGM_VERDICT, RANK, ReportData
 
 MAX_ROWS = 50
 
@@ -102,6 +103,7 @@ def render(data: ReportData, html_name: str = "report.html") -> str:
         if unjudged:
             lines += ["", f"{unjudged} gate(s) not judged (no threshold set, or not run): listed in the HTML report."]
         lines += fio_lines(data.runs) + p2p_lines(data.runs)
+    lines += burnin_lines(data)
     if data.stages:
         lines += ["", "## Stages", ""]
         lines += _table(
@@ -168,3 +170,50 @@ def p2p_lines(runs: list) -> list[str]:
     ]
     header = ["node", "verdict", "GPUs", "SKU", "uni ratio", "bi ratio", "bi P2P=Enabled GB/s", "floor GB/s", "reason"]
     return ["", "## GPU peer-to-peer (p2pBandwidthLatencyTest)", "", *_table(header, rows)]
+
+
+def burnin_lines(data: ReportData) -> list[str]:
+    """The burn-in: per node the trend verdict, a letter per round (P/W/F, - without a record) and the reasons;
+    the counters that grew (growth, before -> after, limit); DCGM rounds that did not pass."""
+    view = data.burnin
+    if view is None:
+        return []
+    letter = {"PASS": "P", "WARN": "W", "FAIL": "F", "UNKNOWN": "?"}
+    rounds = view.rounds
+    rows = []
+    for node in view.node_order():
+        trend = view.trend.get(node) or {"verdict": "UNKNOWN", "reasons": []}
+        cells = [view.cell(node, n) for n in rounds]
+        marks = " ".join(letter[c["verdict"]] if c else "-" for c in cells)
+        rows.append([node, trend["verdict"], marks, "; ".join(trend["reasons"])])
+    lines = ["", "## Burn-in", ""]
+    summary = view.summary
+    lines.append(
+        f"{summary.get('verdict', 'UNKNOWN')}: {len(rounds)} round(s) over {len(view.trend)} node(s)"
+        + (f", {summary.get('started')} to {summary.get('ended')}" if summary.get("started") else "")
+        + f"; slowdown fraction {view.parameters.get('slowdown_fraction')}, DCGM level "
+        f"{view.parameters.get('dcgm_level')}"
+    )
+    lines += ["", *_table(["node", "trend", "rounds " + " ".join(str(n) for n in rounds), "reasons"], rows)]
+    grew = []
+    for record in sorted(view.records, key=lambda r: (r["node"], r["round"])):
+        block = record["counters"]
+        for port, counters in block["ports"].items():
+            for name, growth in counters.items():
+                if growth == "saturated" or growth > 0:
+                    before, after = view.counter_values.get((record["node"], record["round"], port, name), ("", ""))
+                    over = "over the limit" if name in block["over_limit"].get(port, {}) else ""
+                    shown = "at maximum" if growth == "saturated" else f"+{growth}"
+                    grew.append([record["node"], record["round"], port, name, shown, before, after,
+                                 block["limits"].get(name, 0), over])  # fmt: skip
+    lines += ["", "### Port error counters that grew", ""]
+    header = ["node", "round", "port", "counter", "growth", "before", "after", "limit", "judged"]
+    lines += _table(header, grew) if grew else ["No port error counter grew in any round."]
+    dcgm = [
+        [r["node"], r["round"], r["dcgm"]["level"], r["dcgm"]["status"], r["dcgm"]["detail"]]
+        for r in sorted(view.records, key=lambda r: (r["node"], r["round"]))
+        if DCGM_VERDICT[r["dcgm"]["status"]] != "PASS"
+    ]
+    lines += ["", "### DCGM rounds that did not pass", ""]
+    lines += _table(["node", "round", "level", "status", "detail"], dcgm) if dcgm else ["DCGM passed in every round."]
+    return lines

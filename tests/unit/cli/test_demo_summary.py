@@ -65,3 +65,19 @@ def test_alerts_not_read_are_said_so(tmp_path):
     lines = summary_lines([], ReportData(), Path("r.html"), None, None)
     assert "monitoring alerts: not read" in lines
     assert "monitoring alerts firing (Prometheus): none" in summary_lines([], ReportData(), Path("r.html"), None, {})
+
+
+def test_consequences_are_printed_under_their_root_cause():
+    # Records of a real demo run (tests/fixtures/records/SOURCES.md): on gpu03 the GPUDirect RDMA loopback failed on
+    # the port that ib_port_state already failed, and says so in caused_by.
+    from gpuforge.report import model
+
+    run = Path(__file__).resolve().parents[2] / "fixtures" / "records" / "demo-run-20261126"
+    data = model.load(run)
+    lines = summary_lines([Stage("validate", "ok", 0, "successful")], data, Path("r.html"))
+    faults = [line for line in lines if line.startswith("  fault: ") or line.startswith("    caused by it: ")]
+    roots = [line.split(":")[2].strip() for line in faults if line.startswith("  fault: ")]
+    assert roots == ["ecc_volatile_dbe", "ib_port_state", "xid"]
+    port = next(i for i, line in enumerate(faults) if line.startswith("  fault: gpu03: ib_port_state:"))
+    assert faults[port + 1].startswith("    caused by it: gdr_ib_write_bw: ")
+    assert sum("gdr_ib_write_bw" in line for line in faults) == 1

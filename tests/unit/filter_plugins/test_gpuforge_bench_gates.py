@@ -1,6 +1,6 @@
 """The fio and p2p gates of summary.json (module_utils/gpuforge_bench_gates.py through the filters of
 filter_plugins/gpuforge.py), from what the real modules return on captured outputs (tests/unit/conftest.py
-runs them), and the playbook expressions of playbooks/tasks/bench_summary.yml that read them."""
+runs them), and the playbook expressions of roles/gpuforge_bench/tasks/summary.yml that read them."""
 
 from __future__ import annotations
 
@@ -180,7 +180,7 @@ def test_judged_block_counts_and_quotes_the_worst():
 
 
 def _task(name: str) -> dict:
-    tasks = yaml.safe_load((ROOT / "playbooks" / "tasks" / "bench_summary.yml").read_text(encoding="utf-8"))
+    tasks = yaml.safe_load((ROOT / "roles" / "gpuforge_bench" / "tasks" / "summary.yml").read_text(encoding="utf-8"))
     return next(task for task in tasks if task["name"] == name)
 
 

@@ -1,20 +1,30 @@
 """mpi_operator: v2beta1 CRD and controller; MPIJobs in the seeds' shapes."""
 
+import json
+from pathlib import Path
+
 import pytest
 
+CRDS = Path(__file__).resolve().parents[3] / "schemas" / "crds"
 
-def test_crd_serves_v2beta1_only(dgx1_k8s):
+
+def test_crd_serves_v2beta1_only_with_the_stored_upstream_schema(dgx1_k8s):
     crd = dgx1_k8s.get("CustomResourceDefinition", "mpijobs.kubeflow.org")
     assert crd["spec"]["group"] == "kubeflow.org"
     assert [(v["name"], v["served"], v["storage"]) for v in crd["spec"]["versions"]] == [("v2beta1", True, True)]
-    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    assert spec["properties"]["slotsPerWorker"]["minimum"] == 1
+    # Not a hand-written schema: the one stored (with its source) in schemas/crds/.
+    stored = json.loads((CRDS / "kubeflow.org_v2beta1_MPIJob.json").read_text())
+    assert crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] == stored
+    source = json.loads((CRDS / "sources.json").read_text())["kubeflow.org_v2beta1_MPIJob.json"]
+    assert crd["metadata"]["annotations"]["gpuforge.io/schema-source"] == f"kubeflow/mpi-operator@{source['commit']}"
+    spec = stored["properties"]["spec"]["properties"]
+    assert spec["mpiImplementation"]["enum"] == ["OpenMPI", "Intel", "MPICH"]
 
 
 def test_controller_is_pinned_and_locks_its_namespace(dgx1_k8s):
     deployment = dgx1_k8s.get("Deployment", "mpi-operator", "mpi-operator")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
-    assert container["image"] == "mpioperator/mpi-operator:0.6.0"
+    assert container["image"] == "mpioperator/mpi-operator:0.7.0"
     assert "--lock-namespace=mpi-operator" in container["args"]
     binding = dgx1_k8s.get("ClusterRoleBinding", "mpi-operator")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "mpi-operator", "namespace": "mpi-operator"}]

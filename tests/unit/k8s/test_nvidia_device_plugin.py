@@ -9,7 +9,11 @@ def test_daemonset_runs_on_gpu_nodes_only(dgx1_k8s):
     assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
     container = pod["containers"][0]
-    assert container["image"] == "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
+    # The tag, and the digest gpuforge recorded for it with its source (k8s_addons_common_image_digests).
+    assert container["image"] == (
+        "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"
+        "@sha256:af31e2b7c7f89834c4e5219860def7ac2e49a207b3d4e8610d5a26772b7738e5"
+    )
     assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     assert {"name": "CONFIG_FILE", "value": "/etc/nvidia-device-plugin/config.yaml"} in container["env"]
     assert pod["volumes"][1] == {"name": "config", "configMap": {"name": "nvidia-device-plugin-config"}}

@@ -7,11 +7,14 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_k8s_structural import check_object
-from ansible_collections.gpuforge.cluster.plugins.modules.k8s_manifest_validate import kubernetes_semantics
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_k8s_structural import (
+    check_object,
+    crd_json_schema,
+    error_location,
+)
 from conftest import load, run_scenario
 
-SCHEMAS = Path(__file__).resolve().parents[3] / "k8s_schemas"
+SCHEMAS = Path(__file__).resolve().parents[3] / "schemas" / "crds"
 OPERATORS = {
     "gpuforge_k8s_gpu_stack": "operators",
     "openshift_gpu_operators_nfd": {
@@ -32,7 +35,7 @@ def ocp(tmp_path_factory):
 
 
 def validator(name):
-    return jsonschema.Draft7Validator(kubernetes_semantics(json.loads((SCHEMAS / name).read_text())))
+    return jsonschema.Draft7Validator(crd_json_schema(json.loads((SCHEMAS / name).read_text())))
 
 
 def test_operator_path_replaces_the_device_plugin_roles(ocp):
@@ -91,8 +94,11 @@ def test_rendered_custom_resources_pass_their_crd_schema_and_a_wrong_field_fails
     check = validator(schema)
     assert list(check.iter_errors(obj)) == []
     wrong = copy.deepcopy(obj)
-    wrong["spec"]["driver" if kind == "ClusterPolicy" else "ofedDriver"]["enabeld"] = True
-    assert any("enabeld" in error.message for error in check.iter_errors(wrong))
+    field = "driver" if kind == "ClusterPolicy" else "ofedDriver"
+    wrong["spec"][field]["enabeld"] = True
+    assert [(error_location(e), e.message) for e in check.iter_errors(wrong)] == [
+        (f"spec.{field}", "Additional properties are not allowed ('enabeld' was unexpected)")
+    ]
 
 
 def test_every_subscription_passes_the_olm_schema(ocp):
@@ -101,8 +107,12 @@ def test_every_subscription_passes_the_olm_schema(ocp):
         assert list(check.iter_errors(sub)) == []
     wrong = copy.deepcopy(sub)
     wrong["spec"]["startingCsv"] = wrong["spec"].pop("startingCSV")
-    assert [e.message for e in check.iter_errors(wrong)] == [
-        "Additional properties are not allowed ('startingCsv' was unexpected)"
+    assert [(error_location(e), e.message) for e in check.iter_errors(wrong)] == [
+        ("spec", "Additional properties are not allowed ('startingCsv' was unexpected)")
+    ]
+    del wrong["spec"]["source"]
+    assert ("spec", "'source' is a required property") in [
+        (error_location(e), e.message) for e in check.iter_errors(wrong)
     ]
 
 

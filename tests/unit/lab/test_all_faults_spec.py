@@ -1,7 +1,9 @@
 """lab/specs/all-faults.yml: every node-health fault type at once, several per node, on every GPU profile.
 
 Each node's simulators (nvidia-smi, ibstat, the simulated kernel) are booted in-process from the hardware
-document `gpuforge lab up` would write for it, and judged by gpu_node_check's own judge. Every fault must
+document `gpuforge lab up` would write for it, and judged by gpu_node_check's own judge, joined (as
+playbooks/validate.yml folds it in) by the gdr_ib_write_bw check of library/gdr_loopback_bw.py, which runs the
+lab's ib_write_bw as real server and client processes on the node's HCA ports (gdr_sim_helpers.py). Every fault must
 be failed by the check that names it, as a root cause (no caused_by), with a remedy; every other failed or
 warning check must be a consequence that names its root cause; healthy nodes of all five GPU profiles pass
 with zero warnings.
@@ -14,13 +16,14 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_kernel as kernel
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import judge_node
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import judge_node, summarize
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import parse_link_flaps
 
 from gpuforge.lab.spec import from_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
 import pcie_sim_helpers
+from gdr_sim_helpers import lab_args, run_module
 from node_sim_helpers import GPU_PROFILES, SimNode, expected_for
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -52,18 +55,22 @@ CHECK_OF_FAULT = {
     "acs_enabled": "pcie_acs",
     "peermem_load_failure": "peermem_loaded",
     "ib_link_flap": "ib_link_flaps",
+    "gdr_slow": "gdr_ib_write_bw",
+    "gdr_unavailable": "gdr_ib_write_bw",
 }
 # Judged by other modules than gpu_node_check (ib_port_counters around the benchmarks, fleet_consistency
 # across nodes): not part of this spec.
 OTHER_MODULES = {"ib_port_errors", "hca_firmware", "pkey_mismatch", "dcgm_diag_failure", "host_bandwidth_degraded"}
 GPU_NODES = [node for node in SPEC.nodes if node.profile in GPU_PROFILES]
+# Systems the GPUDirect RDMA loopback does not apply to: peermem: false (the vGPU guest), no InfiniBand port (25 GbE).
+NO_GDR_PROFILES = {"vsphere-t4-vgpu-roce", "supermicro-4029gp-v100"}
 
 
 def _judge(tmp_path, monkeypatch, node):
     sim = SimNode(tmp_path, monkeypatch, node.profile, node.faults)
     log = sim.dmesg()
     smi = sim.nvidia_smi_facts()
-    return judge_node(
+    result = judge_node(
         smi,
         sim.infiniband_facts(),
         kernel.parse_lsmod(sim.lsmod()),
@@ -72,6 +79,13 @@ def _judge(tmp_path, monkeypatch, node):
         link_flaps=parse_link_flaps(log),
         pcie=pcie_sim_helpers.pcie_inputs(smi, log),
     )
+    gdr = run_module(
+        monkeypatch, tmp_path, {**lab_args(node.profile), "gpus": smi["gpus"], "node_checks": result["checks"]}
+    )
+    assert not gdr.get("failed"), gdr
+    # validate.yml folds the check in when there is one (a system with peermem: false or no InfiniBand port has none)
+    assert gdr["applicable"] is (node.profile not in NO_GDR_PROFILES), (node.profile, gdr["reason"])
+    return summarize(result["checks"] + ([gdr["check"]] if gdr.get("check") else []))
 
 
 def _check_names(fault):

@@ -25,6 +25,7 @@ from ansible_collections.gpuforge.cluster.plugins.modules import (
     dcgm_diag,
     fio_benchmark,
     fleet_consistency,
+    gdr_loopback_bw,
     gpu_node_check,
     ib_port_counters,
     ib_write_bw,
@@ -54,6 +55,7 @@ MODULES = {
         dcgm_diag,
         fio_benchmark,
         fleet_consistency,
+        gdr_loopback_bw,
         gpu_node_check,
         ib_port_counters,
         ib_write_bw,
@@ -441,11 +443,28 @@ def run_fleet_consistency(ansible_module, tmp_path, change, args=None, check_mod
     return result, Runner(lambda argv: (0, "", ""))
 
 
+def run_gdr_loopback_bw(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    """Server and client of every InfiniBand port answer the seed 001 client output (the fake server ends at once)."""
+    output = change(fixture("ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt"))
+    runner = Runner(answer or (lambda argv: (0, output, "")))
+    spec = expected_spec()
+    base = {
+        "system": {key: spec[key] for key in ("hcas", "numa_affinity")},
+        "link_speeds": spec["link_speeds"],
+        "thresholds": {"EDR": {"min_mib_per_s": 11000}},
+        "startup_timeout": 0,
+    }
+    paths = paths or bins("timeout", "ib_write_bw")
+    result = ansible_module(gdr_loopback_bw, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
 RUNNERS = {
     "container_gpu_smoke": (run_container_gpu_smoke, ("podman",)),
     "dcgm_diag": (run_dcgm_diag, ("dcgmi",)),
     "fio_benchmark": (run_fio_benchmark, ("fio",)),
     "fleet_consistency": (run_fleet_consistency, ("nodes",)),
+    "gdr_loopback_bw": (run_gdr_loopback_bw, ("ib_write_bw",)),
     "gpu_node_check": (run_gpu_node_check, ("lsmod", "dmesg")),
     "ib_port_counters": (run_ib_port_counters, ("perfquery",)),
     "ib_write_bw": (run_ib_write_bw, ("ib_write_bw",)),
@@ -528,6 +547,12 @@ def _missing_tool_cases():
             bins("timeout"),
             None,
             ("nvbandwidth not found in PATH on", "github.com/NVIDIA/nvbandwidth"),
+        ),
+        "gdr_loopback_bw": (
+            {},
+            bins("timeout"),
+            None,
+            ("ib_write_bw not found in PATH on", "perftest built with CUDA"),
         ),
         "gpu_node_check": ({}, bins(), None, ("lsmod not found in PATH on", "install kmod")),
         "ib_port_counters": ({}, bins(), None, ("perfquery not found in PATH on", "infiniband-diags")),

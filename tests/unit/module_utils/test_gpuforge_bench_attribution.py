@@ -147,7 +147,7 @@ def test_filter_plugin_exposes_the_function():
     assert [n["node"] for n in out["slow_nodes"]] == ["gpu01"]
 
 
-# All pairs per rail (gpuforge_localize.ib_schedule), as playbooks/tasks/bench_ib_pair.yml records them.
+# All pairs per rail (gpuforge_localize.ib_schedule), as roles/gpuforge_bench/tasks/ib_pair.yml records them.
 RAILS = ["mlx5_0/1", "mlx5_1/1", "mlx5_2/1", "mlx5_3/1"]
 
 

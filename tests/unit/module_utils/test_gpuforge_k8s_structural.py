@@ -2,9 +2,12 @@
 
 import copy
 
+import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_k8s_structural import (
     check_object,
+    crd_json_schema,
     embedded_pod_templates,
+    error_location,
     has_check,
 )
 
@@ -169,3 +172,56 @@ def test_embedded_pod_templates():
     assert [t["metadata"]["name"] for t in templates] == ["resnet50-launcher", "resnet50-worker"]
     assert templates[1]["template"] is WORKER["template"]
     assert embedded_pod_templates(SCC) == []
+
+
+def crd_errors(schema, obj):
+    # jsonschema is a controller library (k8s_manifest_validate); the oldest node Python these module_utils tests
+    # also run under (tests/unit/test_target_python.py) does not have it, and skips these tests there only.
+    jsonschema = pytest.importorskip("jsonschema")
+    check = jsonschema.Draft7Validator(crd_json_schema(schema))
+    return sorted((error_location(e), e.message) for e in check.iter_errors(obj))
+
+
+def test_crd_schema_rejects_fields_it_does_not_name_unless_preserved():
+    schema = {
+        "type": "object",
+        "properties": {
+            "closed": {"type": "object", "properties": {"a": {"type": "string"}}},
+            "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {}},
+            "map": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+    }
+    assert crd_errors(schema, {"closed": {"a": "x"}, "open": {"z": 1}, "map": {"k": "v"}}) == []
+    assert crd_errors(schema, {"closed": {"b": 1}, "map": {"k": 1}}) == [
+        ("closed", "Additional properties are not allowed ('b' was unexpected)"),
+        ("map.k", "1 is not of type 'string'"),
+    ]
+
+
+def test_crd_schema_int_or_string_nullable_and_int32():
+    schema = {
+        "type": "object",
+        "properties": {
+            "bare": {"x-kubernetes-int-or-string": True},
+            "port": {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]},
+            "maybe": {"type": "string", "nullable": True, "enum": ["a"]},
+            "count": {"type": "integer", "format": "int32"},
+        },
+    }
+    assert crd_errors(schema, {"bare": 1, "port": "http", "maybe": None, "count": 2**31 - 1}) == []
+    assert crd_errors(schema, {"bare": 1.5, "port": True, "maybe": "b", "count": 2**31}) == [
+        ("bare", "1.5 is not valid under any of the given schemas"),
+        ("count", "2147483648 is greater than the maximum of 2147483647"),
+        ("maybe", "'b' is not one of ['a', None]"),
+        ("port", "True is not valid under any of the given schemas"),
+    ]
+
+
+def test_crd_schema_conversion_leaves_its_input_alone():
+    schema = {"type": "object", "properties": {"a": {"type": "integer", "format": "int64", "nullable": True}}}
+    before = copy.deepcopy(schema)
+    converted = crd_json_schema(schema)
+    assert schema == before
+    assert converted["additionalProperties"] is False
+    assert converted["properties"]["a"]["type"] == ["integer", "null"]
+    assert error_location(type("E", (), {"absolute_path": []})()) == "(root)"

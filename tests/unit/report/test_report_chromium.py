@@ -86,3 +86,34 @@ def test_screenshot(rendered):
     assert result.returncode == 0, result.stderr[-2000:]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert shot.stat().st_size > 20_000
+
+
+@pytest.fixture(scope="module")
+def rendered_burnin(tmp_path_factory, burnin_run_dir):
+    """The report of a burn-in run (conftest.py: the real `gpuforge burnin` loop's files) in headless Chromium."""
+    tmp_path = tmp_path_factory.mktemp("chromium-burnin")
+    files = report.build(burnin_run_dir, tmp_path / "out")
+    return tmp_path, files, _chromium(tmp_path, "--dump-dom", files.html.as_uri())
+
+
+def test_burnin_section_in_the_live_dom(rendered_burnin):
+    tmp_path, files, result = rendered_burnin
+    assert result.returncode == 0, result.stderr[-2000:]
+    dom = result.stdout
+    matrix = re.search(r'<table id="burnin-matrix">.*?</table>', dom, re.S).group(0)
+    rows = re.findall(r'<tr data-node="([^"]+)" data-verdict="([A-Z]+)">', matrix)
+    assert rows == [("gpu02", "FAIL"), ("gpu03", "FAIL"), ("gpu01", "PASS")]
+    gpu02 = re.search(r'<tr data-node="gpu02".*?</tr>', matrix, re.S).group(0)
+    assert re.findall(r'data-round="(\d+)" data-verdict="FAIL"', gpu02) == ["2", "5"]
+    assert re.search(r'<table id="burnin-counters" data-grew="2">', dom)
+    assert re.search(r'<figure class="burnin-trend slowed" data-node="gpu03"', dom)
+    for node in ("gpu01", "gpu02", "gpu03"):
+        assert f'id="{charts.chart_id("burnin", node)}"' in dom
+    # the page's script found every promised chart, the burn-in trend charts included
+    assert 'data-charts-ok="true"' in dom
+    console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line]
+    assert console == []
+    assert not re.search(r"net::ERR_|Failed to load resource", result.stderr)
+    shot = tmp_path / "burnin.png"
+    done = _chromium(tmp_path, f"--screenshot={shot}", "--window-size=1200,3000", files.html.as_uri())
+    assert done.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,4 +1,4 @@
-"""playbooks/tasks/bench_slurm.yml's Apptainer run: off unless gpuforge_bench_slurm_apptainer_image is set (the
+"""roles/gpuforge_bench/tasks/slurm.yml's Apptainer run: off unless gpuforge_bench_slurm_apptainer_image is set (the
 results then stay those of the bare srun runs), and when set the all-reduce runs as
 `srun ... apptainer exec --nv [args] <image> [interpreter] <binary> ...`, recorded as its own result."""
 
@@ -10,7 +10,7 @@ from ansible.template import Templar, trust_as_template
 from gpu_stack_render import ROOT
 from role_yaml import load_yaml, trusted
 
-TASKS = yaml.safe_load((ROOT / "playbooks/tasks/bench_slurm.yml").read_text(encoding="utf-8"))
+TASKS = yaml.safe_load((ROOT / "roles/gpuforge_bench/tasks/slurm.yml").read_text(encoding="utf-8"))
 DEFAULTS = load_yaml(ROOT / "roles/gpuforge_bench/defaults/main.yml")
 SKIPPED = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
 NCCL = {"verdict": "pass", "nccl": {"avg_busbw": 1.5}, "output_path": "/tmp/r/srun-nccl-tcp.txt"}

@@ -1,0 +1,489 @@
+"""filter_plugins/gpuforge_bench.py: thresholds as data (issue 17) and the role's records built in Python, and the
+task expressions of roles/gpuforge_bench that call them. The threshold tables are read from the gpuforge role's
+defaults as shipped (roles/gpuforge/defaults/main/acceptance_checks.yml, expected_hardware.yml)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+from ansible_collections.gpuforge.cluster.plugins.filter import gpuforge as gpuforge_filters
+from ansible_collections.gpuforge.cluster.plugins.filter import gpuforge_bench as bench
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_records as records
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_localize import ib_schedule
+from ansible_collections.gpuforge.cluster.plugins.modules import ib_write_bw
+
+ROOT = Path(__file__).resolve().parents[3]
+ROLE = ROOT / "roles" / "gpuforge_bench"
+GPUFORGE_DEFAULTS = ROOT / "roles" / "gpuforge" / "defaults" / "main"
+
+
+def _yaml(path: Path):
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+ACCEPTANCE = _yaml(GPUFORGE_DEFAULTS / "acceptance_checks.yml")
+HARDWARE = _yaml(GPUFORGE_DEFAULTS / "expected_hardware.yml")
+BENCH_DEFAULTS = _yaml(ROLE / "defaults" / "main.yml")
+IB_TABLE = ACCEPTANCE["gpuforge_expected_ib_write_bw"]
+NCCL_TABLE = ACCEPTANCE["gpuforge_expected_nccl_single_node_busbw"]
+LINK_SPEEDS = HARDWARE["gpuforge_expected_link_speeds"]
+SYSTEMS = HARDWARE["gpuforge_expected_systems"]
+SOURCES = BENCH_DEFAULTS["gpuforge_bench_threshold_sources"]
+
+
+def _trusted(value):
+    if isinstance(value, str) and "{{" in value:
+        return trust_as_template(value)
+    if isinstance(value, dict):
+        return {key: _trusted(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_trusted(item) for item in value]
+    return value
+
+
+def _render(expression, variables: dict):
+    return Templar(loader=DataLoader(), variables=_trusted(variables)).template(_trusted(expression))
+
+
+def _task(file: str, name: str) -> dict:
+    tasks = _yaml(ROLE / "tasks" / file)
+    return next(task for task in tasks if task["name"].startswith(name))
+
+
+def _facts(rate, layer="InfiniBand", hca="mlx5_0", port=1, state="Active"):
+    """infiniband_facts of a node with one port (the fields gpuforge_ib_schedule and the link lookup read)."""
+    return {
+        "hcas": [{"name": hca, "ports": [{"port": port, "state": state, "rate_gbps": rate, "link_layer": layer}]}],
+        "active_ports": [f"{hca}/{port}"] if state == "Active" else [],
+        "inactive_ports": [] if state == "Active" else [f"{hca}/{port}"],
+    }
+
+
+# --- ib_write_bw: the table against the old rule --------------------------------------------------------------
+
+
+def test_edr_old_fraction_passed_10729_mb_per_s_and_the_table_fails_it():
+    # The old rule: 0.9 of EDR's line rate, what library/ib_write_bw.py computes without min_mbps.
+    old_floor = ib_write_bw.expected_mbps(100, 0.9, None)
+    assert old_floor == 10728.84
+    assert old_floor <= 10729
+    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 100}
+    links = {"a": {"mlx5_0/1": {"link": "EDR", "from": "expected system"}}, "b": {}}
+    threshold = bench.ib_pair_threshold(
+        pair, links, IB_TABLE, LINK_SPEEDS, 0.9, None, SOURCES["gpuforge_expected_ib_write_bw"]
+    )
+    assert threshold["link_speed"] == "EDR"
+    # IBM Redpaper REDP-5610's 11,000 MB/sec, passed to the module as min_mbps: the module fails 10,729 MB/sec.
+    assert threshold["min_mbps"] == 11000
+    assert threshold["min_mbps"] > 10729
+    assert ib_write_bw.expected_mbps(100, 0.9, threshold["min_mbps"]) == 11000
+    # The same measurement in the summary: ok under the old absolute rule, slow against the table's floor.
+    measured = {
+        "name": "a__b__mlx5_0",
+        "group": "ib_write_bw",
+        "nodes": ["a", "b"],
+        "rail": "mlx5_0/1",
+        "gbps": round(bench.mib_to_gbit_per_s(10729), 2),
+        "expected_gbps": 100,
+    }
+    old = gpuforge_filters.gpuforge_bench_attribution([measured], baseline="absolute", min_fraction=0.9)
+    assert old["results"][0]["verdict"] == "ok"
+    floored = {**measured, "min_gbps": threshold["min_gbps"], "threshold_source": threshold["threshold_source"]}
+    new = bench.attribution_floors([floored], baseline="absolute", min_fraction=0.9)
+    assert (new["results"][0]["verdict"], new["results"][0]["threshold_gbps"]) == ("slow", 92.27)
+    assert "IBM Redpaper REDP-5610" in new["results"][0]["reason"]
+
+
+@pytest.mark.parametrize(
+    ("gbit", "mib"),
+    [(100, 11920.93), (180, 21457.67), (380, 45299.53)],
+)
+def test_gbit_per_s_to_ib_write_bw_mb_per_s_uses_2_to_the_20(gbit, mib):
+    assert round(bench.gbit_to_mib_per_s(gbit), 2) == mib
+    assert round(bench.mib_to_gbit_per_s(mib), 2) == gbit
+
+
+@pytest.mark.parametrize(("link", "min_mbps", "min_gbps"), [("HDR", 21457.67, 180), ("NDR", 45299.53, 380)])
+def test_hdr_and_ndr_floors_stated_in_gbit_reach_the_module_in_mb_per_s(link, min_mbps, min_gbps):
+    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 400}
+    links = {"a": {"mlx5_0/1": {"link": link, "from": "expected system"}}}
+    threshold = bench.ib_pair_threshold(
+        pair, links, IB_TABLE, LINK_SPEEDS, 0.9, None, SOURCES["gpuforge_expected_ib_write_bw"]
+    )
+    assert (threshold["min_mbps"], threshold["min_gbps"]) == (min_mbps, min_gbps)
+    assert threshold["threshold_source"].startswith("Azure/azurehpc-health-checks")
+    assert f"gpuforge_expected_ib_write_bw['{link}'] = {min_gbps} Gb/s" in threshold["threshold_source"]
+
+
+def test_a_link_speed_without_an_entry_keeps_the_fraction_of_line_rate():
+    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 100}
+    links = {"a": {"mlx5_0/1": {"link": "100GbE", "from": "expected system"}}}
+    threshold = bench.ib_pair_threshold(pair, links, IB_TABLE, LINK_SPEEDS, 0.9)
+    assert (threshold["link_speed"], threshold["min_mbps"], threshold["min_gbps"]) == ("100GbE", None, None)
+    assert threshold["threshold_source"] == (
+        "gpuforge_bench_ib_min_fraction (0.9) of the line rate (100 Gb/s, ibstat Rate): "
+        "no gpuforge_expected_ib_write_bw entry for 100GbE"
+    )
+    # No floor: the pair is judged as before, 0.9 of its expected rate.
+    result = {"name": "p", "group": "ib_write_bw", "nodes": ["a", "b"], "gbps": 89.0, "expected_gbps": 100}
+    judged = bench.attribution_floors([result], baseline="absolute", min_fraction=0.9)["results"][0]
+    assert (judged["verdict"], judged["threshold_gbps"]) == ("slow", 90.0)
+
+
+def test_the_site_expected_rate_overrides_the_table():
+    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 100}
+    links = {"a": {"mlx5_0/1": {"link": "EDR", "from": "expected system"}}}
+    threshold = bench.ib_pair_threshold(pair, links, IB_TABLE, LINK_SPEEDS, 0.9, expected_gbps="56")
+    assert (threshold["min_mbps"], threshold["min_gbps"]) == (None, None)
+    assert (
+        threshold["threshold_source"]
+        == "gpuforge_bench_ib_min_fraction (0.9) of gpuforge_bench_ib_expected_gbps (56 Gb/s)"
+    )
+
+
+def test_a_pair_is_judged_at_the_slower_ends_link_speed():
+    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 200}
+    links = {
+        "a": {"mlx5_0/1": {"link": "HDR", "from": "expected system"}},
+        "b": {"mlx5_0/1": {"link": "EDR", "from": "ibstat Rate 100 Gb/s (InfiniBand)"}},
+    }
+    threshold = bench.ib_pair_threshold(pair, links, IB_TABLE, LINK_SPEEDS, 0.9)
+    assert (threshold["link_speed"], threshold["link_speed_from"], threshold["min_mbps"]) == (
+        "EDR",
+        "ibstat Rate 100 Gb/s (InfiniBand)",
+        11000,
+    )
+
+
+def test_the_source_is_credited_only_while_the_table_holds_its_value():
+    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 100}
+    links = {"a": {"mlx5_0/1": {"link": "EDR", "from": "expected system"}}}
+    shipped = bench.ib_pair_threshold(
+        pair, links, IB_TABLE, LINK_SPEEDS, 0.9, None, SOURCES["gpuforge_expected_ib_write_bw"]
+    )
+    assert shipped["threshold_source"] == (
+        "IBM Redpaper REDP-5610 (IBM/NVIDIA DGX-1 reference architecture, one EDR link at 11,000 MB/sec) "
+        "(gpuforge_expected_ib_write_bw['EDR'] = 11000 MB/sec (2^20 bytes))"
+    )
+    site = {**IB_TABLE, "EDR": {"min_mib_per_s": 11200}}
+    own = bench.ib_pair_threshold(pair, links, site, LINK_SPEEDS, 0.9, None, SOURCES["gpuforge_expected_ib_write_bw"])
+    assert own["min_mbps"] == 11200
+    assert own["threshold_source"] == (
+        "gpuforge_expected_ib_write_bw['EDR'] = 11200 MB/sec (2^20 bytes) (no source recorded: a site value)"
+    )
+    cited = {**IB_TABLE, "EDR": {"min_mib_per_s": 11200, "source": "site acceptance 2026-11"}}
+    assert bench.ib_pair_threshold(
+        pair, links, cited, LINK_SPEEDS, 0.9, None, SOURCES["gpuforge_expected_ib_write_bw"]
+    )["threshold_source"].startswith("site acceptance 2026-11 (")
+
+
+def test_a_table_entry_without_a_floor_is_refused():
+    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 100}
+    links = {"a": {"mlx5_0/1": {"link": "EDR", "from": "expected system"}}}
+    with pytest.raises(ValueError, match="neither min_mib_per_s nor min_gbit_per_s"):
+        bench.ib_pair_threshold(pair, links, {"EDR": {"min_mbps": 11000}}, LINK_SPEEDS, 0.9)
+
+
+def test_port_links_prefer_the_expected_system_over_ibstat():
+    # A DGX H100 port that trained at HDR (ibstat Rate 200) is still an NDR port: judged at NDR's floor.
+    facts = {"hcas": [{"name": "mlx5_0", "ports": [{"port": 1, "rate_gbps": 200, "link_layer": "InfiniBand"}]}]}
+    links = bench.ib_port_links(facts, SYSTEMS["dgx-h100-ndr"], LINK_SPEEDS)
+    assert links == {"mlx5_0/1": {"link": "NDR", "from": "expected system"}}
+    # Without an expected system the Rate and link layer name the speed; 100 Gb/s is EDR or 100GbE by its layer.
+    ib = bench.ib_port_links(facts, {}, LINK_SPEEDS)
+    assert ib == {"mlx5_0/1": {"link": "HDR", "from": "ibstat Rate 200 Gb/s (InfiniBand)"}}
+    roce = {"hcas": [{"name": "mlx5_0", "ports": [{"port": 1, "rate_gbps": 100, "link_layer": "Ethernet"}]}]}
+    assert bench.ib_port_links(roce, {}, LINK_SPEEDS)["mlx5_0/1"]["link"] == "100GbE"
+    unknown = {"hcas": [{"name": "mlx5_0", "ports": [{"port": 1, "rate_gbps": 100}]}]}
+    assert bench.ib_port_links(unknown, {}, LINK_SPEEDS)["mlx5_0/1"] == {"link": None, "from": None}
+
+
+def test_ib_thresholds_add_a_threshold_to_every_pair_of_the_schedule():
+    nodes = ["gpu01", "gpu02", "gpu03"]
+    facts = {node: _facts(100) for node in nodes}
+    facts["gpu03"] = _facts(100, state="Down")
+    rounds = ib_schedule(nodes, facts)
+    links = {node: bench.ib_port_links(facts[node], SYSTEMS["dgx1-v100-edr"], LINK_SPEEDS) for node in nodes}
+    planned = bench.ib_thresholds(
+        rounds, links, IB_TABLE, LINK_SPEEDS, 0.9, None, SOURCES["gpuforge_expected_ib_write_bw"]
+    )
+    assert [[{k: v for k, v in p.items() if k != "threshold"} for p in r["pairs"]] for r in planned] == [
+        r["pairs"] for r in rounds
+    ]
+    pairs = [pair for current in planned for pair in current["pairs"]]
+    assert len(pairs) == 3
+    assert {pair["threshold"]["min_mbps"] for pair in pairs} == {11000}
+
+
+# --- NCCL single node ---------------------------------------------------------------------------------------
+
+
+def test_an_a100_node_running_its_eight_gpus_gets_the_azure_floor():
+    floor = bench.nccl_single_threshold(
+        "A100-SXM4-80GB", 8, NCCL_TABLE, SOURCES["gpuforge_expected_nccl_single_node_busbw"]
+    )
+    assert (floor["min_busbw_gb_per_s"], floor["min_gbps"], floor["gpus"]) == (228, 1824, 8)
+    assert floor["threshold_source"] == (
+        "Azure/azurehpc-health-checks v0.4.5 conf/nd96asr_v4.conf (check_nccl_allreduce) "
+        "(gpuforge_expected_nccl_single_node_busbw['A100-SXM4-80GB'] = 228 GB/s busbw over 8 GPUs)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("sku", "gpus"), [("A100-SXM4-80GB", 4), ("A100-SXM4-80GB", "2"), ("V100-SXM2-16GB", 8), (None, 8)]
+)
+def test_no_floor_for_another_gpu_count_or_a_sku_without_an_entry(sku, gpus):
+    assert bench.nccl_single_threshold(sku, gpus, NCCL_TABLE, SOURCES["gpuforge_expected_nccl_single_node_busbw"]) == {}
+
+
+def _nccl_registered(avg, large=None):
+    registered = {"verdict": "ok", "nccl": {"avg_busbw": avg}, "checks": []}
+    if large is not None:
+        registered["checks"].append({"name": "large_message_busbw", "status": "ok", "observed": large})
+    return registered
+
+
+def test_the_single_result_holds_the_largest_message_busbw_against_a_floor_else_the_average():
+    floor = bench.nccl_single_threshold(
+        "H100-80GB-HBM3", 8, NCCL_TABLE, SOURCES["gpuforge_expected_nccl_single_node_busbw"]
+    )
+    judged = bench.nccl_single_result(_nccl_registered(120.0, 470.5), "gpu01", floor)
+    assert (judged["gbps"], judged["min_gbps"], judged["min_busbw_gb_per_s"]) == (3764.0, 3680, 460)
+    assert judged["busbw_measure"] == "largest message size"
+    plain = bench.nccl_single_result(_nccl_registered(1.25), "gpu02", {})
+    assert plain == {
+        "name": "nccl-single-gpu02",
+        "group": "nccl_single",
+        "nodes": ["gpu02"],
+        "gbps": 10.0,
+        "module_verdict": "ok",
+    }
+    assert bench.nccl_single_result({}, "gpu03", floor)["gbps"] is None
+
+
+def test_floored_singles_are_judged_by_their_floor_the_others_against_each_other():
+    floor = bench.nccl_single_threshold(
+        "A100-SXM4-80GB", 8, NCCL_TABLE, SOURCES["gpuforge_expected_nccl_single_node_busbw"]
+    )
+    results = [
+        bench.nccl_single_result(_nccl_registered(90.0, 230.0), "a100-1", floor),
+        bench.nccl_single_result(_nccl_registered(90.0, 200.0), "a100-2", floor),  # below 228 GB/s
+        bench.nccl_single_result(_nccl_registered(10.0), "v100-1", {}),
+        bench.nccl_single_result(_nccl_registered(10.0), "v100-2", {}),
+        bench.nccl_single_result(_nccl_registered(2.0), "v100-3", {}),  # far below its peers
+    ]
+    summary = bench.attribution_floors(results, baseline="median", median_fraction=0.5)
+    verdicts = {result["name"]: result["verdict"] for result in summary["results"]}
+    assert verdicts == {
+        "nccl-single-a100-1": "ok",
+        "nccl-single-a100-2": "slow",
+        "nccl-single-v100-1": "ok",
+        "nccl-single-v100-2": "ok",
+        "nccl-single-v100-3": "slow",
+    }
+    slow = {result["name"]: result for result in summary["results"]}["nccl-single-a100-2"]
+    assert (slow["gbps"], slow["threshold_gbps"]) == (1600.0, 1824.0)
+    assert "conf/nd96asr_v4.conf" in slow["reason"]
+    assert [node["node"] for node in summary["slow_nodes"]] == ["a100-2", "v100-3"]
+
+
+def test_without_floors_the_judgement_is_gpuforge_bench_attribution():
+    results = [
+        {"name": f"p{i}", "group": "ib_write_bw", "nodes": [f"n{i}", f"n{i + 1}"], "gbps": gbps}
+        for i, gbps in enumerate([5.0, 4.8, 0.01, 5.2])
+    ]
+    for baseline in ("median", "best"):
+        assert bench.attribution_floors(results, baseline=baseline, median_fraction=0.3) == (
+            gpuforge_filters.gpuforge_bench_attribution(results, baseline=baseline, median_fraction=0.3)
+        )
+
+
+def test_floored_results_become_valid_records_naming_their_source():
+    floor = bench.nccl_single_threshold(
+        "A100-SXM4-80GB", 8, NCCL_TABLE, SOURCES["gpuforge_expected_nccl_single_node_busbw"]
+    )
+    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 200}
+    links = {"a": {"mlx5_0/1": {"link": "HDR", "from": "expected system"}}}
+    threshold = bench.ib_pair_threshold(
+        pair, links, IB_TABLE, LINK_SPEEDS, 0.9, None, SOURCES["gpuforge_expected_ib_write_bw"]
+    )
+    ib_result = {
+        "name": "a__b__mlx5_0",
+        "group": "ib_write_bw",
+        "nodes": ["a", "b"],
+        "hca": "mlx5_0",
+        "rail": "mlx5_0/1",
+        "gbps": 150.0,
+        "expected_gbps": 200,
+        "line_rate_gbps": 200,
+        "min_gbps": threshold["min_gbps"],
+        "threshold_source": threshold["threshold_source"],
+    }
+    summary = {
+        "run_id": "r1",
+        "ib_write_bw": bench.attribution_floors([ib_result], baseline="absolute"),
+        "nccl": bench.attribution_floors(
+            [bench.nccl_single_result(_nccl_registered(90.0, 230.0), "a", floor)], baseline="median"
+        ),
+    }
+    schema = json.loads((ROOT / "schemas" / "benchmark-run.schema.json").read_text(encoding="utf-8"))
+    built = {record["name"]: record for record in records.benchmark_run_records(summary)}
+    for record in built.values():
+        jsonschema.Draft202012Validator(schema).validate(record)
+    ib = built["a__b__mlx5_0"]
+    assert (ib["verdict"], ib["threshold"]["value"], ib["threshold"]["line_rate"]) == ("FAIL", 180, 200.0)
+    assert ib["threshold"]["source"].startswith("Azure/azurehpc-health-checks v0.4.5 conf/nd96asr_v4.conf")
+    nccl = built["nccl-single-a"]
+    assert (nccl["verdict"], nccl["threshold"]["value"], nccl["observed"]["value"]) == ("PASS", 1824.0, 1840.0)
+    assert nccl["threshold"]["source"] == floor["threshold_source"]
+
+
+# --- the role's task expressions ------------------------------------------------------------------------------
+
+
+def _pair_entry_floor(baseline: str, threshold: dict):
+    task = _task("ib_pair.yml", "Keep the round's results")
+    return _render(task["vars"]["floor"], {"gpuforge_bench_ib_baseline": baseline, "item": {"threshold": threshold}})
+
+
+def test_ib_pair_keeps_the_floor_under_the_absolute_baseline_only():
+    threshold = {"min_gbps": 92.27, "min_mbps": 11000, "threshold_source": "IBM", "link_speed": "EDR"}
+    assert _pair_entry_floor("absolute", threshold) == {"min_gbps": 92.27, "min_mbps": 11000, "threshold_source": "IBM"}
+    assert _pair_entry_floor("best", threshold) == {}
+    assert _pair_entry_floor("absolute", {**threshold, "min_gbps": None, "min_mbps": None}) == {}
+
+
+def test_the_client_passes_the_floor_to_the_module_as_min_mbps():
+    task = _task("ib_pair.yml", "Run the ib_write_bw clients")
+    expression = task["gpuforge.cluster.ib_write_bw"]["min_mbps"]
+    connect = {"threshold": {"min_mbps": 21457.67}}
+    assert _render(expression, {"gpuforge_bench_ib_connect": connect}) == 21457.67
+
+
+def test_the_nccl_floor_task_reads_the_nodes_expected_system():
+    task = _task("nccl.yml", "Find this node's single-node busbw floor")
+    variables = {
+        **task["vars"],
+        "gpuforge_expected_systems": {"dgxa100": {"gpu_sku": "A100-SXM4-80GB", "gpu_count": 8}, **SYSTEMS},
+        "gpuforge_expected_nccl_single_node_busbw": NCCL_TABLE,
+        "gpuforge_bench_threshold_sources": SOURCES,
+        "gpuforge_bench_nccl_single_gpus": 8,
+    }
+    expression = task["ansible.builtin.set_fact"]["gpuforge_bench_nccl_single_floor"]
+    assert _render(expression, {**variables, "gpuforge_expected_system": "dgxa100"})["min_busbw_gb_per_s"] == 228
+    assert _render(expression, {**variables, "gpuforge_expected_system": "dgx1-v100-edr"}) == {}
+    assert _render(expression, variables) == {}  # no expected system: compared with the other nodes
+
+
+def test_summary_yml_judges_ib_and_nccl_results_with_their_floors():
+    facts = _task("summary.yml", "Attribute slow nodes and links")["ansible.builtin.set_fact"]["gpuforge_bench_summary"]
+    results = {
+        "ib_write_bw": [
+            {"name": "p", "group": "ib_write_bw", "nodes": ["a", "b"], "gbps": 91.0, "expected_gbps": 100},
+            {"name": "q", "group": "ib_write_bw", "nodes": ["a", "c"], "gbps": 91.0, "min_gbps": 92.27},
+        ],
+        "nccl": [{"name": "nccl-single-a", "group": "nccl_single", "nodes": ["a"], "gbps": 1800.0, "min_gbps": 1824}],
+    }
+    variables = {
+        "results": results,
+        "gpuforge_bench_ib_baseline": "absolute",
+        "gpuforge_bench_ib_min_fraction": 0.9,
+        "gpuforge_bench_ib_median_fraction": 0.5,
+        "gpuforge_bench_nccl_median_fraction": 0.5,
+        "ansible_play_hosts": ["a"],
+        "hostvars": {"a": {}},
+    }
+    ib = _render(facts["ib_write_bw"], variables)
+    assert [r["verdict"] for r in ib["results"]] == ["ok", "slow"]
+    nccl = _render(facts["nccl"], variables)
+    assert [r["verdict"] for r in nccl["results"]] == ["slow"]
+
+
+def test_fio_targets_keep_their_order_and_labels():
+    assert bench.fio_targets(["/home"], ["/gpfs/fs1"], ["/var/tmp"], [{"label": "data", "path": "/data"}]) == [
+        {"kind": "nfs", "label": "nfs:/home", "path": "/home"},
+        {"kind": "gpfs", "label": "gpfs:/gpfs/fs1", "path": "/gpfs/fs1"},
+        {"kind": "scratch", "label": "scratch:/var/tmp", "path": "/var/tmp"},
+        {"kind": "extra", "label": "data", "path": "/data"},
+    ]
+
+
+def test_resnet50_results_one_per_node_and_precision_then_the_sweep():
+    registered = {
+        "gpu01": {"verdict": "ok", "runs": [{"precision": "fp32", "images_per_second": 10.0, "verdict": "ok"}]},
+        "gpu02": {"failed": True, "msg": "no venv", "verdict": "fail"},
+    }
+    results = bench.resnet50_results(registered, {"msg": "bad hosts"}, ["fp32", "amp"], ["gpu01", "gpu02"])
+    assert [(r["name"], r["gbps"], r.get("module_verdict"), r["error"]) for r in results] == [
+        ("resnet50-node-gpu01-fp32", 10.0, "ok", None),
+        ("resnet50-node-gpu01-amp", None, "ok", None),
+        ("resnet50-node-gpu02-fp32", None, "fail", "no venv"),
+        ("resnet50-node-gpu02-amp", None, "fail", "no venv"),
+        ("resnet50-sweep", None, None, "bad hosts"),
+    ]
+    documents = bench.resnet50_node_documents(registered)
+    assert [(d["file"], d["document"]["error"], len(d["document"]["runs"])) for d in documents] == [
+        ("gpu01/node.json", None, 1),
+        ("gpu02/node.json", "no venv", 0),
+    ]
+
+
+def test_slurm_results_add_the_apptainer_run_only_with_an_image():
+    nccl = {"verdict": "ok", "nccl": {"avg_busbw": 1.5}}
+    resnet = {"verdict": "ok", "runs": [{"resnet50": {"total_imgs_per_sec": 9}}]}
+    bare = bench.slurm_results(nccl, resnet, ["a", "b"])
+    assert [(r["name"], r["gbps"]) for r in bare] == [("srun-nccl", 1.5), ("srun-resnet50", 9)]
+    with_image = bench.slurm_results(nccl, resnet, ["a", "b"], {"verdict": "ok", "nccl": {"avg_busbw": 1.4}}, "/x.sif")
+    assert [(r["name"], r["gbps"]) for r in with_image][-1] == ("srun-apptainer-nccl", 1.4)
+
+
+# --- no JSON built by Jinja, no lab fault injection in production --------------------------------------------
+
+
+def test_the_role_builds_no_records_with_jinja_loops_or_json_round_trips():
+    for path in sorted((ROLE / "tasks").glob("*.yml")):
+        text = path.read_text(encoding="utf-8")
+        for pattern in ("{% for", "{% set", "| from_json", "| to_json }}"):
+            assert pattern not in text, f"{path.name}: {pattern}"
+
+
+def test_the_production_playbook_and_role_carry_no_lab_fault_injection():
+    production = [ROOT / "playbooks" / "benchmark.yml", ROOT / "playbooks" / "burnin.yml"]
+    production += sorted((ROLE / "tasks").glob("*.yml"))
+    for path in production:
+        text = path.read_text(encoding="utf-8")
+        assert "bench_degrade_link" not in text, path.name
+        assert "lab/playbooks" not in text.replace("lab/playbooks/benchmark.yml", ""), path.name
+        assert "[tc," not in text and "qdisc" not in text, path.name
+    lab = _yaml(ROOT / "lab" / "playbooks" / "benchmark.yml")
+    assert lab[0]["ansible.builtin.import_playbook"] == "../../playbooks/benchmark.yml"
+    # playbook_dir is the imported playbook's folder (playbooks/) in the plays of an import_playbook.
+    hook = lab[0]["vars"]["gpuforge_bench_ib_write_bw_hook"].replace("{{ playbook_dir }}", str(ROOT / "playbooks"))
+    assert Path(hook).is_file()
+    assert "bench_degrade_link.yml" in Path(hook).read_text(encoding="utf-8")
+
+
+def test_benchmark_yml_checks_the_inventory_then_runs_the_role_with_every_tag():
+    plays = _yaml(ROOT / "playbooks" / "benchmark.yml")
+    assert plays[0]["ansible.builtin.import_playbook"] == "validate_inventory.yml"
+    assert plays[1]["roles"] == [{"role": "gpuforge_bench"}] and "tasks" not in plays[1]
+    main = (ROLE / "tasks" / "main.yml").read_text(encoding="utf-8")
+    for tag in ("ib_counters", "ib_write_bw", "nccl", "resnet50", "slurm", "fio", "p2p", "always"):
+        assert f"tags: [{tag}]" in main, tag
+    tasks = _yaml(ROLE / "tasks" / "main.yml")
+    tasks += [task for block in tasks for task in block.get("block", []) + block.get("always", [])]
+    included = set()
+    for task in tasks:
+        for key in ("ansible.builtin.import_tasks", "ansible.builtin.include_tasks"):
+            target = task.get(key)
+            target = target.get("file") if isinstance(target, dict) else target
+            if target and "{{" not in target:
+                assert (ROLE / "tasks" / target).is_file(), target
+                included.add(target)
+    assert {"ib_counters_before.yml", "ib_write_bw.yml", "nccl.yml", "summary.yml", "ib_counters_after.yml"} <= included
