@@ -18,6 +18,9 @@ description:
     event reasons over a sampling window, Xid events by NVIDIA's Xid catalogue, NVLinks active and their
     error counters, HCAs present, port state and rate, InfiniBand link flaps in the log (IPoIB C(Lost carrier)
     and mlx5 C(Link down) lines per netdev), nvidia-peermem loaded, GPU to HCA NUMA affinity.
+  - NVSwitch systems (I(expected.nvswitch)) - NVSwitch SXid errors in the kernel log (a fatal SXid fails, a
+    non-fatal one warns; NVIDIA Fabric Manager User Guide, NVSwitch SXid Errors), and the fabric manager - the
+    C(nvidia-fabricmanager) service active and every GPU's fabric state C(Completed) where nvidia-smi reports one.
   - PCIe (when I(pcie) is true) - the negotiated link of every HCA against its capability (C(lspci -vvv) LnkSta
     against LnkCap), the kernel's C(available PCIe bandwidth, limited by) reports for GPUs and HCAs, the AER
     counters of GPUs and HCAs (sysfs C(aer_dev_correctable), C(aer_dev_nonfatal), C(aer_dev_fatal)), and on
@@ -31,8 +34,9 @@ description:
   - Facts that are missing or cannot be read give a failed C(*_readable) check naming what could not
     be read; the module itself does not fail, so a broken node yields a report, not an aborted play.
   - Runs C(lsmod), C(dmesg) and C(lspci -vvv -D) (as root - lspci hides capabilities from other users) when
-    I(lsmod) / I(kernel_log) / I(lspci) are not given, and reads sysfs under I(sysfs_root). Reads only; check
-    mode runs the same commands.
+    I(lsmod) / I(kernel_log) / I(lspci) are not given, C(systemctl is-active nvidia-fabricmanager) on NVSwitch
+    systems when I(fabric_manager) is not given, and reads sysfs under I(sysfs_root). Reads only; check mode runs
+    the same commands.
 options:
   nvidia_smi:
     description: The C(ansible_facts.nvidia_smi) dict of the nvidia_smi_facts module.
@@ -48,6 +52,12 @@ options:
     type: str
   lspci:
     description: Output of C(lspci -vvv); when omitted the module runs C(lspci -vvv -D).
+    type: str
+  fabric_manager:
+    description:
+      - State of the nvidia-fabricmanager service as C(systemctl is-active nvidia-fabricmanager) prints it
+        (C(active), C(inactive), C(failed), ...); when omitted on an NVSwitch system the module runs that command.
+      - Not read on systems without NVSwitch.
     type: str
   pcie:
     description: Run the PCIe checks (lspci, kernel link reports, AER, ACS) and read the P_Keys.
@@ -73,7 +83,8 @@ options:
         hcas (list of name and ports with port and link, or rate_gbps and link_layer), link_speeds
         (link name to rate_gbps and link_layer), peermem (bool), numa_affinity (list of gpus, hcas, numa),
         ib_link_flaps_max (link-down events of one netdev in the log that still pass; more fail),
-        virtual (bool; a virtual machine - PCIe ACS is not judged), pcie_aer_uncorrectable_max and
+        virtual (bool; a virtual machine - PCIe ACS is not judged), nvswitch (bool; an NVSwitch system - SXid
+        and fabric manager are judged), pcie_aer_uncorrectable_max and
         pcie_aer_correctable_max (AER errors per device that still pass).
       - Keys that are absent are not checked.
     type: dict
@@ -146,7 +157,8 @@ checks:
       kernel_log_readable, gpu_count, gpu_model, gpu_fallen_off_bus, driver_branch, persistence_mode,
       ecc_enabled, ecc_volatile_dbe, ecc_aggregate, row_remap, retired_pages, pcie_link, throttle, xid,
       nvlink_active, nvlink_errors, hcas_present, ib_port_state, ib_port_rate, ib_link_flaps, peermem_loaded,
-      gpu_hca_affinity, lspci_readable, pcie_link_hca, pcie_link_limited, pcie_aer, pcie_acs.
+      gpu_hca_affinity, lspci_readable, pcie_link_hca, pcie_link_limited, pcie_aer, pcie_acs, sxid,
+      fabric_manager.
     - Checks whose spec key is absent (or whose input could not be read) are left out.
   returned: always
   type: list
@@ -190,6 +202,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors i
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_kernel import (
     ParseError,
     parse_lsmod,
+    parse_sxid_events,
     parse_xid_events,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import check_expected, judge_node
@@ -209,7 +222,9 @@ TOOL_FIXES = {
     "lsmod": "install kmod, or pass lsmod",
     "dmesg": "install util-linux, or pass kernel_log (journalctl -k)",
     "lspci": "install pciutils, or pass lspci",
+    "systemctl": "run the check on a systemd host, or pass fabric_manager",
 }
+FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
 ACCESS_DENIED = "<access denied>"  # lspci's capability line when not run as root
 
 
@@ -350,6 +365,7 @@ class GpuNodeCheck:
         events = parse_xid_events(log) if log is not None else []
         flaps = parse_link_flaps(log, netdevs(self.params["infiniband"])) if log is not None else None
         pcie, pkeys = (self.pcie_inputs(log), self.pkeys()) if self.params["pcie"] else (None, {})
+        nvswitch = bool(expected.get("nvswitch"))
         result = judge_node(
             self.params["nvidia_smi"],
             self.params["infiniband"],
@@ -359,6 +375,8 @@ class GpuNodeCheck:
             unreadable=self.unreadable,
             link_flaps=flaps,
             pcie=pcie,
+            sxid_events=parse_sxid_events(log) if log is not None and nvswitch else None,
+            fabric_manager=self.fabric_manager() if nvswitch else None,
         )
         self.module.exit_json(changed=False, pkeys=pkeys, **result)
 
@@ -385,6 +403,30 @@ class GpuNodeCheck:
             return None
         return parse_lspci(text)
 
+    def fabric_manager(self):
+        """`systemctl is-active nvidia-fabricmanager` (or the given state); None and a note when it cannot run.
+        is-active exits non-zero for every state but active and still prints the state."""
+        if self.params["fabric_manager"] is not None:
+            return self.params["fabric_manager"]
+        path = self.module.get_bin_path("systemctl")
+        if not path:
+            self.unreadable["fabric_manager"] = missing_tool("systemctl", TOOL_FIXES["systemctl"], "PATH")
+            return None
+        try:
+            rc, out, err = self.module.run_command(
+                [path, "is-active", FABRIC_MANAGER_UNIT], environ_update={"LC_ALL": "C"}, handle_exceptions=False
+            )
+        except OSError as exc:
+            self.unreadable["fabric_manager"] = f"{path} could not be run ({exc}): {TOOL_FIXES['systemctl']}"
+            return None
+        state = (out or "").strip().splitlines()
+        if not state:
+            self.unreadable["fabric_manager"] = (
+                f"systemctl is-active exited with code {rc}: {(err or '').strip()[:200]}"
+            )
+            return None
+        return state[0].strip()
+
     def pcie_inputs(self, log) -> dict:
         """The PCIe inputs of judge_node: lspci is run first (the lab's lspci writes its sysfs tree)."""
         devices = self.lspci()
@@ -402,6 +444,7 @@ def main():
             "lsmod": {"type": "str"},
             "kernel_log": {"type": "str"},
             "lspci": {"type": "str"},
+            "fabric_manager": {"type": "str"},
             "pcie": {"type": "bool", "default": True},
             "sysfs_root": {"type": "path", "default": "/sys"},
             "expected": {"type": "dict", "required": True},

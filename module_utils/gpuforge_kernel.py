@@ -1,7 +1,7 @@
-"""Parsers for kernel state: `lsmod` output and NVIDIA Xid lines from the kernel log.
+"""Parsers for kernel state: `lsmod` output, NVIDIA Xid lines and NVSwitch SXid lines from the kernel log.
 
 Pure functions over text, stdlib only (and gpuforge_errors, shipped with it). Shapes are documented in
-docs/parsers.md (sections lsmod, xid). Malformed lsmod input raises ParseError.
+docs/parsers.md (sections lsmod, xid) and parse_sxid_events. Malformed lsmod input raises ParseError.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ __all__ = [
     "XID_DESCRIPTIONS",
     "ParseError",
     "parse_lsmod",
+    "parse_sxid_events",
     "parse_xid_events",
     "xid_action",
 ]
@@ -192,6 +193,18 @@ _XID_RE = re.compile(
 )
 _DMESG_TS_RE = re.compile(r"^\[\s*(?P<ts>[^\]]+)\]\s*")
 _JOURNAL_RE = re.compile(r"^(?P<ts>.+?)\s+(?P<host>\S+)\s+kernel:\s*")
+# dmesg --decode --time-format iso: "kern  :err   : 2025-01-25T10:34:54,859532+00:00 <message>"
+_DMESG_DECODE_RE = re.compile(r"^[a-z]+\s*:[a-z]+\s*:\s*(?P<ts>\S+)\s+")
+
+
+def _timestamp_host(prefix: str):
+    """(timestamp, host) of the text before a kernel message: dmesg `[ 12.34]` / `dmesg -T`, `journalctl -k`
+    (`<time> <host> kernel:`) or `dmesg --decode --time-format iso`; (None, None) for a bare message."""
+    for pattern in (_DMESG_TS_RE, _JOURNAL_RE, _DMESG_DECODE_RE):
+        match = pattern.match(prefix)
+        if match:
+            return match["ts"].strip(), match.groupdict().get("host")
+    return None, None
 
 
 def parse_xid_events(text: str) -> list[dict]:
@@ -205,14 +218,7 @@ def parse_xid_events(text: str) -> list[dict]:
         match = _XID_RE.search(line)
         if not match:
             continue
-        prefix = line[: match.start()]
-        timestamp = host = None
-        dmesg = _DMESG_TS_RE.match(prefix)
-        journal = _JOURNAL_RE.match(prefix)
-        if dmesg:
-            timestamp = dmesg["ts"].strip()
-        elif journal:
-            timestamp, host = journal["ts"].strip(), journal["host"]
+        timestamp, host = _timestamp_host(line[: match.start()])
         pid = (match["pid"] or "").strip("'")
         code = int(match["code"])
         events.append(
@@ -230,4 +236,64 @@ def parse_xid_events(text: str) -> list[dict]:
                 "line": line.strip(),
             }
         )
+    return events
+
+
+# NVSwitch SXid lines. NVIDIA Fabric Manager User Guide, "Runtime NVSwitch and GPU Errors"
+# (https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html): the NVSwitch driver reports
+#   <nvidia-nvswitchX: SXid (PCI:<switch_pci_bdf>): <SXid_Value>, <Fatal or Non-Fatal>, <Link No> <Error Description>
+#   <raw error information for additional troubleshooting>
+# The raw information comes as more lines with the same prefix and code ("Severity 0 Engine instance 46 ...",
+# "Data {0x..., ...}"), before or after the classified line (both orders are in tests/fixtures/kernel/).
+_SXID_RE = re.compile(
+    r"(?P<device>nvidia-nvswitch(?P<index>\d+)): SXid \(PCI:(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}"
+    r"(?:\.[0-7])?)\): (?P<code>\d+), (?P<rest>.*?)\s*$"
+)
+_SXID_CLASS_RE = re.compile(
+    r"^(?P<severity>Fatal|Non-fatal)\s*,\s*(?:Link (?P<link>-?\d+)\b\s*)?(?P<message>.*)$", re.IGNORECASE
+)
+
+
+def parse_sxid_events(text: str) -> list[dict]:
+    """NVSwitch SXid events in dmesg / `journalctl -k` text; other lines are ignored.
+
+    One event per classified line ("<code>, Fatal|Non-fatal, Link <n> <description>"): {timestamp, host,
+    switch (nvidia-nvswitchX), switch_index, pci (switch PCI address, lower case), code, fatal (bool), link (int or
+    None), message, line}. A switch and code seen only in raw-information lines (Severity / Data) without a
+    classified line gives one event with fatal None (the classification is not in the log), message the first
+    such line's text and count the number of those lines.
+    """
+    events: list[dict] = []
+    raw: dict = {}
+    for line in (text or "").splitlines():
+        match = _SXID_RE.search(line)
+        if not match:
+            continue
+        timestamp, host = _timestamp_host(line[: match.start()])
+        event = {
+            "timestamp": timestamp,
+            "host": host,
+            "switch": match["device"],
+            "switch_index": int(match["index"]),
+            "pci": match["pci"].lower(),
+            "code": int(match["code"]),
+            "fatal": None,
+            "link": None,
+            "message": match["rest"],
+            "line": line.strip(),
+        }
+        classified = _SXID_CLASS_RE.match(match["rest"])
+        if classified:
+            event["fatal"] = classified["severity"].lower() == "fatal"
+            event["link"] = int(classified["link"]) if classified["link"] is not None else None
+            event["message"] = classified["message"].strip()
+            events.append(event)
+            continue
+        key = (event["switch"], event["pci"], event["code"])
+        if key in raw:
+            raw[key]["count"] += 1
+        else:
+            raw[key] = {**event, "count": 1}
+    classified_keys = {(e["switch"], e["pci"], e["code"]) for e in events}
+    events.extend(event for key, event in raw.items() if key not in classified_keys)
     return events

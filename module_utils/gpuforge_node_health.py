@@ -1,7 +1,8 @@
 """Judge one GPU node against its expected hardware spec (pure functions, stdlib only).
 
 Inputs are already-parsed facts: the `nvidia_smi` and `infiniband` dicts of the nvidia_smi_facts and
-infiniband_facts modules, a parse_lsmod() result and a parse_xid_events() list (gpuforge_kernel).
+infiniband_facts modules, a parse_lsmod() result, a parse_xid_events() and a parse_sxid_events() list
+(gpuforge_kernel) and the state of the nvidia-fabricmanager service.
 The expected spec is checked first (check_expected: OptionError naming the key for a malformed one);
 facts with a malformed field give a failed `*_readable` check naming the field, never an exception.
 Every check is {name, status: ok|warn|fail, observed, expected, fault, remedy, caused_by}; check names are
@@ -69,6 +70,8 @@ CHECK_NAMES = (
     "pcie_link_limited",
     "pcie_aer",
     "pcie_acs",
+    "sxid",
+    "fabric_manager",
 )
 
 # Clock event reasons that mean the hardware is protecting itself (not a software cap or idle clocks),
@@ -134,6 +137,7 @@ EXPECTED = record(
         "peermem": boolean(),
         "ib_link_flaps_max": integer(minimum=0),
         "virtual": boolean(),
+        "nvswitch": boolean(),
         "pcie_aer_correctable_max": integer(minimum=0),
         "pcie_aer_uncorrectable_max": integer(minimum=0),
         "numa_affinity": list_of(
@@ -201,6 +205,8 @@ def _facts_kinds(note):
             "nvlink_errors": list_of(rec({"link": count}, ("link",)), on_error=note),
             "clock_events": rec({"samples": count, "active": mapping_of(count, on_error=note)}),
             "numa_affinity": string(numbers=True),
+            "fabric_state": string(),
+            "fabric_status": string(),
             "nics": mapping_of(string(), key=string(numbers=True), on_error=note),
         }
     )
@@ -659,6 +665,126 @@ def _xid_check(events, expected, gpus, lost, failing):
     )
 
 
+# NVIDIA Fabric Manager User Guide, "NVSwitch SXid Errors"
+# (https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html): non-fatal SXids are
+# informational (running CUDA jobs go on, possibly slower); after a fatal one the GPUs behind the port (a port to a
+# GPU) or every job (a port between baseboards) are aborted until the GPUs and NVSwitches are reset.
+SXID_FATAL_REMEDY = (
+    "Drain the node. Stop the GPU applications and nvidia-fabricmanager (systemctl stop nvidia-fabricmanager), reset "
+    "all GPUs and NVSwitches with nvidia-smi -r (without -i: a fatal SXid on a port between GPU baseboards needs every "
+    "GPU and NVSwitch reset), start nvidia-fabricmanager again; if the SXid comes back, reboot or power-cycle the "
+    "node and open a case with NVIDIA or the system vendor for the switch named (NVIDIA Fabric Manager User Guide, "
+    "'Fatal SXid Errors')"
+)
+SXID_NONFATAL_REMEDY = (
+    "Non-fatal SXids are informational: running jobs go on but may slow down or stall briefly (NVIDIA Fabric Manager "
+    "User Guide, 'Non-Fatal SXid Errors'). Watch the kernel log for the switch and link named; rerun the NVLink/NCCL "
+    "test and treat the switch as failing if they repeat or turn fatal"
+)
+SXID_UNCLASSIFIED_REMEDY = (
+    "Only the raw SXid information is in the log (its Fatal/Non-fatal line is missing): read the full kernel log "
+    "around it (journalctl -k | grep SXid) and judge it by that line"
+)
+
+
+def _sxid_check(events):
+    """NVSwitch SXid events (gpuforge_kernel.parse_sxid_events) by the guide's classification: any fatal SXid fails,
+    a non-fatal one warns, as does a code whose classification is not in the log (only raw-information lines)."""
+    grouped: dict = {}
+    for event in events:
+        if not isinstance(event, dict) or not isinstance(event.get("code"), int):
+            continue
+        fatal = event.get("fatal")
+        key = (str(event.get("switch")), str(event.get("pci")), event["code"], fatal)
+        seen = grouped.setdefault(
+            key,
+            {
+                "switch": f"{event.get('switch')} (PCI {event.get('pci')})",
+                "code": event["code"],
+                "severity": {True: "fatal", False: "non-fatal"}.get(fatal, "unclassified"),
+                "links": [],
+                "message": event.get("message") or "",
+                "count": 0,
+            },
+        )
+        seen["count"] += event.get("count") or 1
+        if isinstance(event.get("link"), int) and event["link"] not in seen["links"]:
+            seen["links"].append(event["link"])
+    observed = [grouped[key] for key in sorted(grouped, key=lambda k: (k[3] is not True, k[2], k[0], k[1]))]
+    fatal = [e for e in observed if e["severity"] == "fatal"]
+    others = [e for e in observed if e["severity"] != "fatal"]
+    shown = fatal or others
+
+    def text(e):
+        links = f" on link(s) {', '.join(str(n) for n in e['links'])}" if e["links"] else ""
+        return f"SXid {e['code']} ({e['severity']}, {e['count']}x) on {e['switch']}{links}: {e['message']}"
+
+    remedies = []
+    if fatal:
+        remedies.append(SXID_FATAL_REMEDY)
+    if any(e["severity"] == "non-fatal" for e in shown):
+        remedies.append(SXID_NONFATAL_REMEDY)
+    if any(e["severity"] == "unclassified" for e in shown):
+        remedies.append(SXID_UNCLASSIFIED_REMEDY)
+    return node_check(
+        "sxid",
+        "fail" if fatal else ("warn" if others else "ok"),
+        observed,
+        "no fatal SXid (NVSwitch errors in the kernel log; non-fatal ones warn)",
+        "NVSwitch errors in the kernel log: " + "; ".join(text(e) for e in shown),
+        "; ".join(remedies),
+    )
+
+
+FABRIC_MANAGER_REMEDY = (
+    "Install nvidia-fabricmanager of exactly the driver's version (nv-fabricmanager --version must print the "
+    "driver's release: 'the version of fabricmanager must match the NVIDIA driver installed', "
+    "NVIDIA/yum-packaging-fabric-manager README) and start it: systemctl enable --now nvidia-fabricmanager; read "
+    "journalctl -u nvidia-fabricmanager and /var/log/fabricmanager.log when it does not stay up. GPUs whose fabric "
+    "state does not reach Completed once it runs: stop the GPU applications and the fabric manager, reset the GPUs "
+    "(nvidia-smi -r), start the fabric manager again (NVIDIA Fabric Manager User Guide)"
+)
+
+
+def _fabric_manager_check(service, gpus, unreadable):
+    """The nvidia-fabricmanager service (systemctl is-active) must be active, and every GPU that reports a fabric
+    state (nvidia-smi -q "Fabric"; N/A elsewhere) must be Completed with status Success. None when neither was read
+    and nothing failed to read."""
+    service = str(service).strip() if service is not None else None
+    states = {}
+    for gpu in gpus:
+        state, status = gpu.get("fabric_state"), gpu.get("fabric_status")
+        if state is None and status is None:
+            continue
+        if state != "Completed" or status not in (None, "Success"):
+            states[gpu_key(gpu)] = f"{state or 'N/A'}/{status or 'N/A'}"
+    reported = [g for g in gpus if g.get("fabric_state") is not None or g.get("fabric_status") is not None]
+    if service is None and not reported and not unreadable:
+        return None
+    observed = {"nvidia-fabricmanager": service if service is not None else "unknown", **states}
+    faults = []
+    if service is not None and service != "active":
+        faults.append(f"the nvidia-fabricmanager service is {service}, not active")
+    if service is None and unreadable:
+        faults.append(f"the nvidia-fabricmanager service state could not be read ({unreadable})")
+    if states:
+        faults.append(
+            "GPU fabric state/status not Completed/Success on "
+            + ", ".join(f"{_gpu_name(g)}: {states[gpu_key(g)]}" for g in gpus if gpu_key(g) in states)
+        )
+    remedy = FABRIC_MANAGER_REMEDY
+    if service is None and unreadable and not states:
+        remedy = "Run systemctl is-active nvidia-fabricmanager on the node (systemd) or pass fabric_manager. " + remedy
+    return node_check(
+        "fabric_manager",
+        "fail" if faults else "ok",
+        observed,
+        {"nvidia-fabricmanager": "active", "GPU fabric state/status": "Completed/Success (where reported)"},
+        "NVSwitch system: " + "; ".join(faults),
+        remedy,
+    )
+
+
 def _ib_checks(ib, expected):
     hcas = {h.get("name"): h for h in ib.get("hcas") or [] if isinstance(h, dict)}
     want = expected.get("hcas") or []
@@ -936,8 +1062,24 @@ def _acs_check(pcie, devices, names):
     )
 
 
-def judge_node(nvidia_smi, infiniband, lsmod, xid_events, expected, unreadable=None, link_flaps=None, pcie=None):
+def judge_node(
+    nvidia_smi,
+    infiniband,
+    lsmod,
+    xid_events,
+    expected,
+    unreadable=None,
+    link_flaps=None,
+    pcie=None,
+    sxid_events=None,
+    fabric_manager=None,
+):
     """Run every check; returns {checks, healthy, failed_checks, caused_failures}.
+
+    NVSwitch systems (expected.nvswitch true): sxid_events (gpuforge_kernel.parse_sxid_events of the kernel log)
+    are judged by `sxid`, and fabric_manager (the word `systemctl is-active nvidia-fabricmanager` prints: active,
+    inactive, failed, activating, ...; None when not read) with the GPUs' fabric state by `fabric_manager`; with
+    unreadable["fabric_manager"] the service state is unknown. Neither check is emitted on other systems.
 
     link_flaps: {netdev: link-down events} of the kernel log (gpuforge_perfquery.parse_link_flaps), judged
     by `ib_link_flaps` against expected.ib_link_flaps_max when the spec has HCAs.
@@ -1003,6 +1145,12 @@ def judge_node(nvidia_smi, infiniband, lsmod, xid_events, expected, unreadable=N
         and "kernel_log" not in unreadable
     ):
         checks.append(judge_link_flaps(link_flaps, expected["ib_link_flaps_max"]))
+    if expected.get("nvswitch") and "kernel_log" not in unreadable:
+        checks.append(_sxid_check(sxid_events or []))
+    if expected.get("nvswitch"):
+        fabric = _fabric_manager_check(fabric_manager, gpus, unreadable.get("fabric_manager"))
+        if fabric is not None:
+            checks.append(fabric)
     if expected.get("peermem", True) and "lsmod" not in unreadable:
         checks.append(_peermem_check(lsmod))
     if pcie is not None:

@@ -244,6 +244,8 @@ def _normalise_gpu(get, sub, index: int, bus_attr) -> dict:
         ),
         "utilization_gpu_pct": _number(get("utilization/gpu_util", "Utilization/Gpu")),
         "fabric_state": _clean(get("fabric/state", "Fabric/State")),
+        # Success once the fabric manager has set this GPU up on an NVSwitch system (None: N/A, no NVSwitch).
+        "fabric_status": _clean(get("fabric/status", "Fabric/Status")),
     }
     return gpu
 

@@ -157,16 +157,31 @@ def raw_result_path(benchmark, name):
 
     nccl:     ``nccl-<stem>`` -> ``nccl/<stem>.json`` (playbooks/tasks/bench_nccl.yml, "Write the parsed results":
               single-<host>, multi-<mode>, rail-<hca>-<port>; bench_nccl_probe.yml: bisect-<n>);
-    resnet50: ``resnet50-node-<host>`` -> ``resnet50/<host>/node.json``, ``resnet50-sweep-<n>gpu`` ->
-              ``resnet50/sweep.json`` (bench_resnet50.yml, "Write the parsed results").
+    resnet50: ``resnet50-node-<host>`` or ``resnet50-node-<host>-<precision>`` -> ``resnet50/<host>/node.json``,
+              ``resnet50-sweep-<n>gpu[-<precision>]`` -> ``resnet50/sweep.json``
+              (roles/gpuforge_bench/tasks/resnet50.yml, "Write the parsed results").
     """
     if benchmark == "nccl" and name.startswith("nccl-") and "/" not in name:
         return f"nccl/{name[len('nccl-') :]}.json"
     if benchmark == "resnet50" and name.startswith("resnet50-node-") and "/" not in name:
-        return f"resnet50/{name[len('resnet50-node-') :]}/node.json"
+        host, _precision = _node_and_precision(name[len("resnet50-node-") :])
+        return f"resnet50/{host}/node.json"
     if benchmark == "resnet50" and name.startswith("resnet50-sweep-"):
         return "resnet50/sweep.json"
     return None
+
+
+# The precisions a ResNet-50 run is named with (module resnet50_benchmark, option precision).
+_RESNET50_PRECISIONS = ("fp32", "amp", "fp16", "bf16", "auto")
+
+
+def _node_and_precision(rest):
+    """``gpu01-amp`` -> (``gpu01``, ``amp``); ``gpu01`` (a run of one precision, older summaries) -> (``gpu01``, None).
+    Host names may hold dashes; only a known precision at the end is split off."""
+    host, _dash, suffix = rest.rpartition("-")
+    if host and suffix in _RESNET50_PRECISIONS:
+        return host, suffix
+    return rest, None
 
 
 def _nccl_series(document, at):
@@ -194,8 +209,15 @@ def _raw_observed(benchmark, name, document, at):
         series = _nccl_series(document, at)
         return {"series": series} if series is not None else {}
     if name.startswith("resnet50-node-"):
-        gpus = _get(document, "gpus", (int, type(None)), at)
-        return {"gpus": gpus} if gpus is not None else {}
+        _host, precision = _node_and_precision(name[len("resnet50-node-") :])
+        if "runs" not in document:  # one run per node (before the precisions were run side by side)
+            gpus = _get(document, "gpus", (int, type(None)), at)
+            return {"gpus": gpus} if gpus is not None else {}
+        for index, run in enumerate(_get(document, "runs", list, at)):
+            if precision is None or run.get("precision") == precision:
+                gpus = _get(run, "gpus", (int, type(None)), f"{at} runs[{index}]")
+                return {"gpus": gpus} if gpus is not None else {}
+        return {}
     for index, run in enumerate(_get(document, "runs", list, at)):
         gpus = _get(run, "gpus", int, f"{at} runs[{index}]")
         # resnet50-sweep-<n>gpu, or resnet50-sweep-<n>gpu-<precision> since the sweep runs each precision

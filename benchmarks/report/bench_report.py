@@ -50,7 +50,6 @@ burnin_mod = collection_import("plugins.module_utils.gpuforge_burnin")
 perfquery_mod = collection_import("plugins.module_utils.gpuforge_perfquery")
 
 TEMPLATE = ROOT / "tests" / "fixtures" / "records" / "demo-run" / "validate" / "validation" / "gpu01.json"
-NCCL_TEMPLATE = ROOT / "tests" / "fixtures" / "records" / "demo-run" / "benchmark" / "bench" / "20261123T160859Z"
 SCHEMAS = ROOT / "schemas"
 SCHEMA_OF = {
     "node_check": "node-check.schema.json",

@@ -5,8 +5,8 @@
 outputs (tests/fixtures/fio/, tests/fixtures/p2p/, their SOURCES.md), registers what they return the way
 Ansible registers a loop with ``failed_when: false`` (roles/gpuforge_bench/tasks/fio.yml, p2p.yml), turns
 that into summary.json blocks through the collection's filters (summary.yml) and writes the run folder
-the playbooks write: ``bench/<run>/summary.json`` (the real lab run's blocks of tests/fixtures/records/demo-run/
-plus ``fio`` and ``p2p``), ``fio/<host>.json`` and ``p2p/<host>.json``.
+the playbooks write: ``bench/<run>/summary.json`` (the real lab run's blocks of tests/fixtures/records/demo-run/,
+its ``fio`` and ``p2p`` blocks replaced by these), ``fio/<host>.json`` and ``p2p/<host>.json``.
 
 Three nodes: every one measures local scratch with the captured fio 3.33 run (gpu03's with its sequential
 read bandwidth halved, below the site's 600 MiB/s floor); the NFS share is not mounted anywhere; gpu03's extra
@@ -27,7 +27,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FIO_FIXTURES = ROOT / "tests" / "fixtures" / "fio"
 P2P_FIXTURES = ROOT / "tests" / "fixtures" / "p2p"
-DEMO_BENCH = ROOT / "tests" / "fixtures" / "records" / "demo-run" / "benchmark" / "bench" / "20261123T160859Z"
+DEMO_BENCH = ROOT / "tests" / "fixtures" / "records" / "demo-run" / "benchmark" / "bench" / "20261126T122754Z"
 SITE_GATES_RUN_ID = "20261126T090000Z"
 FIO_THRESHOLDS = {"scratch:/var/tmp": {"seq_read_mib_s": 600, "rand_read_iops": 40000, "rand_read_p99_us": 2000}}
 NODES = ("gpu01", "gpu02", "gpu03")

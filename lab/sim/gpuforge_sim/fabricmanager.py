@@ -9,6 +9,11 @@ from the registry). Like the real daemon it refuses a driver of another version:
 driver interface version X don't match with driver version Y" (NVIDIA/gpu-operator issue 544), which
 NVIDIA/yum-packaging-fabric-manager's README states as "the version of fabricmanager must match the NVIDIA
 driver installed".
+
+Faults (lab/profiles/SCHEMA.md): `fabric_manager_down` makes the daemon exit 1 on an NVSwitch system, so systemd
+reports nvidia-fabricmanager failed (not active) and, as on a real HGX/DGX whose fabric manager did not start, the
+GPUs' fabric state stays "In Progress" (the lab's nvidia-smi). `sxid`: when the daemon brings the fabric up, the
+simulated NVSwitch driver logs the fault's SXid lines in the kernel log (gpuforge_sim.nvswitch, once per boot).
 """
 
 from __future__ import annotations
@@ -19,8 +24,8 @@ import signal
 import sys
 import time
 
-from gpuforge_sim import driver_state
-from gpuforge_sim.hardware import lib_dir, load_hardware
+from gpuforge_sim import driver_state, nvswitch
+from gpuforge_sim.hardware import faults_of, lib_dir, load_hardware
 
 NO_NVSWITCH = (
     "request to query NVSwitch device information from NVSwitch driver failed with error:"
@@ -73,7 +78,13 @@ def main(argv: list[str] | None = None, out=None, err=None, serve: bool = True) 
         err.write(NO_NVSWITCH)
         _log("request to query NVSwitch device information from NVSwitch driver failed")
         return 1
+    if faults_of(hw, "fabric_manager_down"):
+        message = "fabric manager stopped: lab fault fabric_manager_down (the service does not stay up)"
+        err.write(message + "\n")
+        _log(message)
+        return 1
     _log(f"Fabric Manager version {version} is running with the following configuration options")
+    nvswitch.log_sxids(hw)
     _log(f"Successfully configured all the available GPUs and NVSwitches to route NVLink traffic ({hw.get('name')})")
     if not serve:
         return 0

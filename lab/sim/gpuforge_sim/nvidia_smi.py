@@ -631,8 +631,8 @@ def _gpu_model(ctx: Context, gpu: dict) -> list:
             "fabric",
             "Fabric",
             [
-                ("state", "State", "Completed" if ctx.hw.get("system", {}).get("nvswitch") else "N/A"),
-                ("status", "Status", "Success" if ctx.hw.get("system", {}).get("nvswitch") else "N/A"),
+                ("state", "State", _fabric(ctx.hw)[0]),
+                ("status", "Status", _fabric(ctx.hw)[1]),
             ],
         ),
         (
@@ -651,6 +651,18 @@ def _gpu_model(ctx: Context, gpu: dict) -> list:
         ("accounted_processes", None, []),
     ]
     return model
+
+
+def _fabric(hw: dict) -> tuple[str, str]:
+    """(State, Status) of nvidia-smi -q's Fabric section: Completed/Success once the fabric manager configured an
+    NVSwitch system (real 8x H100 output), In Progress/N/A while it is down (fault fabric_manager_down; a public
+    H100 SXM5 report, "CUDA Error 802 - H100 SXM Fabric State Stuck 'In Progress'", shows this pair when
+    nv-fabricmanager fails to start), N/A/N/A without NVSwitch."""
+    if not (hw.get("system") or {}).get("nvswitch"):
+        return "N/A", "N/A"
+    if any(f.get("type") == "fabric_manager_down" for f in hw.get("faults") or []):
+        return "In Progress", "N/A"
+    return "Completed", "Success"
 
 
 def _render_xml(nodes, depth: int, lines: list) -> None:

@@ -54,6 +54,8 @@ FAULT_PARAMS: dict[str, tuple[set[str], set[str]]] = {
     "host_bandwidth_degraded": ({"gpu", "fraction"}, set()),
     "gdr_slow": ({"hca", "fraction"}, {"port"}),
     "gdr_unavailable": (set(), {"hca"}),
+    "sxid": ({"switch", "pci", "code", "fatal"}, {"link", "message"}),
+    "fabric_manager_down": (set(), set()),
 }
 # DCGM 4 diagnostic test -> the first dcgmi diag level that runs it (lab/sim/gpuforge_sim/dcgmi.py TESTS).
 DCGM_TEST_LEVELS = {

@@ -83,14 +83,33 @@ def ideal_scaling(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
     return [(gpus, round(per_gpu * gpus, 2)) for gpus, _ in sorted(points)]
 
 
+def _sweep_precision(record) -> str:
+    """``resnet50-sweep-<n>gpu-<precision>`` -> precision; "" for a one-precision sweep (``resnet50-sweep-<n>gpu``)."""
+    last = str(record.get("name", "")).rpartition("-")[2]
+    return "" if last.endswith("gpu") else last
+
+
 def resnet_scaling(sweep: list) -> str:
-    measured = sorted((r["observed"]["gpus"], float(r["observed"]["value"])) for r in sweep)
-    limits = sorted((r["observed"]["gpus"], _threshold(r)) for r in sweep if _threshold(r) is not None)
-    series = [
-        svg.Series("measured", measured, css_class="series measured"),
-        svg.Series("ideal scaling", ideal_scaling(measured), dashed=True, markers=False, css_class="series ideal"),
-        svg.Series("threshold", limits, dashed=True, markers=False, color="#b00020", css_class="series threshold"),
-    ]
+    """Throughput against GPU count: one measured curve, its ideal scaling and its threshold per precision (the sweep
+    runs each precision over the same GPU counts; one curve through both would zig-zag between them)."""
+    series = []
+    limits_all = []
+    for precision in sorted({_sweep_precision(r) for r in sweep}):
+        runs = [r for r in sweep if _sweep_precision(r) == precision]
+        suffix = f" {precision}" if precision else ""
+        measured = sorted((r["observed"]["gpus"], float(r["observed"]["value"])) for r in runs)
+        limits = sorted((r["observed"]["gpus"], _threshold(r)) for r in runs if _threshold(r) is not None)
+        limits_all += limits
+        series += [
+            svg.Series(f"measured{suffix}", measured, css_class="series measured"),
+            svg.Series(
+                f"ideal scaling{suffix}", ideal_scaling(measured), dashed=True, markers=False, css_class="series ideal"
+            ),
+            svg.Series(
+                f"threshold{suffix}", limits, dashed=True, markers=False, color="#b00020", css_class="series threshold"
+            ),
+        ]
+    limits = limits_all
     # A single threshold value is a line as well, so even a one-point sweep shows its gate.
     flat = [svg.Threshold(f"threshold {limits[0][1]:g} img/s", limits[0][1])] if len(limits) == 1 else []
     return svg.line_chart(

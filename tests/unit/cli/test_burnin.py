@@ -22,13 +22,20 @@ from gpuforge import burnin, cli
 
 ROOT = Path(__file__).resolve().parents[3]
 BENCH = (
-    ROOT / "tests" / "fixtures" / "records" / "demo-run" / "benchmark" / "bench" / "20261123T160859Z" / "summary.json"
+    ROOT / "tests" / "fixtures" / "records" / "demo-run" / "benchmark" / "bench" / "20261126T122754Z" / "summary.json"
 )
 PERFQUERY = ROOT / "tests" / "fixtures" / "perfquery" / "infiniband-diags_issue16_rhel75_perfquery_x.txt"
 SCHEMA = json.loads((ROOT / "schemas" / "burnin-round.schema.json").read_text(encoding="utf-8"))
 NODES = ["gpu01", "gpu02", "gpu03"]
 PORTS = ["mlx5_0/1", "mlx5_1/1", "mlx5_2/1", "mlx5_3/1"]
 ROUND_S = 600.0
+
+
+def single_nccl(node: str) -> float:
+    """The node's single-node NCCL busbw in the lab run (nccl-single-<node>)."""
+    bench = json.loads(BENCH.read_text(encoding="utf-8"))
+    (gbps,) = [r["gbps"] for r in bench["nccl"]["results"] if r["name"] == f"nccl-single-{node}"]
+    return gbps
 
 
 def healthy_bench(bench_id: str) -> dict:
@@ -199,7 +206,10 @@ def test_rounds_repeat_until_the_duration_is_spent(tmp_path):
     # one line per round, then the table
     round_lines = [line for line in lines if line.startswith("round ")]
     assert len(round_lines) == 3
-    assert round_lines[0].startswith("round 1: 10m00s rc 0: gpu01 PASS [ctr+0 nccl 5.95 dcgm pass]")
+    assert round_lines[0].startswith(
+        f"round 1: 10m00s rc 0: gpu01 PASS [ctr+0 nccl {single_nccl('gpu01'):g} dcgm pass]"
+    )
+    assert single_nccl("gpu01") == 7.88
     assert any(line.startswith("NODE") and "COUNTER DELTAS" in line for line in lines)
     assert lines[-2] == "burnin: PASS"
     top = json.loads((run_dir / "summary.json").read_text())
@@ -245,7 +255,9 @@ def test_a_node_that_slowed_down_fails(tmp_path):
     assert [s["metric"] for s in slowed] == ["nccl single-node busbw"]
     assert slowed[0]["ratio"] == pytest.approx(0.6, abs=0.01)
     row = next(line for line in lines if line.startswith("gpu03 "))
-    assert "4.63 -> 2.78" in row and "got slower" in row
+    before = single_nccl("gpu03")
+    assert f"{before:g} -> {round(before * 0.6, 2):g}" in row and "got slower" in row
+    assert "7.95 -> 4.77" in row
     # the same rounds judged with the lab's fraction pass
     rc, document, *_ = run_burnin(tmp_path / "lab", faults=faults, duration="1h", fraction=0.5)
     assert rc == 0 and document["verdict"] == "PASS"

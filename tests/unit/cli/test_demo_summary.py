@@ -72,7 +72,7 @@ def test_consequences_are_printed_under_their_root_cause():
     # the port that ib_port_state already failed, and says so in caused_by.
     from gpuforge.report import model
 
-    run = Path(__file__).resolve().parents[2] / "fixtures" / "records" / "demo-run-20261126"
+    run = Path(__file__).resolve().parents[2] / "fixtures" / "records" / "demo-run" / "validate"
     data = model.load(run)
     lines = summary_lines([Stage("validate", "ok", 0, "successful")], data, Path("r.html"))
     faults = [line for line in lines if line.startswith("  fault: ") or line.startswith("    caused by it: ")]

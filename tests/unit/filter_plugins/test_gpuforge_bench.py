@@ -462,9 +462,16 @@ def test_the_production_playbook_and_role_carry_no_lab_fault_injection():
         assert "lab/playbooks" not in text.replace("lab/playbooks/benchmark.yml", ""), path.name
         assert "[tc," not in text and "qdisc" not in text, path.name
     lab = _yaml(ROOT / "lab" / "playbooks" / "benchmark.yml")
-    assert lab[0]["ansible.builtin.import_playbook"] == "../../playbooks/benchmark.yml"
+    (imported,) = [play for play in lab if "ansible.builtin.import_playbook" in play]
+    assert imported["ansible.builtin.import_playbook"] == "../../playbooks/benchmark.yml"
     # playbook_dir is the imported playbook's folder (playbooks/) in the plays of an import_playbook.
-    hook = lab[0]["vars"]["gpuforge_bench_ib_write_bw_hook"].replace("{{ playbook_dir }}", str(ROOT / "playbooks"))
+    # The demo's Slurm step runs srun ... apptainer exec --nv in the sandbox the wrapper's first play creates.
+    (sandbox,) = [play for play in lab if play.get("hosts") == "gpu_nodes"]
+    created = sandbox["tasks"][0]["ansible.builtin.file"]
+    assert created["state"] == "directory"
+    assert created["path"] == "{{ gpuforge_lab_apptainer_sandbox }}"
+    assert imported["vars"]["gpuforge_bench_slurm_apptainer_image"] == sandbox["vars"]["gpuforge_lab_apptainer_sandbox"]
+    hook = imported["vars"]["gpuforge_bench_ib_write_bw_hook"].replace("{{ playbook_dir }}", str(ROOT / "playbooks"))
     assert Path(hook).is_file()
     assert "bench_degrade_link.yml" in Path(hook).read_text(encoding="utf-8")
 

@@ -198,10 +198,13 @@ def test_bench_summary_yml_builds_the_blocks_and_fails_the_play_on_a_failed_fio_
     variables = {"gpuforge_bench_summary": summary}
     variables["failed_results"] = trust_as_template(check["vars"]["failed_results"])
     failed = _render(check["vars"]["failed_runs"], variables)
-    # The demo run's Down port pair, and gpu03's fio job that could not run; not gpu02's missing p2p binary.
-    assert failed == [
-        "gpu02__gpu03__mlx5_2: mlx5_2 port 1 is not Active on gpu03",
-        "fio-gpu03-data-rand_read: fio_rand_read: fio error 2 (expected no error)",
+    # The demo run's pairs over gpu03's Down port (both of them), and gpu03's fio job that could not run; not
+    # gpu02's missing p2p binary.
+    down_port = [f"{r['name']}: {r['reason']}" for r in summary["ib_write_bw"]["results"] if r["verdict"] == "failed"]
+    assert down_port == [
+        "gpu02__gpu03__mlx5_2: mlx5_2/1 is not Active on gpu03",
+        "gpu03__gpu01__mlx5_2: mlx5_2/1 is not Active on gpu03",
     ]
+    assert failed == [*down_port, "fio-gpu03-data-rand_read: fio_rand_read: fio error 2 (expected no error)"]
     shown = _task("Show the attribution")["loop"]
     assert shown == ["ib_write_bw", "nccl", "resnet50", "slurm", "fio", "p2p"]

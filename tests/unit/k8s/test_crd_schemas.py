@@ -66,6 +66,26 @@ def test_mpijob_schema_is_the_release_the_operator_is_pinned_to():
     assert source["matches_pin"] is (source["upstream_release"] == pin) is True
 
 
+def test_clusterpolicy_schema_is_the_release_the_gpu_operator_subscription_pins():
+    source = SOURCES["nvidia.com_v1_ClusterPolicy.json"]
+    assert source["commit"] == "bf10728bef0d1a1fa035670408330fc9b480d612"
+    assert source["path"].startswith("bundle/v25.3.0/manifests/nvidia.com_clusterpolicies.yaml")
+    defaults = yaml.safe_load((ROOT / "roles/openshift_gpu_operators/defaults/main.yml").read_text(encoding="utf-8"))
+    csv = defaults["openshift_gpu_operators_gpu_operator"]["starting_csv"]
+    assert csv == f"gpu-operator-certified.{source['pinned_release']}"
+    assert source["matches_pin"] is (source["upstream_release"] == source["pinned_release"]) is True
+    # v25.3.0 has none of the later main branch's fields (the file stored before was from there).
+    spec = json.loads((SCHEMAS / "nvidia.com_v1_ClusterPolicy.json").read_text())["properties"]["spec"]["properties"]
+    assert "secretEnv" not in spec["driver"]["properties"] and "hostPID" not in spec["dcgmExporter"]["properties"]
+    assert spec["driver"]["properties"]["kernelModuleType"]["enum"] == ["auto", "open", "proprietary"]
+
+
+def test_unverified_schemas_say_where_the_release_was_looked_for():
+    for name, source in SOURCES.items():
+        if not source["release_verified"]:
+            assert len(source["release_search"]) > 40, name
+
+
 @pytest.mark.parametrize("name", FILES)
 def test_schemas_are_valid_and_carry_no_descriptions(name):
     text = (SCHEMAS / name).read_text()

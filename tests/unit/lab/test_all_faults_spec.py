@@ -57,6 +57,9 @@ CHECK_OF_FAULT = {
     "ib_link_flap": "ib_link_flaps",
     "gdr_slow": "gdr_ib_write_bw",
     "gdr_unavailable": "gdr_ib_write_bw",
+    # NVSwitch systems only (expected system nvswitch: true)
+    "sxid": "sxid",
+    "fabric_manager_down": "fabric_manager",
 }
 # Judged by other modules than gpu_node_check (ib_port_counters around the benchmarks, fleet_consistency
 # across nodes): not part of this spec.
@@ -68,6 +71,8 @@ NO_GDR_PROFILES = {"vsphere-t4-vgpu-roce", "supermicro-4029gp-v100"}
 
 def _judge(tmp_path, monkeypatch, node):
     sim = SimNode(tmp_path, monkeypatch, node.profile, node.faults)
+    # the fabric manager first: the simulated NVSwitch driver logs SXids when it brings the fabric up
+    fabric_manager = sim.fabric_manager()
     log = sim.dmesg()
     smi = sim.nvidia_smi_facts()
     result = judge_node(
@@ -78,6 +83,8 @@ def _judge(tmp_path, monkeypatch, node):
         expected_for(node.profile),
         link_flaps=parse_link_flaps(log),
         pcie=pcie_sim_helpers.pcie_inputs(smi, log),
+        sxid_events=kernel.parse_sxid_events(log),
+        fabric_manager=fabric_manager,
     )
     gdr = run_module(
         monkeypatch, tmp_path, {**lab_args(node.profile), "gpus": smi["gpus"], "node_checks": result["checks"]}

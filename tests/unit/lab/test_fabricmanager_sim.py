@@ -5,17 +5,18 @@ from __future__ import annotations
 import io
 import json
 
-from gpuforge_sim import driver_state, fabricmanager
+from gpuforge_sim import driver_state, fabricmanager, nvidia_smi
 
 from gpuforge.lab.profiles import hardware_document, load_profile
 
 
-def _node(tmp_path, monkeypatch, profile: str, loaded: bool = True, fm_version: str = "550.127.08") -> None:
+def _node(tmp_path, monkeypatch, profile: str, loaded: bool = True, fm_version: str = "550.127.08", faults=()) -> None:
     (tmp_path / "lib" / "modules").mkdir(parents=True)
     (tmp_path / "lib" / "modules" / "nvidia.ko").write_text("{}")
     (tmp_path / "lib" / "nvidia-driver.json").write_text(json.dumps({"driver_version": "550.127.08"}))
     (tmp_path / "lib" / "nvidia-fabricmanager.json").write_text(json.dumps({"version": fm_version}))
-    (tmp_path / "hardware.json").write_text(json.dumps(hardware_document(load_profile(profile), [])))
+    (tmp_path / "hardware.json").write_text(json.dumps(hardware_document(load_profile(profile), list(faults))))
+    monkeypatch.setenv("GPUFORGE_LAB_LOG", str(tmp_path / "kernel"))
     monkeypatch.setenv("GPUFORGE_LAB_RUN", str(tmp_path / "run"))
     monkeypatch.setenv("GPUFORGE_LAB_LIB", str(tmp_path / "lib"))
     monkeypatch.setenv("GPUFORGE_LAB_HARDWARE", str(tmp_path / "hardware.json"))
@@ -66,3 +67,61 @@ def test_needs_the_driver(tmp_path, monkeypatch):
     _node(tmp_path, monkeypatch, "dgx-h100-ndr", loaded=False)
     rc, _, err = _run([])
     assert rc == 1 and "Driver Not Loaded" in err
+
+
+def _smi_fabric() -> list[tuple[str, str]]:
+    out, err = io.StringIO(), io.StringIO()
+    assert nvidia_smi.main(["-q"], out=out, err=err) == 0, err.getvalue()
+    lines = out.getvalue().splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        if line.strip() == "Fabric":
+            found.append(tuple(lines[i + k].split(":", 1)[1].strip() for k in (1, 2)))
+    return found
+
+
+def test_fabric_manager_down_exits_1_and_gpus_stay_in_progress(tmp_path, monkeypatch):
+    _node(tmp_path, monkeypatch, "dgx-h100-ndr", faults=[{"type": "fabric_manager_down"}])
+    rc, _, err = _run(["-c", "/usr/share/nvidia/nvswitch/fabricmanager.cfg"])
+    assert rc == 1 and "fabric_manager_down" in err
+    assert "Successfully configured" not in (tmp_path / "fabricmanager.log").read_text()
+    assert _smi_fabric() == [("In Progress", "N/A")] * 8
+
+
+def test_healthy_fabric_is_completed_and_no_nvswitch_is_na(tmp_path, monkeypatch):
+    _node(tmp_path, monkeypatch, "dgx-h100-ndr")
+    # as the real 8x H100 -q output (shared/real-outputs, leptonai/gpud, driver 535.183.01) shows it
+    assert _smi_fabric() == [("Completed", "Success")] * 8
+    other = tmp_path / "v100"
+    other.mkdir()
+    _node(other, monkeypatch, "dgx1-v100-edr")
+    assert set(_smi_fabric()) == {("N/A", "N/A")}
+
+
+SXID_FAULTS = [
+    {"type": "sxid", "switch": 3, "pci": "0000:c1:00.0", "code": 20034, "fatal": True, "link": 28},
+    {"type": "sxid", "switch": 0, "pci": "0000:c2:00.0", "code": 22013, "fatal": False, "link": 4, "message": "x y"},
+]
+
+
+def test_sxid_is_logged_once_per_boot_when_the_fabric_comes_up(tmp_path, monkeypatch):
+    _node(tmp_path, monkeypatch, "dgx-h100-ndr", faults=SXID_FAULTS)
+    kern = tmp_path / "kernel" / "kern.log"
+    assert not kern.exists()
+    assert _run(["-c", "/usr/share/nvidia/nvswitch/fabricmanager.cfg"])[0] == 0
+    messages = [line.split("] ", 1)[1] for line in kern.read_text().splitlines()]
+    assert messages == [
+        "nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 20034, Fatal, Link 28 LTSSM Fault Up",
+        "nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 20034, Data {" + ", ".join(["0x00000000"] * 8) + "}",
+        "nvidia-nvswitch0: SXid (PCI:0000:c2:00.0): 22013, Non-fatal, Link 04 x y",
+        "nvidia-nvswitch0: SXid (PCI:0000:c2:00.0): 22013, Data {" + ", ".join(["0x00000000"] * 8) + "}",
+    ]
+    assert all(line.startswith("[") for line in kern.read_text().splitlines())  # dmesg's "[uptime] " prefix
+    assert _run(["-c", "/usr/share/nvidia/nvswitch/fabricmanager.cfg"])[0] == 0  # a restart of the service
+    assert len(kern.read_text().splitlines()) == 4
+
+
+def test_sxid_is_not_logged_when_the_fabric_manager_does_not_start(tmp_path, monkeypatch):
+    _node(tmp_path, monkeypatch, "dgx-h100-ndr", faults=[*SXID_FAULTS, {"type": "fabric_manager_down"}])
+    assert _run([])[0] == 1
+    assert not (tmp_path / "kernel" / "kern.log").exists()

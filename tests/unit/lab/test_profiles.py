@@ -74,11 +74,24 @@ def test_load_profile_checks_name(tmp_path):
         ({"type": "ib_port_state", "hca": "mlx5_0", "port": 1, "state": "Active"}, r"faults\[0\]\.state"),
         ({"type": "pcie_width_degraded", "gpu": 0, "width": 16}, r"faults\[0\]\.width"),
         ({"type": "thermal_slowdown", "gpu": 0, "hot": True}, r"does not take hot"),
+        ({"type": "sxid", "switch": 0, "code": 20034, "fatal": True}, r"faults\[0\]: sxid needs pci"),
+        ({"type": "sxid", "switch": 0, "pci": "0000:c2:00.0", "code": 1}, r"sxid needs fatal"),
+        ({"type": "sxid", "switch": 0, "pci": "0000:c2:00.0", "code": 1, "fatal": 1, "gpu": 0}, r"does not take gpu"),
+        ({"type": "fabric_manager_down", "hca": "mlx5_0"}, r"fabric_manager_down does not take hca"),
     ],
 )
 def test_bad_fault_named(fault, message):
     with pytest.raises(ValueError, match=message):
         hardware_document(load_profile("dgx1-v100-edr"), [fault])
+
+
+def test_nvswitch_faults_are_accepted_with_their_parameters():
+    faults = [
+        {"type": "sxid", "switch": 3, "pci": "0000:c1:00.0", "code": 28006, "fatal": False, "link": 46, "message": "m"},
+        {"type": "fabric_manager_down"},
+    ]
+    document = hardware_document(load_profile("dgx-h100-ndr"), faults)
+    assert [f["type"] for f in document["faults"]] == ["sxid", "fabric_manager_down"]
 
 
 def test_loader_applies_faults(tmp_path, monkeypatch):

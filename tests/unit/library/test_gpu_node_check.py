@@ -17,6 +17,7 @@ from pcie_sim_helpers import lspci_output
 @pytest.fixture
 def run_module(ansible_module):
     paths = {"lsmod": "/usr/sbin/lsmod", "dmesg": "/usr/bin/dmesg", "lspci": "/usr/bin/lspci"}
+    paths["systemctl"] = "/usr/bin/systemctl"
 
     def run(args, answers):
         calls = []
@@ -166,3 +167,74 @@ def test_pcie_false_skips_lspci_and_pkeys(tmp_path, monkeypatch, run_module):
     assert calls == []
     assert result["pkeys"] == {}
     assert not {c["name"] for c in result["checks"]} & {"lspci_readable", "pcie_aer", "pcie_acs"}
+
+
+def test_nvswitch_system_runs_systemctl_and_judges_sxid_from_dmesg(tmp_path, monkeypatch, run_module):
+    faults = [{"type": "sxid", "switch": 2, "pci": "0000:c4:00.0", "code": 20034, "fatal": True, "link": 27}]
+    node = SimNode(tmp_path, monkeypatch, "dgx-h100-ndr", faults)
+    assert node.fabric_manager() == "active"  # brings the fabric up: the SXid reaches the kernel log
+    args = {
+        "nvidia_smi": node.nvidia_smi_facts(),
+        "infiniband": node.infiniband_facts(),
+        "lsmod": node.lsmod(),
+        "pcie": False,
+        "expected": expected_for("dgx-h100-ndr"),
+    }
+    # systemctl is-active prints the state and exits 3 for every state but active (systemctl(1)).
+    answers = {"/usr/bin/dmesg": (0, node.dmesg(), ""), "/usr/bin/systemctl": (3, "failed\n", "")}
+    result, calls = run_module(args, answers)
+    assert [c[0] for c in calls] == [["/usr/bin/dmesg"], ["/usr/bin/systemctl", "is-active", "nvidia-fabricmanager"]]
+    assert all(c[1]["environ_update"] == {"LC_ALL": "C"} for c in calls)
+    assert result["failed_checks"] == ["sxid", "fabric_manager"]
+    checks = {c["name"]: c for c in result["checks"]}
+    assert [(e["switch"], e["code"], e["links"]) for e in checks["sxid"]["observed"]] == [
+        ("nvidia-nvswitch2 (PCI 0000:c4:00.0)", 20034, [27])
+    ]
+    assert checks["fabric_manager"]["observed"] == {"nvidia-fabricmanager": "failed"}
+
+
+def test_fabric_manager_given_is_used_and_other_systems_do_not_run_systemctl(tmp_path, monkeypatch, run_module):
+    node = SimNode(tmp_path, monkeypatch, "dgx-h100-ndr")
+    args = {
+        "nvidia_smi": node.nvidia_smi_facts(),
+        "infiniband": node.infiniband_facts(),
+        "lsmod": node.lsmod(),
+        "kernel_log": node.dmesg(),
+        "pcie": False,
+        "fabric_manager": "active",
+        "expected": expected_for("dgx-h100-ndr"),
+    }
+    result, calls = run_module(args, {})
+    assert calls == []
+    assert result["healthy"] is True
+    assert {c["name"]: c["status"] for c in result["checks"]}["fabric_manager"] == "ok"
+    v100 = SimNode(tmp_path / "v100", monkeypatch, "dgx1-v100-edr")
+    args = {
+        "nvidia_smi": v100.nvidia_smi_facts(),
+        "infiniband": v100.infiniband_facts(),
+        "lsmod": v100.lsmod(),
+        "kernel_log": v100.dmesg(),
+        "pcie": False,
+        "expected": expected_for("dgx1-v100-edr"),
+    }
+    result, calls = run_module(args, {})
+    assert calls == []  # no NVSwitch: systemctl is not run
+    assert not {"sxid", "fabric_manager"} & {c["name"] for c in result["checks"]}
+
+
+def test_systemctl_missing_fails_the_fabric_manager_check(tmp_path, monkeypatch, ansible_module):
+    node = SimNode(tmp_path, monkeypatch, "dgx-h100-ndr")
+    args = {
+        "nvidia_smi": node.nvidia_smi_facts(),
+        "infiniband": node.infiniband_facts(),
+        "lsmod": node.lsmod(),
+        "kernel_log": node.dmesg(),
+        "pcie": False,
+        "expected": expected_for("dgx-h100-ndr"),
+    }
+    result = ansible_module(
+        gpu_node_check, args, lambda *a, **k: (0, "", ""), check_mode=True, bin_path=lambda _n: None
+    )
+    fabric = next(c for c in result["checks"] if c["name"] == "fabric_manager")
+    assert fabric["status"] == "fail"
+    assert "systemctl not found" in fabric["fault"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_infiniband as ib
 from ansible_collections.gpuforge.cluster.plugins.modules import nvidia_smi_facts
-from gpuforge_sim import ibstat, nvidia_smi
+from gpuforge_sim import fabricmanager, ibstat, nvidia_smi
 
 from gpuforge.lab.profiles import hardware_document, load_profile
 
@@ -104,7 +104,9 @@ class SimNode:
         ):
             monkeypatch.setenv(f"GPUFORGE_LAB_{env}", str(tmp_path / sub))
         monkeypatch.setenv("GPUFORGE_LAB_HARDWARE", str(tmp_path / "hardware.json"))
+        monkeypatch.setenv("GPUFORGE_LAB_FM_LOG_DIR", str(tmp_path / "log"))
         document = hardware_document(load_profile(profile), faults or [])
+        self.nvswitch = bool(document.get("system", {}).get("nvswitch"))
         (tmp_path / "hardware.json").write_text(json.dumps(document), encoding="utf-8")
         for name, depends, directory in (
             ("nvidia", [], "modules"),
@@ -155,6 +157,15 @@ class SimNode:
             "fail_on_error": False,
         }
         return nvidia_smi_facts.NvidiaSmiFacts(_SimModule(params, self.smi)).gather()
+
+    def fabric_manager(self) -> str:
+        """What `systemctl is-active nvidia-fabricmanager` prints once the driver role started the service: the
+        lab's nv-fabricmanager started in-process (Type=simple: active while it runs; its exit 1 leaves the unit
+        failed). The role starts it on NVSwitch systems only: elsewhere the unit stays inactive."""
+        if not self.nvswitch:
+            return "inactive"
+        rc, _out = self._capture(lambda argv: fabricmanager.main(argv, serve=False), ["-c", "fabricmanager.cfg"])
+        return "active" if rc == 0 else "failed"
 
     def infiniband_facts(self) -> dict:
         _rc, out = self._capture(ibstat.main, [])

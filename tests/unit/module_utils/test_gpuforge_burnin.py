@@ -1,9 +1,9 @@
 """Burn-in judgement (module_utils/gpuforge_burnin.py) on rounds built from a real lab run's bench summary.
 
-The rounds start from tests/fixtures/records/demo-run/.../summary.json (a 3-node lab run: gpu02's link was degraded,
-gpu03's mlx5_2 was down) and change only what a burn-in would see change between rounds: a node's rates, its port
-counters (real perfquery output, tests/fixtures/perfquery/) and the DCGM result. Every record is validated against
-schemas/burnin-round.schema.json.
+The rounds start from tests/fixtures/records/demo-run/.../summary.json (a 3-node lab run: gpu02's links were
+degraded, gpu03's mlx5_2 was down) and change only what a burn-in would see change between rounds: a node's rates,
+its port counters (real perfquery output, tests/fixtures/perfquery/) and the DCGM result. Every record is validated
+against schemas/burnin-round.schema.json.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_r
 
 ROOT = Path(__file__).resolve().parents[3]
 BENCH = (
-    ROOT / "tests" / "fixtures" / "records" / "demo-run" / "benchmark" / "bench" / "20261123T160859Z" / "summary.json"
+    ROOT / "tests" / "fixtures" / "records" / "demo-run" / "benchmark" / "bench" / "20261126T122754Z" / "summary.json"
 )
 PERFQUERY = ROOT / "tests" / "fixtures" / "perfquery" / "infiniband-diags_issue16_rhel75_perfquery_x.txt"
 SCHEMA = json.loads((ROOT / "schemas" / "burnin-round.schema.json").read_text(encoding="utf-8"))
@@ -140,10 +140,15 @@ def test_healthy_rounds_pass_with_the_measurements_recorded():
     rec = by_node(found[:3])
     gpu01 = rec["gpu01"]
     assert gpu01["verdict"] == "PASS" and gpu01["reasons"] == []
-    assert gpu01["nccl"]["busbw_gbps"] == 5.95  # nccl-single-gpu01 of the fixture
-    assert set(gpu01["nccl"]["runs"]) == {"nccl-single-gpu01", "nccl-multi-tcp", "nccl-multi-ib", "nccl-multi-ib_gdr"}
-    # per rail: the best of the node's pairs (gpu03__gpu01__mlx5_1 is 12.74 in the fixture, gpu01__gpu02 12.5)
-    assert gpu01["ib_write_bw"]["mlx5_1"]["gbps"] == 12.74
+    assert gpu01["nccl"]["busbw_gbps"] == 7.88  # nccl-single-gpu01 of the fixture
+    # every NCCL run over gpu01: its single-node run, the three multi-node runs and the four per-rail runs
+    rails = {f"nccl-rail-mlx5_{n}-1" for n in range(4)}
+    assert (
+        set(gpu01["nccl"]["runs"])
+        == {"nccl-single-gpu01", "nccl-multi-tcp", "nccl-multi-ib", "nccl-multi-ib_gdr"} | rails
+    )
+    # per rail: the best of the node's pairs (gpu03__gpu01__mlx5_1 is 13.94 in the fixture, gpu01__gpu02 12.5)
+    assert gpu01["ib_write_bw"]["mlx5_1"]["gbps"] == 13.94
     assert set(gpu01["ib_write_bw"]["mlx5_1"]["pairs"]) == {"gpu01__gpu02__mlx5_1", "gpu03__gpu01__mlx5_1"}
     assert gpu01["counters"]["read"] and gpu01["counters"]["over_limit"] == {}
     assert gpu01["counters"]["ports"]["mlx5_0/1"]["SymbolErrorCounter"] == 0
@@ -151,11 +156,11 @@ def test_healthy_rounds_pass_with_the_measurements_recorded():
     trend = burnin.judge_trend(found)
     assert {n: t["verdict"] for n, t in trend.items()} == dict.fromkeys(NODES, "PASS")
     assert trend["gpu01"]["rounds"] == 3 and trend["gpu01"]["slowed"] == []
-    assert trend["gpu01"]["series"]["nccl single-node busbw"] == [5.95, 5.95, 5.95]
+    assert trend["gpu01"]["series"]["nccl single-node busbw"] == [7.88, 7.88, 7.88]
 
 
 def test_the_real_degraded_run_blames_the_node_its_failed_pair_names():
-    """gpu02__gpu03__mlx5_2 failed because 'mlx5_2 port 1 is not Active on gpu03': gpu03 fails, gpu02 does not
+    """gpu02__gpu03__mlx5_2 failed because 'mlx5_2/1 is not Active on gpu03': gpu03 fails, gpu02 does not
     (it is WARN: the attribution named it slow - the lab degraded its link)."""
     rec = by_node(round_of(1, real_bench()))
     assert rec["gpu03"]["verdict"] == "FAIL"

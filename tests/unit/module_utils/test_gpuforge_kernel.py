@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_kernel as kernel
 
@@ -90,3 +92,93 @@ def test_unknown_xid_is_named_unknown_and_events_carry_their_action():
     line = "[ 12.5] NVRM: Xid (PCI:0000:3b:00): 4242, pid=1, name=x, something new"
     event = kernel.parse_xid_events(line + "\n" + line.replace("4242", "79"))
     assert [(e["code"], e["action"]) for e in event] == [(4242, "unknown"), (79, "reboot")]
+
+
+# NVSwitch SXid lines: real samples and their sources in tests/fixtures/kernel/SOURCES.md.
+KERNEL_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kernel"
+
+
+def _sxids(name):
+    return kernel.parse_sxid_events((KERNEL_FIXTURES / name).read_text(encoding="utf-8"))
+
+
+def test_sxid_guide_example_is_one_non_fatal_event_and_its_raw_lines_are_not_events():
+    events = _sxids("sxid_fm-user-guide_example.txt")
+    assert len(events) == 1
+    event = events[0]
+    assert (event["switch"], event["switch_index"], event["pci"], event["code"]) == (
+        "nvidia-nvswitch3",
+        3,
+        "0000:c1:00.0",
+        28006,
+    )
+    assert (event["fatal"], event["link"], event["message"]) == (False, 46, "MC TS crumbstore MCTO (First)")
+    assert event["timestamp"] == "..."  # the guide's placeholder for the time
+
+
+def test_sxid_dmesg_with_data_lines_before_the_classified_line():
+    events = _sxids("sxid_nvtrust-issue124_h100_drv570_EXCERPT.txt")
+    assert [(e["code"], e["fatal"], e["link"]) for e in events] == [
+        (22013, False, 44),
+        (22013, False, 45),
+        (22013, False, 46),
+    ]
+    assert events[0]["timestamp"] == "38.178720"
+    assert events[0]["message"] == "Minion Link DLREQ interrupt"
+    assert {e["pci"] for e in events} == {"0000:04:00.0"}
+
+
+def test_sxid_fatal_lines_without_timestamps_and_a_code_known_only_by_its_raw_line():
+    events = _sxids("sxid_menthos-dataset_fatal-ltssm_EXCERPT.txt")
+    fatal = [(e["switch"], e["link"]) for e in events if e["fatal"] is True]
+    assert fatal == [
+        ("nvidia-nvswitch0", 28),
+        ("nvidia-nvswitch0", 29),
+        ("nvidia-nvswitch2", 27),
+        ("nvidia-nvswitch3", 24),
+        ("nvidia-nvswitch1", 25),
+    ]
+    assert {e["code"] for e in events if e["fatal"] is True} == {20034}
+    assert [(e["switch"], e["code"]) for e in events if e["fatal"] is False] == [
+        ("nvidia-nvswitch4", 19084),
+        ("nvidia-nvswitch3", 19084),
+    ]
+    unclassified = [e for e in events if e["fatal"] is None]
+    assert [(e["switch"], e["code"], e["count"]) for e in unclassified] == [("nvidia-nvswitch2", 10002, 1)]
+    assert unclassified[0]["message"].startswith("Severity 5 Engine instance 00")
+    assert all(e["timestamp"] is None and e["host"] is None for e in events)
+
+
+def test_sxid_dmesg_decode_iso_line_with_data_only():
+    (event,) = _sxids("sxid_gpud-pr338_dmesg-decode-iso_data-only.txt")
+    assert (event["switch"], event["pci"], event["code"], event["fatal"]) == (
+        "nvidia-nvswitch1",
+        "0000:84:00.0",
+        12028,
+        None,
+    )
+    assert event["timestamp"] == "2025-01-25T10:34:54,859532+00:00"
+    assert event["message"].startswith("Data {0x000001c0")
+
+
+def test_sxid_journal_line_and_upper_case_non_fatal_of_the_guides_convention():
+    text = (
+        "Jul 06 12:00:05 dgx01 kernel: nvidia-nvswitch2: SXid (PCI:0000:C4:00.0): 12028, Non-Fatal, Link 07 "
+        "egress non-posted PRIV error (First)\n"
+        "Jul 06 12:00:06 dgx01 kernel: NVRM: Xid (PCI:0000:3b:00): 74, pid=1, NVLink error\n"
+    )
+    (event,) = kernel.parse_sxid_events(text)
+    assert (event["host"], event["timestamp"], event["pci"], event["fatal"], event["link"]) == (
+        "dgx01",
+        "Jul 06 12:00:05",
+        "0000:c4:00.0",
+        False,
+        7,
+    )
+    # the Xid on the next line is the Xid parser's, not an SXid
+    assert [e["code"] for e in kernel.parse_xid_events(text)] == [74]
+
+
+def test_sxid_none_in_a_log_without_nvswitch_lines():
+    assert kernel.parse_sxid_events("[    1.0] Linux version 6.1.0\n[ 2.0] NVRM: Xid (PCI:0000:3b:00): 79, x\n") == []
+    assert kernel.parse_sxid_events("") == []

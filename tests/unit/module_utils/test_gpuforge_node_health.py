@@ -15,6 +15,7 @@ from gpuforge.lab.profiles import load_profile
 
 def judge(tmp_path, monkeypatch, profile, faults=None, expected=None):
     node = SimNode(tmp_path, monkeypatch, profile, faults)
+    fabric_manager = node.fabric_manager()  # first: SXids are logged when the fabric manager brings the fabric up
     log = node.dmesg()
     smi = node.nvidia_smi_facts()
     return judge_node(
@@ -25,6 +26,8 @@ def judge(tmp_path, monkeypatch, profile, faults=None, expected=None):
         expected or expected_for(profile),
         link_flaps=parse_link_flaps(log),
         pcie=pcie_inputs(smi, log),
+        sxid_events=kernel.parse_sxid_events(log),
+        fabric_manager=fabric_manager,
     )
 
 
@@ -41,9 +44,13 @@ def test_healthy_profile_has_no_false_alarm(tmp_path, monkeypatch, profile):
     assert {c["name"] for c in result["checks"]} <= set(CHECK_NAMES)
 
 
+NVSWITCH_CHECKS = {"sxid", "fabric_manager"}
+
+
 def test_healthy_dgx1_runs_every_check(tmp_path, monkeypatch):
     checks = by_name(judge(tmp_path, monkeypatch, "dgx1-v100-edr"))
-    assert set(checks) == set(CHECK_NAMES)
+    # DGX-1 has no NVSwitch (NVLink between the GPUs directly): the NVSwitch checks are not emitted there.
+    assert set(checks) == set(CHECK_NAMES) - NVSWITCH_CHECKS
     assert checks["gpu_count"]["observed"] == 8
     assert checks["gpu_model"]["observed"] == ["Tesla V100-SXM2-16GB"]
     # The lab's Debian 12 driver release (roles/gpuforge/defaults/main/gpu_stack.yml), as the lab mirror built it.
@@ -403,3 +410,118 @@ def test_pcie_fault_fails_its_check_on_every_gpu_profile(tmp_path, monkeypatch, 
     assert failing["fault"] and failing["remedy"] and failing["caused_by"] is None
     # Everything else that failed follows from it (the kernel's report of the same downtrained link).
     assert set(result["caused_failures"]) <= {"pcie_link_limited"}
+
+
+# NVSwitch: SXid errors and the fabric manager, on the system whose expected entry has nvswitch: true.
+@pytest.mark.parametrize("profile", GPU_PROFILES)
+def test_nvswitch_checks_only_where_the_expected_system_has_nvswitch(tmp_path, monkeypatch, profile):
+    checks = by_name(judge(tmp_path, monkeypatch, profile))
+    if profile == "dgx-h100-ndr":
+        assert expected_for(profile)["nvswitch"] is True
+        assert checks["sxid"]["status"] == "ok" and checks["sxid"]["observed"] == []
+        assert checks["fabric_manager"]["status"] == "ok"
+        assert checks["fabric_manager"]["observed"] == {"nvidia-fabricmanager": "active"}
+    else:
+        assert not expected_for(profile).get("nvswitch")
+        assert NVSWITCH_CHECKS.isdisjoint(checks)
+
+
+def test_fatal_sxid_fails_and_names_switch_code_and_link(tmp_path, monkeypatch):
+    fault = {"type": "sxid", "switch": 3, "pci": "0000:c1:00.0", "code": 20034, "fatal": True, "link": 28}
+    result = judge(tmp_path, monkeypatch, "dgx-h100-ndr", [fault])
+    assert result["failed_checks"] == ["sxid"]
+    sxid = by_name(result)["sxid"]
+    assert sxid["observed"] == [
+        {
+            "switch": "nvidia-nvswitch3 (PCI 0000:c1:00.0)",
+            "code": 20034,
+            "severity": "fatal",
+            "links": [28],
+            "message": "LTSSM Fault Up",
+            "count": 1,
+        }
+    ]
+    assert "nvidia-nvswitch3 (PCI 0000:c1:00.0) on link(s) 28" in sxid["fault"]
+    assert "nvidia-smi -r" in sxid["remedy"] and "nvidia-fabricmanager" in sxid["remedy"]
+    assert "reboot or power-cycle" in sxid["remedy"]
+
+
+def test_non_fatal_sxid_only_warns(tmp_path, monkeypatch):
+    fault = {"type": "sxid", "switch": 0, "pci": "0000:c2:00.0", "code": 22013, "fatal": False, "link": 44}
+    result = judge(tmp_path, monkeypatch, "dgx-h100-ndr", [fault])
+    assert result["healthy"] is True
+    sxid = by_name(result)["sxid"]
+    assert sxid["status"] == "warn"
+    assert [(e["code"], e["severity"], e["links"]) for e in sxid["observed"]] == [(22013, "non-fatal", [44])]
+    assert "informational" in sxid["remedy"]
+
+
+def test_sxid_on_a_system_without_nvswitch_in_its_spec_is_not_judged():
+    event = kernel.parse_sxid_events("nvidia-nvswitch0: SXid (PCI:0000:c2:00.0): 20034, Fatal, Link 28 LTSSM Fault Up")
+    assert event and event[0]["fatal"] is True
+    result = judge_node(None, None, None, [], {}, sxid_events=event, fabric_manager="failed")
+    assert NVSWITCH_CHECKS.isdisjoint(by_name(result))
+    judged = by_name(judge_node(None, None, None, [], {"nvswitch": True}, sxid_events=event, fabric_manager="active"))
+    assert judged["sxid"]["status"] == "fail"
+
+
+def test_unclassified_sxid_warns_and_an_unreadable_kernel_log_leaves_the_check_out():
+    raw = kernel.parse_sxid_events(
+        "nvidia-nvswitch1: SXid (PCI:0000:84:00.0): 12028, Data {0x000001c0, 0x00bd5c8a}\n"
+        "nvidia-nvswitch1: SXid (PCI:0000:84:00.0): 12028, Severity 0 Engine instance 04 Sub-engine instance 00\n"
+    )
+    checks = by_name(judge_node(None, None, None, [], {"nvswitch": True}, sxid_events=raw))
+    assert checks["sxid"]["status"] == "warn"
+    assert checks["sxid"]["observed"][0]["severity"] == "unclassified"
+    assert checks["sxid"]["observed"][0]["count"] == 2
+    gone = by_name(
+        judge_node(None, None, None, [], {"nvswitch": True}, unreadable={"kernel_log": "dmesg: x"}, sxid_events=raw)
+    )
+    assert "sxid" not in gone and gone["kernel_log_readable"]["status"] == "fail"
+
+
+def test_fabric_manager_down_fails_with_the_service_and_each_gpus_fabric_state(tmp_path, monkeypatch):
+    result = judge(tmp_path, monkeypatch, "dgx-h100-ndr", [{"type": "fabric_manager_down"}])
+    assert result["failed_checks"] == ["fabric_manager"]
+    check = by_name(result)["fabric_manager"]
+    devices = load_profile("dgx-h100-ndr")["gpu"]["devices"]
+    assert check["observed"] == {
+        "nvidia-fabricmanager": "failed",
+        **{device["bus_id"]: "In Progress/N/A" for device in devices},
+    }
+    assert "nvidia-fabricmanager service is failed" in check["fault"]
+    assert f"{devices[0]['bus_id']} (GPU 0, serial 1655022005400): In Progress/N/A" in check["fault"]
+    assert "systemctl enable --now nvidia-fabricmanager" in check["remedy"]
+    assert "driver's release" in check["remedy"]
+
+
+GPU_FABRIC = [{"bus_id": "00000000:1B:00.0", "index": 0, "fabric_state": "Completed"}]
+
+
+@pytest.mark.parametrize(
+    ("service", "gpus", "status"),
+    [
+        ("active", GPU_FABRIC, "ok"),
+        ("inactive", GPU_FABRIC, "fail"),  # the service stopped after the fabric came up: errors go unhandled
+        ("active", [{**GPU_FABRIC[0], "fabric_state": "In Progress"}], "fail"),
+        ("active", [{**GPU_FABRIC[0], "fabric_status": "Failure"}], "fail"),  # Completed with an error status
+        ("active", [{**GPU_FABRIC[0], "fabric_state": None}], "ok"),  # A100: N/A although the service runs
+        (None, GPU_FABRIC, "ok"),  # service not read (judge_node called without it): the fabric state alone
+    ],
+)
+def test_fabric_manager_verdicts(service, gpus, status):
+    smi = {"driver_version": "535.183.01", "gpus": gpus}
+    check = by_name(judge_node(smi, None, None, [], {"nvswitch": True}, fabric_manager=service))["fabric_manager"]
+    assert check["status"] == status
+    assert bool(check["fault"]) is (status == "fail")
+
+
+def test_fabric_manager_unreadable_fails_and_nothing_read_leaves_it_out():
+    smi = {"driver_version": "535.183.01", "gpus": GPU_FABRIC}
+    unreadable = {"fabric_manager": "systemctl not found in PATH on node01: run the check on a systemd host"}
+    check = by_name(judge_node(smi, None, None, [], {"nvswitch": True}, unreadable=unreadable))["fabric_manager"]
+    assert check["status"] == "fail"
+    assert check["observed"]["nvidia-fabricmanager"] == "unknown"
+    assert "could not be read (systemctl not found" in check["fault"]
+    bare = {"driver_version": "535.183.01", "gpus": [{"bus_id": "00000000:1B:00.0", "index": 0}]}
+    assert "fabric_manager" not in by_name(judge_node(bare, None, None, [], {"nvswitch": True}))

@@ -104,6 +104,7 @@ def test_text_h100_eight_gpus_same_shape_as_xml(real_output):
     }  # fmt: skip
     assert first["power_limit_w"] == 700.0
     assert first["fabric_state"] == "Completed"
+    assert first["fabric_status"] == "Success"
     assert log["gpus"][7]["bus_id"] == "00000000:CA:00.0"
     xml_keys = set(nv.parse_query_xml(real_output(RTX4090_XML))["gpus"][0])
     assert set(first) == xml_keys

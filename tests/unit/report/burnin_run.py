@@ -29,7 +29,7 @@ from gpuforge import burnin
 from gpuforge.paths import collection_import
 
 ROOT = Path(__file__).resolve().parents[3]
-BENCH = ROOT / "tests/fixtures/records/demo-run/benchmark/bench/20261123T160859Z/summary.json"
+BENCH = ROOT / "tests/fixtures/records/demo-run/benchmark/bench/20261126T122754Z/summary.json"
 PERFQUERY = ROOT / "tests/fixtures/perfquery/infiniband-diags_issue16_rhel75_perfquery_x.txt"
 DCGMI = ROOT / "tests/fixtures/dcgmi/dcgm-3.3.1-r3-t400-skips.json"
 NODES = ("gpu01", "gpu02", "gpu03")

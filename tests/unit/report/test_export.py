@@ -81,15 +81,38 @@ def records():
     return export.load_records(RUN)
 
 
-def test_load_records_takes_the_newest_validation_of_each_host(records):
+def _failed_checks(records, node):
+    return sorted(
+        r["check"] for r in records if r["kind"] == "node_check" and r["node"] == node and r["verdict"] == "FAIL"
+    )
+
+
+def test_load_records_reads_every_result_file_of_the_run(records):
     kinds = [record["kind"] for record in records]
-    assert kinds.count("node_check") == 3 * 22
-    assert kinds.count("stage_result") == 6
-    assert kinds.count("attribution") == 1
-    gpu03 = [
-        r["check"] for r in records if r["kind"] == "node_check" and r["node"] == "gpu03" and r["verdict"] == "FAIL"
-    ]
-    assert sorted(gpu03) == ["ecc_volatile_dbe", "ib_port_state", "xid"]  # the benchmark stage's later copy
+    # 33 checks per node and its fleet_consistency record
+    assert kinds.count("node_check") == 3 * 33 + 3
+    assert kinds.count("stage_result") == 7
+    assert kinds.count("attribution") == 3
+    assert kinds.count("benchmark_run") == 60
+    assert _failed_checks(records, "gpu03") == ["ecc_volatile_dbe", "gdr_ib_write_bw", "ib_port_state", "xid"]
+
+
+def test_load_records_takes_the_newest_validation_of_each_host(tmp_path):
+    # A stage that copied gpu03's file earlier, before the faults showed: the newest checked_at wins, whatever the
+    # order of the folders.
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    newest = json.loads((run / "validate" / "validation" / "gpu03.json").read_text(encoding="utf-8"))
+    older = dict(newest, checked_at="2026-11-26T12:00:00Z", checks=[dict(c, status="ok") for c in newest["checks"]])
+    for stage in ("a-earlier", "z-earlier"):
+        (run / stage / "validation").mkdir(parents=True)
+        (run / stage / "validation" / "gpu03.json").write_text(json.dumps(older), encoding="utf-8")
+    built = export.load_records(run)
+    assert [r["node"] for r in built if r["kind"] == "node_check"].count("gpu03") == 33 + 1
+    assert _failed_checks(built, "gpu03") == ["ecc_volatile_dbe", "gdr_ib_write_bw", "ib_port_state", "xid"]
+    newer = dict(older, checked_at="2026-11-26T13:00:00Z")
+    (run / "a-earlier" / "validation" / "gpu03.json").write_text(json.dumps(newer), encoding="utf-8")
+    assert _failed_checks(export.load_records(run), "gpu03") == []
 
 
 def test_junit_is_read_by_junitparser_one_failing_case_per_fault(records, tmp_path):
@@ -105,15 +128,21 @@ def test_junit_is_read_by_junitparser_one_failing_case_per_fault(records, tmp_pa
         for name, case in cases
         if any(isinstance(result, Failure) for result in case.result)
     }
+    assert ("node checks", "gpu03", "ecc_volatile_dbe") in failed
     assert ("node checks", "gpu03", "ib_port_state") in failed
     assert ("node checks", "gpu03", "xid") in failed
+    assert ("node checks", "gpu03", "gdr_ib_write_bw") in failed  # the consequence of the Down port
     assert ("attribution", "ib_write_bw.node", "gpu02") in failed
+    assert ("attribution", "ib_write_bw.link", "gpu03:mlx5_2/1") in failed
     assert ("benchmark gates", "ib_write_bw.ib_write_bw", "gpu02__gpu03__mlx5_2") in failed
+    assert ("benchmark gates", "ib_write_bw.ib_write_bw", "gpu03__gpu01__mlx5_2") in failed
     assert ("stages", "stage", "benchmark") in failed
     assert not any(case.classname == "gpu01" for _, case in cases if case.result)
-    assert suites["node checks"].failures == 3
+    assert suites["node checks"].failures == 4
+    # one failing case per record that did not pass
+    assert len(failed) == sum(1 for record in records if record["verdict"] == "FAIL") == 18
     link = next(case for _, case in cases if case.name == "gpu02__gpu03__mlx5_2")
-    assert link.result[0].message == "mlx5_2 port 1 is not Active on gpu03"
+    assert link.result[0].message == "mlx5_2/1 is not Active on gpu03"
 
 
 def test_junit_warn_passes_and_unknown_is_skipped():
@@ -146,25 +175,38 @@ def test_ctrf_rules_refuse_a_wrong_status(records):
 
 
 def test_verdicts_document_drains_and_taints_the_failed_nodes(records):
-    document = export.to_verdicts(records, now="2026-11-23T16:20:00Z")
+    document = export.to_verdicts(records, now="2026-11-26T12:40:00Z")
     schema = json.loads((ROOT / "schemas" / "node-verdicts.schema.json").read_text(encoding="utf-8"))
     jsonschema.Draft202012Validator(schema).validate(document)
     nodes = {entry["node"]: entry for entry in document["nodes"]}
     assert {node: entry["verdict"] for node, entry in nodes.items()} == {
-        "gpu01": "PASS",
+        "gpu01": "WARN",  # the NCCL rail run over mlx5_1 (every node) fell below the median
         "gpu02": "FAIL",
         "gpu03": "FAIL",
     }
-    assert document["counts"] == {"PASS": 1, "WARN": 0, "FAIL": 2, "UNKNOWN": 0}
+    assert document["counts"] == {"PASS": 0, "WARN": 1, "FAIL": 2, "UNKNOWN": 0}
     slurm = nodes["gpu03"]["actions"]["slurm"]
     assert slurm["state"] == "DRAIN"
     assert slurm["command"][:4] == ["scontrol", "update", "NodeName=gpu03", "State=DRAIN"]
-    assert slurm["reason"] == "gpuforge: check ecc_volatile_dbe; check ib_port_state; check xid"
+    assert slurm["reason"] == (
+        "gpuforge: check ecc_volatile_dbe; check ib_port_state; check xid; "
+        "check gdr_ib_write_bw (caused by ib_port_state); ib_write_bw: slow link gpu03:mlx5_2/1"
+    )
+    assert nodes["gpu02"]["actions"]["slurm"]["reason"] == "gpuforge: ib_write_bw: slow node"
     kube = nodes["gpu02"]["actions"]["kubernetes"]
     assert kube["taint"] == {"key": "gpuforge/health", "value": "fail", "effect": "NoSchedule"}
     assert kube["command"] == ["kubectl", "taint", "nodes", "gpu02", "gpuforge/health=fail:NoSchedule", "--overwrite"]
-    assert nodes["gpu01"]["actions"]["slurm"]["state"] == "RESUME"
-    assert nodes["gpu01"]["actions"]["kubernetes"]["labels"] == {"gpuforge/health": "pass"}
+    # a warned node is neither drained nor resumed, only labelled
+    assert nodes["gpu01"]["actions"]["slurm"] == {"state": "NONE", "reason": "", "command": None}
+    assert nodes["gpu01"]["actions"]["kubernetes"] == {
+        "taint": None,
+        "labels": {"gpuforge/health": "warn"},
+        "command": None,
+    }
+    # gpu01's own records (its checks, all passed) resume it
+    (alone,) = export.to_verdicts([r for r in records if r.get("node") == "gpu01"], now="x")["nodes"]
+    assert alone["verdict"] == "PASS" and alone["actions"]["slurm"]["state"] == "RESUME"
+    assert alone["actions"]["kubernetes"]["labels"] == {"gpuforge/health": "pass"}
 
 
 def test_slurm_reason_is_bounded():
@@ -180,7 +222,7 @@ def test_cli_export(fmt, tmp_path, capsys):
     assert cli.main(["export", "--format", fmt, str(RUN), "--out", str(out)]) == 0
     text = out.read_text(encoding="utf-8")
     if fmt == "junit":
-        assert JUnitXml.fromstring(text.encode()).failures == 13
+        assert JUnitXml.fromstring(text.encode()).failures == 18
     else:
         assert json.loads(text)
     assert capsys.readouterr().out == f"export: {out}\n"

@@ -19,9 +19,24 @@ from gpuforge.report.model import ReportData, load
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN = ROOT / "tests" / "fixtures" / "records" / "demo-run"
-BENCH = RUN / "benchmark" / "bench" / "20261123T160859Z"
+BENCH = RUN / "benchmark" / "bench" / "20261126T122754Z"
 FLEET_RUN = ROOT / "tests" / "fixtures" / "report" / "fleet-run"
+# What lab/specs/demo.yml injects into gpu03 (a Down port, uncorrectable ECC errors, Xid 48/79), as the checks that
+# find it; the GPUDirect RDMA loopback fails on the Down port as a consequence (caused_by ib_port_state).
 FAULTS = {("gpu03", "ecc_volatile_dbe"), ("gpu03", "ib_port_state"), ("gpu03", "xid")}
+CONSEQUENCE = ("gpu03", "gdr_ib_write_bw")
+CHECKS_PER_NODE = 33
+NODES = ("gpu01", "gpu02", "gpu03")
+
+
+def _bench_results():
+    summary = _read(BENCH / "summary.json")
+    return [result for block in summary.values() if isinstance(block, dict) for result in block["results"]]
+
+
+def _failed_gates():
+    """Gates the bench summary did not pass: below their threshold (slow) or without a result (failed)."""
+    return [result["name"] for result in _bench_results() if result["verdict"] in ("slow", "failed")]
 
 
 def _read(path: Path):
@@ -53,39 +68,60 @@ def _matrix_cells(page: str) -> dict[tuple[str, str], str]:
 
 def test_the_report_reads_the_records_the_exports_read(data):
     assert data.records == load_records(RUN)
-    assert data.meta["run_id"] == "20261123T155743Z-bfb025"
-    assert data.hosts_by_status() == {"gpu01": "ok", "gpu02": "fail", "gpu03": "fail"}
+    assert data.meta["run_id"] == "20261126T122205Z-a0c523"
+    # gpu01 warns only for the NCCL rail run over every node that fell below the median (mlx5_1); gpu02 is the slow
+    # node of ib_write_bw (its links degraded by the lab), gpu03 has the injected faults.
+    assert data.hosts_by_status() == {"gpu01": "warn", "gpu02": "fail", "gpu03": "fail"}
     # The curves come from the parsed nccl-tests results beside the bench summary, 20 sizes each.
     assert sorted((series.label, len(series.points)) for series in data.nccl) == [
         ("nccl-multi-ib", 20),
         ("nccl-multi-ib_gdr", 20),
         ("nccl-multi-tcp", 20),
+        ("nccl-rail-mlx5_0-1", 20),
+        ("nccl-rail-mlx5_1-1", 20),
+        ("nccl-rail-mlx5_2-1", 20),
+        ("nccl-rail-mlx5_3-1", 20),
         ("nccl-single-gpu01", 20),
         ("nccl-single-gpu02", 20),
         ("nccl-single-gpu03", 20),
     ]
-    assert [(point.gpus, point.images_per_sec) for point in data.resnet50] == [(1, 11.35), (2, 11.28), (3, 10.26)]
+    # The sweep ran each GPU count in fp32 and amp (resnet50-sweep-<n>gpu-<precision>).
+    sweep = sorted(
+        (result["name"], int(result["name"].split("-")[2][: -len("gpu")]), result["images_per_second"])
+        for result in _read(BENCH / "summary.json")["resnet50"]["results"]
+        if result["name"].startswith("resnet50-sweep-")
+    )
+    assert len(sweep) == 6
+    assert sorted((point.source, point.gpus, point.images_per_sec) for point in data.resnet50) == sweep
 
 
 def test_summary_line_counts_nodes_and_failed_gates(page):
     line = re.search(r'<p id="summary".*?</p>', page, re.S).group(0)
     text = re.sub(r"<[^>]+>", "", line)
-    assert "3 nodes: 1 PASS · 0 WARN · 2 FAIL · 0 UNKNOWN" in text
-    assert "benchmark gates failed: 8 of 25" in text
-    assert "20261123T155743Z-bfb025 (demo), 2026-11-23T15:57:43Z → 2026-11-23T16:17:00Z" in text
+    assert "3 nodes: 0 PASS · 1 WARN · 2 FAIL · 0 UNKNOWN" in text
+    # 9 ib_write_bw pairs (7 slow ones of gpu02, the 2 of gpu03's Down port without a result) and the NCCL rail
+    # run over mlx5_1, of 60 gates (fio 21, ib_write_bw 12, nccl 10, p2p 3, resnet50 12, slurm 2)
+    assert (len(_failed_gates()), len(_bench_results())) == (10, 60)
+    assert "benchmark gates failed: 10 of 60" in text
+    assert "20261126T122205Z-a0c523 (demo), 2026-11-26T12:22:05Z → 2026-11-26T12:36:10Z" in text
 
 
 def test_matrix_has_a_row_per_node_failing_first_and_the_faults_as_failing_cells(page):
     rows = re.findall(r'<tr data-node="([^"]+)" data-verdict="([A-Z]+)">', page)
-    assert rows == [("gpu02", "FAIL"), ("gpu03", "FAIL"), ("gpu01", "PASS")]
+    assert rows == [("gpu02", "FAIL"), ("gpu03", "FAIL"), ("gpu01", "WARN")]
     cells = _matrix_cells(page)
     failing = {cell for cell, verdict in cells.items() if verdict == "FAIL"}
-    assert failing == FAULTS | {("gpu02", "benchmarks")}
-    assert len([cell for cell in cells if cell[1] != "benchmarks"]) == 3 * 22
+    # gpu03's benchmarks fail for its Down port (the ib_write_bw port attribution), gpu02's for its slow links
+    assert failing == FAULTS | {CONSEQUENCE, ("gpu02", "benchmarks"), ("gpu03", "benchmarks")}
+    assert {cell for cell, verdict in cells.items() if verdict == "WARN"} == {("gpu01", "benchmarks")}
+    # every check of every node, and the fleet comparison (fleet_consistency) that the files now carry
+    assert {check for _, check in cells} - {"benchmarks"} == {r["check"] for r in load_records(RUN) if "check" in r}
+    assert len([cell for cell in cells if cell[1] not in ("benchmarks", "fleet_consistency")]) == 3 * CHECKS_PER_NODE
+    assert {cell for cell in cells if cell[1] == "fleet_consistency"} == {(n, "fleet_consistency") for n in NODES}
     # Failing checks are the first columns.
     header = re.search(r'<table id="matrix"><tr>(.*?)</tr>', page, re.S).group(1)
     columns = re.findall(r'<th class="check"[^>]*>([^<]+)</th>', header)
-    assert set(columns[:3]) == {"ecc_volatile_dbe", "ib_port_state", "xid"}
+    assert set(columns[:4]) == {"ecc_volatile_dbe", "ib_port_state", "xid", "gdr_ib_write_bw"}
     # A failing cell opens to observed, threshold and remedy.
     cell = re.search(
         r'data-check="ib_port_state" data-verdict="FAIL"><details class="cell">(.*?)</details>', page, re.S
@@ -105,28 +141,55 @@ def test_consequences_are_grouped_under_their_root_cause():
     port = re.search(r'data-check="ib_port_state">.*?</li>\s*</ul>', findings, re.S).group(0)
     assert 'class="consequence" data-node="gpu03" data-check="gpu_hca_affinity"' in port
     assert re.search(r'class="c v-FAIL consequence" data-check="gpu_hca_affinity"', page)
+    # the run's own consequence: the GPUDirect RDMA loopback on the Down port
+    assert 'class="consequence" data-node="gpu03" data-check="gdr_ib_write_bw"' in port
+
+
+def test_the_runs_consequence_sits_under_its_root_cause(page):
+    roots = re.findall(r'<li class="root v-FAIL" data-node="([^"]+)" data-check="([^"]+)"', page)
+    assert set(roots) == FAULTS
+    findings = re.search(r'<ul id="findings".*?</ul>\s*</li>\s*(<li|</ul>)', page, re.S).group(0)
+    port = re.search(r'data-check="ib_port_state">.*?</li>\s*</ul>', findings, re.S).group(0)
+    assert 'class="consequence" data-node="gpu03" data-check="gdr_ib_write_bw"' in port
 
 
 def test_benchmark_attribution_and_the_failed_run_are_shown(page):
     attributions = re.search(r'<table id="attributions">.*?</table>', page, re.S).group(0)
-    assert re.findall(r'data-subject="([a-z]+)" data-name="([^"]+)"', attributions) == [("node", "gpu02")]
+    assert re.findall(r'data-subject="([a-z]+)" data-name="([^"]+)"', attributions) == [
+        ("node", "gpu02"),
+        ("link", "gpu03:mlx5_2/1"),
+        ("link", "nccl-rail-mlx5_1-1"),
+    ]
     assert "take gpu02 out of service" in attributions
     gates = re.findall(r'<tr class="v-FAIL" data-name="([^"]+)" data-kind="([^"]+)"', page)
-    # The failed run is listed; the 7 slow pairs of gpu02 sit under its attribution and are only counted.
-    assert gates == [("gpu02__gpu03__mlx5_2", "failed run")]
-    assert "7 more gate(s) not passed are explained by the attributions above." in page
-    assert "8 failed gate(s) explained" in attributions
-    assert "mlx5_2 port 1 is not Active on gpu03" in page
+    # The Down port's two pairs never ran: they stay listed as failed runs; the 7 slow pairs of gpu02 and the slow
+    # NCCL rail run sit under their attribution and are only counted.
+    assert gates == [("gpu02__gpu03__mlx5_2", "failed run"), ("gpu03__gpu01__mlx5_2", "failed run")]
+    assert len(_failed_gates()) - len(gates) == 8
+    assert "8 more gate(s) not passed are explained by the attributions above." in page
+    node = re.search(r'data-name="gpu02">.*?</tr>', attributions, re.S).group(0)
+    assert "7 failed gate(s) explained" in node
+    port = re.search(r'data-name="gpu03:mlx5_2/1">.*?</tr>', attributions, re.S).group(0)
+    assert "2 failed gate(s) explained" in port
+    assert "mlx5_2/1 is not Active on gpu03" in page
 
 
 def test_every_chart_draws_its_threshold(page):
     ids = json.loads(re.search(r"data-expected-charts='([^']+)'", page).group(1).replace("&quot;", '"'))
     assert charts.NCCL_CHART_ID in ids and charts.RESNET_CHART_ID in ids
-    assert {"chart-ib_write_bw-mlx5_0", "chart-nccl-nccl_single", "chart-resnet50-resnet50_node"} <= set(ids)
-    for chart_id in ids:
+    per_node = {"chart-nccl-nccl_single", "chart-resnet50-resnet50_node_fp32", "chart-resnet50-resnet50_node_amp"}
+    assert {"chart-ib_write_bw-mlx5_0", "chart-ib_write_bw-mlx5_3"} | per_node <= set(ids)
+    # fio ran with no site threshold set (gpuforge_bench_fio_thresholds): its charts show values not judged.
+    unjudged = {chart_id for chart_id in ids if chart_id.startswith("chart-fio-")}
+    assert unjudged == {"chart-fio-scratch_var_tmp-sequential", "chart-fio-scratch_var_tmp-random"}
+    for chart_id in unjudged:
+        assert "grey: not judged" in _svg(page, chart_id) and 'class="threshold"' not in _svg(page, chart_id)
+    for chart_id in set(ids) - unjudged:
         assert re.search(r'class="(series )?threshold"', _svg(page, chart_id)), chart_id
     nccl = _svg(page, charts.NCCL_CHART_ID)
-    assert re.findall(r'class="threshold" data-y="([^"]+)"', nccl) == ["0.09", "0.12", "0.13", "2.31", "2.31", "2.31"]
+    limits = sorted(r["threshold_gbps"] for r in _read(BENCH / "summary.json")["nccl"]["results"])
+    assert re.findall(r'class="threshold" data-y="([^"]+)"', nccl) == [f"{limit:g}" for limit in limits]
+    assert [f"{limit:g}" for limit in limits] == ["0.07"] * 3 + ["0.21"] * 4 + ["3.94"] * 3
 
 
 def test_chart_points_are_the_records_values(page):
@@ -137,19 +200,44 @@ def test_chart_points_are_the_records_values(page):
     assert re.findall(
         r'class="point v-[A-Z]+"[^>]*data-x="(gpu0\d)" data-y="([^"]+)"', _svg(page, "chart-nccl-nccl_single")
     ) == [
-        ("gpu02", "3.75"),
-        ("gpu03", "4.63"),
-        ("gpu01", "5.95"),
+        ("gpu02", "5.1"),
+        ("gpu01", "7.88"),
+        ("gpu03", "7.95"),
     ]
     resnet = _svg(page, charts.RESNET_CHART_ID)
-    assert 'data-label="measured" data-points="1:11.35 2:11.28 3:10.26"' in resnet
-    assert 'data-label="threshold" data-points="1:5.67 2:5.64 3:5.13"' in resnet
+    sweep = [r for r in _read(BENCH / "summary.json")["resnet50"]["results"] if r["name"].startswith("resnet50-sweep-")]
+    gpus = {r["name"]: int(r["name"].split("-")[2][: -len("gpu")]) for r in sweep}
+    drawn = re.findall(r'data-label="(measured[^"]*)" data-points="([^"]+)"', resnet)
+    assert sorted(point for _, points in drawn for point in points.split()) == sorted(
+        f"{gpus[r['name']]}:{r['images_per_second']:g}" for r in sweep
+    )
+    limits = [
+        point
+        for points in re.findall(r'data-label="threshold[^"]*" data-points="([^"]+)"', resnet)
+        for point in points.split()
+    ]
+    assert sorted(limits) == sorted(f"{gpus[r['name']]}:{r['threshold_gbps']:g}" for r in sweep)
     bars = re.findall(r'class="bar" [^>]*data-x="([^"]+)" data-y="([^"]+)"', _svg(page, "chart-ib_write_bw-mlx5_2"))
     assert bars == [("gpu01__gpu02__mlx5_2", "0")]  # the Down port's pair has no value: it is a failed run
 
 
+def test_the_scaling_chart_draws_each_precision_as_its_own_curve(page):
+    resnet = _svg(page, charts.RESNET_CHART_ID)
+    series = re.findall(r'data-points="([^"]+)"', resnet)
+    by_name = {r["name"]: r["images_per_second"] for r in _read(BENCH / "summary.json")["resnet50"]["results"]}
+    for precision in ("fp32", "amp"):
+        curve = " ".join(f"{n}:{by_name[f'resnet50-sweep-{n}gpu-{precision}']:g}" for n in (1, 2, 3))
+        assert curve in series, precision
+
+
 def test_the_page_is_offline(page):
-    assert not re.search(r"""(src|href)\s*=|url\(|@import|<link|https?://(?!www\.w3\.org/2000/svg")""", page)
+    assert not re.search(r"""(src|href)\s*=|url\(|@import|<link""", page)
+    # An address may be quoted as text (the xid check's remedy cites NVIDIA's Xid catalogue), never inside a tag,
+    # a style or a script, where a browser would fetch it.
+    assert "(https://docs.nvidia.com/deploy/xid-errors/)" in page
+    assert not re.search(r"""<[^>]*https?://(?!www\.w3\.org/2000/svg")""", page)
+    for _, body in re.findall(r"<(style|script)[^>]*>(.*?)</\1>", page, re.S):
+        assert "://" not in body
 
 
 def test_inventory_lists_the_fleet_values_of_each_node():
@@ -184,15 +272,20 @@ def test_nothing_run_shows_not_run():
 
 def test_markdown_summary(data):
     text = markdown.render(data)
-    assert "3 nodes: 1 PASS, 0 WARN, 2 FAIL, 0 UNKNOWN; benchmark gates failed: 8 of 25" in text
-    assert "| gpu02 | FAIL | ib_write_bw: slow node |" in text
+    assert "3 nodes: 0 PASS, 1 WARN, 2 FAIL, 0 UNKNOWN; benchmark gates failed: 10 of 60" in text
+    assert "| gpu02 | FAIL | ib_write_bw: slow node; nccl: slow link nccl-rail-mlx5_1-1 |" in text
+    assert "| gpu01 | WARN | nccl: slow link nccl-rail-mlx5_1-1 |" in text
     assert "| ib_write_bw | slow node | gpu02 |" in text
+    assert "| ib_write_bw | slow link | gpu03:mlx5_2/1 |" in text
     assert "| ib_write_bw | gpu02__gpu03__mlx5_2 | failed run |" in text
-    assert "| gpu03 | ib_port_state | FAIL |" in text
+    assert "| ib_write_bw | gpu03__gpu01__mlx5_2 | failed run |" in text
+    # the consequence is named beside its root cause, not as a finding of its own
+    assert '| gpu03 | ib_port_state | FAIL | {"mlx5_2/1": "Down/Disabled"} | Active/LinkUp | gdr_ib_write_bw |' in text
+    assert "| gpu03 | gdr_ib_write_bw | FAIL |" not in text
 
 
 def test_build_writes_both_files_into_the_run_directory(tmp_path):
-    run = tmp_path / "20261123T155743Z-bfb025"
+    run = tmp_path / "20261126T122205Z-a0c523"
     shutil.copytree(RUN, run)
     files = report.build(run)
     assert files.html == run / "report.html" and files.markdown == run / "report.md"
@@ -206,7 +299,7 @@ def test_build_writes_both_files_into_the_run_directory(tmp_path):
 def test_a_file_of_another_shape_is_refused(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(RUN, run)
-    path = run / "benchmark" / "bench" / "20261123T160859Z" / "nccl" / "multi-ib.json"
+    path = run / "benchmark" / "bench" / "20261126T122754Z" / "nccl" / "multi-ib.json"
     document = _read(path)
     document["nccl"]["rows"][0]["size"] = "8"
     path.write_text(json.dumps(document), encoding="utf-8")
@@ -235,7 +328,7 @@ def test_the_cli_names_a_file_it_cannot_read(tmp_path, capsys):
 
     run = tmp_path / "run"
     shutil.copytree(RUN, run)
-    path = run / "benchmark" / "validation" / "gpu01.json"
+    path = run / "validate" / "validation" / "gpu01.json"
     path.write_text(json.dumps(dict(_read(path), checks={})), encoding="utf-8")
     assert cli.main(["report", str(run), "--out", str(tmp_path / "out")]) == 1
     assert "gpuforge report: validation/<host>.json: 'checks' is dict, expected list" in capsys.readouterr().err

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import statistics
 from pathlib import Path
 
+import burnin_run
 import jsonschema
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_records as records_mod
@@ -101,7 +103,12 @@ def test_the_trend_verdict_names_the_errors_that_grew_and_the_node_that_got_slow
     assert "DCGM level 3 failed in round(s) 5" in gpu02 and "reseat or replace the cable" in gpu02
     gpu03 = re.search(r'<tr[^>]*data-node="gpu03".*?</tr>', table, re.S).group(0)
     slowed = re.search(r'data-what="slowed">(.*?)</td>', gpu03).group(1)
-    assert "nccl single-node busbw 4.63 → 2.75 Gb/s (59%)" in slowed
+    # gpu03's single-node NCCL busbw of the lab run (nccl-single-gpu03), 0.6 x and the round's jitter from round 4
+    bench = json.loads(burnin_run.BENCH.read_text(encoding="utf-8"))
+    (single,) = [r["gbps"] for r in bench["nccl"]["results"] if r["name"] == "nccl-single-gpu03"]
+    slower = round(single * 0.6 * burnin_run.JITTER[3], 2)
+    assert f"nccl single-node busbw {single:g} → {slower:g} Gb/s (59%)" in slowed
+    assert "nccl single-node busbw 7.95 → 4.72 Gb/s (59%)" in slowed
     assert "got slower: " in gpu03 and "thermal or power throttling" in gpu03
     gpu01 = re.search(r'<tr[^>]*data-node="gpu01".*?</tr>', table, re.S).group(0)
     assert 'data-what="errors-grew">—' in gpu01 and 'data-what="slowed">—' in gpu01
@@ -147,7 +154,8 @@ def test_rates_per_round_a_chart_per_node_and_the_slower_node_highlighted(page, 
     assert nccl == " ".join(f"{r['round']}:{r['nccl']['busbw_gbps']:g}" for r in records)
     # the slowdown line: 0.9 x the median of the first three rounds
     lines = re.findall(r'<g class="threshold" data-y="([^"]+)" data-label="nccl single-node busbw: slowdown', chart)
-    assert lines == [f"{round(0.9 * 4.63, 3):g}"]
+    first = statistics.median(r["nccl"]["busbw_gbps"] for r in records[:3])
+    assert lines == [f"{round(0.9 * first, 3):g}"] == ["7.155"]
     healthy = re.search(rf'<svg id="{charts.chart_id("burnin", "gpu01")}".*?</svg>', page, re.S).group(0)
     assert "slowed" not in healthy and 'class="threshold"' not in healthy
     rates = _table(page, "burnin-rates")

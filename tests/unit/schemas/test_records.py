@@ -13,7 +13,14 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_r
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMAS = ROOT / "schemas"
 RUN = ROOT / "tests" / "fixtures" / "records" / "demo-run"
-BENCH = RUN / "benchmark" / "bench" / "20261123T160859Z" / "summary.json"
+BENCH = RUN / "benchmark" / "bench" / "20261126T122754Z" / "summary.json"
+# The checks of playbooks/validate.yml in the run of tests/fixtures/records/demo-run/: 30 node checks, then DCGM,
+# nvbandwidth and the GPUDirect RDMA loopback (each a check of its own in validation/<host>.json).
+CHECKS_PER_NODE = 33
+NEW_CHECKS = {"dcgm_diag", "nvbandwidth", "gdr_ib_write_bw"}
+# What lab/specs/demo.yml injects into gpu03 and the validation finds: a Down port (mlx5_2/1), uncorrectable ECC
+# errors and Xid 48/79. gdr_ib_write_bw fails as a consequence of the Down port (caused_by ib_port_state).
+INJECTED = ["ecc_volatile_dbe", "ib_port_state", "xid"]
 SCHEMA_OF = {
     "node_check": "node-check.schema.json",
     "benchmark_run": "benchmark-run.schema.json",
@@ -42,10 +49,23 @@ def test_schemas_are_valid_draft_2020_12(path):
 def test_every_validation_file_becomes_valid_node_check_records(path):
     host_file = load(path)
     built = records.node_check_records(host_file, "run-1")
-    assert len(built) == len(host_file["checks"]) == 22
+    assert len(built) == len(host_file["checks"]) == CHECKS_PER_NODE
     for record in built:
         validator("node_check").validate(record)
     assert {record["node"] for record in built} == {host_file["host"]}
+    assert {record["check"] for record in built} >= NEW_CHECKS
+
+
+def test_every_record_of_the_run_folder_is_valid():
+    """What gpuforge report/export read from the whole fixture (load_records: the CLI summary, every
+    validation/<host>.json, the bench summary with its parsed nccl/resnet50 files) validates against schemas/."""
+    from gpuforge.report.export import load_records
+
+    built = load_records(RUN)
+    kinds = sorted({record["kind"] for record in built})
+    assert kinds == ["attribution", "benchmark_run", "node_check", "stage_result"]
+    for record in built:
+        validator(record["kind"]).validate(record)
 
 
 def test_bench_summary_becomes_valid_benchmark_and_attribution_records():
@@ -60,12 +80,19 @@ def test_bench_summary_becomes_valid_benchmark_and_attribution_records():
     down = next(record for record in runs if record["name"] == "gpu02__gpu03__mlx5_2")
     assert (down["verdict"], down["link"], down["rail"]) == ("FAIL", "gpu02__gpu03__mlx5_2", "mlx5_2")
     assert down["observed"] == {"value": None, "unit": "Gb/s"}
-    assert down["reason"] == "mlx5_2 port 1 is not Active on gpu03"
-    resnet = next(record for record in runs if record["name"] == "resnet50-node-gpu01")
-    assert resnet["observed"] == {"value": 1.1, "unit": "img/s"}  # "gbps" holds images/s: the unit says so
+    assert down["reason"] == "mlx5_2/1 is not Active on gpu03"
+    resnet = next(record for record in runs if record["name"] == "resnet50-node-gpu01-fp32")
+    assert resnet["observed"] == {"value": 1.22, "unit": "images_per_second"}  # one result per node and precision
+    # The lab's faults: gpu02's links degraded (tc) make it the slow node of ib_write_bw; gpu03's Down port is
+    # named as a port. The NCCL rail run over mlx5_1 fell below half the median of the rails in this run (no fault
+    # was injected there): a link over every node.
     assert [(record["subject"], record["name"], record["benchmark"]) for record in attributions] == [
-        ("node", "gpu02", "ib_write_bw")
+        ("node", "gpu02", "ib_write_bw"),
+        ("link", "gpu03:mlx5_2/1", "ib_write_bw"),
+        ("link", "nccl-rail-mlx5_1-1", "nccl"),
     ]
+    port = attributions[1]
+    assert (port["nodes"], port["observed"]["results"]) == (["gpu03"], ["gpu02__gpu03__mlx5_2", "gpu03__gpu01__mlx5_2"])
 
 
 def test_stage_results_of_the_cli_summary():
@@ -78,14 +105,21 @@ def test_stage_results_of_the_cli_summary():
         ("provision", "PASS"),
         ("validate", "PASS"),
         ("benchmark", "FAIL"),
+        ("alerts", "PASS"),
         ("k8s", "PASS"),
     ]
 
 
-def test_the_benchmark_stage_validation_has_the_injected_faults():
-    built = records.node_check_records(load(RUN / "benchmark" / "validation" / "gpu03.json"))
-    failed = sorted(record["check"] for record in built if record["verdict"] == "FAIL")
-    assert failed == ["ecc_volatile_dbe", "ib_port_state", "xid"]
+def test_the_validation_has_the_injected_faults_and_their_consequence():
+    built = records.node_check_records(load(RUN / "validate" / "validation" / "gpu03.json"))
+    failed = {record["check"]: record for record in built if record["verdict"] == "FAIL"}
+    assert sorted(name for name, record in failed.items() if not record["caused_by"]) == INJECTED
+    assert failed["gdr_ib_write_bw"]["caused_by"] == ["ib_port_state"]
+    assert sorted(failed) == sorted([*INJECTED, "gdr_ib_write_bw"])
+    assert failed["ib_port_state"]["observed"] == {"mlx5_2/1": "Down/Disabled"}
+    for host in ("gpu01", "gpu02"):
+        built = records.node_check_records(load(RUN / "validate" / "validation" / f"{host}.json"))
+        assert [record["check"] for record in built if record["verdict"] != "PASS"] == []
 
 
 @pytest.mark.parametrize(
@@ -136,18 +170,31 @@ def test_schemas_refuse_records_they_do_not_allow(kind, change):
 def test_node_verdicts_name_the_slow_node_and_the_faulty_node():
     bench = load(BENCH)
     built = (
-        records.node_check_records(load(RUN / "benchmark" / "validation" / "gpu01.json"))
-        + records.node_check_records(load(RUN / "benchmark" / "validation" / "gpu03.json"))
+        records.node_check_records(load(RUN / "validate" / "validation" / "gpu01.json"))
+        + records.node_check_records(load(RUN / "validate" / "validation" / "gpu03.json"))
         + records.benchmark_run_records(bench)
         + records.attribution_records(bench)
     )
     verdicts = records.node_verdicts(built)
     assert {node: entry["verdict"] for node, entry in verdicts.items()} == {
-        "gpu01": "PASS",  # its slow links all lead to gpu02, which the attribution names
+        "gpu01": "WARN",  # only for the NCCL rail run over every node; its slow pairs all lead to gpu02
         "gpu02": "FAIL",
         "gpu03": "FAIL",
     }
-    assert [reason["what"] for reason in verdicts["gpu02"]["reasons"]] == ["ib_write_bw: slow node"]
+    rail = "nccl: slow link nccl-rail-mlx5_1-1"
+    assert [(reason["verdict"], reason["what"]) for reason in verdicts["gpu01"]["reasons"]] == [("WARN", rail)]
+    assert [(reason["verdict"], reason["what"]) for reason in verdicts["gpu02"]["reasons"]] == [
+        ("FAIL", "ib_write_bw: slow node"),
+        ("WARN", rail),
+    ]
+    gpu03 = [reason["what"] for reason in verdicts["gpu03"]["reasons"] if reason["verdict"] == "FAIL"]
+    assert gpu03 == [
+        "check ecc_volatile_dbe",
+        "check ib_port_state",
+        "check xid",
+        "check gdr_ib_write_bw (caused by ib_port_state)",
+        "ib_write_bw: slow link gpu03:mlx5_2/1",
+    ]
 
 
 def test_a_failed_link_without_a_slow_node_warns_both_ends():
@@ -213,18 +260,39 @@ def test_benchmark_records_carry_the_chart_data_of_the_parsed_results():
     series = by_name["nccl-multi-ib"]["observed"]["series"]
     assert series["points"] == [[row["size"], row["out_of_place"]["busbw"]] for row in rows]
     assert (series["x_unit"], series["y_unit"]) == ("B", "GB/s")
-    assert [by_name[f"resnet50-sweep-{n}gpu"]["observed"]["gpus"] for n in (1, 2, 3)] == [1, 2, 3]
-    assert by_name["resnet50-node-gpu02"]["observed"] == {"value": 1.44, "unit": "img/s", "gpus": 1}
+    rail = load(BENCH.parent / "nccl" / "rail-mlx5_1-1.json")["nccl"]["rows"]
+    assert by_name["nccl-rail-mlx5_1-1"]["observed"]["series"]["points"] == [
+        [row["size"], row["out_of_place"]["busbw"]] for row in rail
+    ]
+    for precision in ("fp32", "amp"):
+        sweep = [by_name[f"resnet50-sweep-{n}gpu-{precision}"]["observed"] for n in (1, 2, 3)]
+        assert [observed["gpus"] for observed in sweep] == [1, 2, 3]
+    assert by_name["resnet50-sweep-3gpu-amp"]["observed"] == {"value": 18.09, "unit": "images_per_second", "gpus": 3}
     assert by_name["gpu02__gpu03__mlx5_2"]["threshold"]["line_rate"] == 100.0
     assert "series" not in by_name["srun-nccl"]["observed"]  # no parsed file is named by the gate (slurm/)
 
 
-def test_resnet50_value_is_read_under_its_new_name_too():
+def test_resnet50_node_records_carry_the_gpu_count_of_their_node_file():
+    runs = records.benchmark_run_records(load(BENCH), raw=_raw_of(BENCH.parent))
+    by_name = {record["name"]: record for record in runs}
+    node = load(BENCH.parent / "resnet50" / "gpu02" / "node.json")
+    (amp,) = [run for run in node["runs"] if run["precision"] == "amp"]
+    assert by_name["resnet50-node-gpu02-amp"]["observed"] == {
+        "value": amp["images_per_second"],
+        "unit": "images_per_second",
+        "gpus": amp["gpus"],
+    }
+
+
+@pytest.mark.parametrize("name", ["gbps", "images_per_second"])
+def test_resnet50_value_is_read_under_either_name(name):
+    # The run writes both (images_per_second and, for older readers, gbps); a summary with one of them still reads.
     bench = load(BENCH)
     for result in bench["resnet50"]["results"]:
-        result["images_per_second"] = result.pop("gbps")
+        assert result["gbps"] == result["images_per_second"]
+        result.pop(name)
     runs = records.benchmark_run_records(bench)
-    assert next(r for r in runs if r["name"] == "resnet50-node-gpu01")["observed"]["value"] == 1.1
+    assert next(r for r in runs if r["name"] == "resnet50-node-gpu01-fp32")["observed"]["value"] == 1.22
 
 
 def test_a_node_file_with_the_fleet_comparison_becomes_a_fleet_consistency_record():
@@ -237,7 +305,11 @@ def test_a_node_file_with_the_fleet_comparison_becomes_a_fleet_consistency_recor
     check.update(status="fail", observed={"kernel": {"gpu02": "6.1.0-13"}})
     (record,) = records.fleet_check_records(host_file)
     assert (record["verdict"], record["observed"]["kernel"]) == ("FAIL", "6.1.0-13")
-    assert records.fleet_check_records(load(RUN / "validate" / "validation" / "gpu01.json")) == []
+    # The demo run's own files carry the fleet comparison too: the three lab nodes agree.
+    for host in ("gpu01", "gpu02", "gpu03"):
+        (record,) = records.fleet_check_records(load(RUN / "validate" / "validation" / f"{host}.json"), "run-1")
+        validator("node_check").validate(record)
+        assert (record["node"], record["check"], record["verdict"]) == (host, "fleet_consistency", "PASS")
 
 
 def test_port_attributions_name_the_results_they_rest_on():
