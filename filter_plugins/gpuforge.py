@@ -22,15 +22,16 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_localize
 
 
 def gpuforge_bench_attribution(
-    results, baseline="absolute", min_fraction=0.9, median_fraction=0.5, expected_gbps=None, bisection=None
+    results, baseline="absolute", min_fraction=0.9, median_fraction=0.5, expected=None, bisection=None
 ):
-    """{{ results | gpuforge_bench_attribution(baseline='median') }} -> {results, slow_nodes, ...}."""
+    """{{ results | gpuforge_bench_attribution(baseline='median') }} -> {results, slow_nodes, ...}; each result
+    judged in its own ``unit`` (``value``, ``threshold``, ``expected``)."""
     return attribute_results(
         list(results or []),
         baseline=baseline,
         min_fraction=float(min_fraction),
         median_fraction=float(median_fraction),
-        expected_gbps=None if expected_gbps in (None, "") else float(expected_gbps),
+        expected=None if expected in (None, "") else float(expected),
         bisection=dict(bisection) if bisection else None,
     )
 

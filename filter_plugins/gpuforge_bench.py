@@ -14,9 +14,11 @@ Thresholds (issue 17: thresholds as data, tables in roles/gpuforge/defaults/main
 - gpuforge_bench_nccl_single_threshold: a node's GPU SKU and GPU count -> its single-node busbw floor from
   ``gpuforge_expected_nccl_single_node_busbw`` (only when the run uses exactly the entry's ``gpus``), or {}.
 - gpuforge_bench_attribution_floors: gpuforge_bench_attribution, except that a result carrying its own absolute
-  floor (``min_gbps``) is judged against that floor and names its ``threshold_source``.
+  floor (a number in ``threshold``, in the result's ``unit``) is judged against that floor and names its
+  ``threshold_source``.
 
-Records (no JSON or dicts assembled in Jinja loops):
+Records (no JSON or dicts assembled in Jinja loops). Every summary result names its measurement ``value`` and its
+``unit`` (module_utils/gpuforge_bench_attribution.py: the judged result adds ``threshold`` in that unit):
 
 - gpuforge_bench_nccl_single_result: a node's registered single-node nccl_tests run -> its summary result.
 - gpuforge_bench_fio_targets: the configured file systems and scratch folders -> fio's targets.
@@ -31,10 +33,16 @@ from __future__ import annotations
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_attribution import (
     attribute,
+    check_keys,
     judge_results,
+    unit_of,
 )
 
 MIB = 1 << 20  # perftest's "MB" (ib_write_bw's MB/sec column): 2^20 bytes
+# The units of the summary results built here (the role's Jinja-built ib_write_bw and NCCL entries use Gb/s too).
+NCCL_UNIT = "Gb/s"  # busbw GB/s x 8
+SRUN_NCCL_UNIT = "GB/s busbw"  # nccl-tests' avg_busbw as printed
+IMAGES_UNIT = "images/s"  # ResNet-50 throughput
 NCCL_TABLE = "gpuforge_expected_nccl_single_node_busbw"
 IB_TABLE = "gpuforge_expected_ib_write_bw"
 
@@ -142,10 +150,11 @@ def ib_pair_threshold(
     """What one ib_write_bw pair is judged against.
 
     ``{link_speed, link_speed_from, min_mbps, min_gbps, threshold_source}``: ``min_mbps`` (ib_write_bw's MB/sec,
-    2^20 bytes, the module's ``min_mbps``) and ``min_gbps`` (the same floor in Gb/s, for the attribution) come from
-    the link speed's entry of ``table`` (gpuforge_expected_ib_write_bw: ``min_mib_per_s`` or ``min_gbit_per_s``);
-    both are None where the site set ``expected_gbps`` (gpuforge_bench_ib_expected_gbps, which keeps the
-    fraction-of-line-rate rule) or the link speed has no entry: then ``min_fraction`` of the line rate applies.
+    2^20 bytes, the module's ``min_mbps``) and ``min_gbps`` (the same floor in Gb/s, the pair result's
+    ``threshold`` in summary.json) come from the link speed's entry of ``table`` (gpuforge_expected_ib_write_bw:
+    ``min_mib_per_s`` or ``min_gbit_per_s``); both are None where the site set ``expected_gbps``
+    (gpuforge_bench_ib_expected_gbps, which keeps the fraction-of-line-rate rule) or the link speed has no entry:
+    then ``min_fraction`` of the line rate applies.
     """
     link, origin = _pair_link(pair, links_by_node or {}, link_speeds or {})
     out = {"link_speed": link, "link_speed_from": origin, "min_mbps": None, "min_gbps": None}
@@ -207,8 +216,8 @@ def ib_thresholds(rounds, links_by_node, table, link_speeds=None, min_fraction=0
 
 def nccl_single_threshold(sku, gpus, table: dict | None, sources: dict | None = None) -> dict:
     """The single-node busbw floor of a node whose GPU SKU has an entry and whose run uses exactly that entry's
-    ``gpus``: ``{sku, gpus, min_busbw_gb_per_s, min_gbps, threshold_source}`` (``min_gbps`` = GB/s x 8, the unit the
-    NCCL results are kept in); {} otherwise (the node is compared with the others)."""
+    ``gpus``: ``{sku, gpus, min_busbw_gb_per_s, min_gbps, threshold_source}`` (``min_gbps`` = GB/s x 8, Gb/s, the
+    unit of the NCCL results); {} otherwise (the node is compared with the others)."""
     entry = (table or {}).get(sku) if sku else None
     if not entry:
         return {}
@@ -238,24 +247,26 @@ def _large_busbw(registered: dict):
 
 
 def nccl_single_result(registered: dict | None, node: str, floor: dict | None = None) -> dict:
-    """A node's single-node run (the registered nccl_tests result) -> its summary result, ``gbps`` in Gb/s (busbw
-    GB/s x 8). With a ``floor`` (nccl_single_threshold) the value is the busbw at the largest message size (the
-    module's large_message_busbw check, what the floor is stated for) and the result carries ``min_gbps`` and
-    ``threshold_source``; without one it is the run's average busbw, compared with the other nodes."""
+    """A node's single-node run (the registered nccl_tests result) -> its summary result, ``value`` in Gb/s (busbw
+    GB/s x 8, ``unit`` Gb/s). With a ``floor`` (nccl_single_threshold) the value is the busbw at the largest message
+    size (the module's large_message_busbw check, what the floor is stated for) and the result carries that floor
+    as its ``threshold`` (Gb/s) with ``threshold_source``; without one it is the run's average busbw, compared with
+    the other nodes."""
     registered = registered or {}
     busbw = _large_busbw(registered) if floor else _number((registered.get("nccl") or {}).get("avg_busbw"))
     result = {
         "name": f"nccl-single-{node}",
         "group": "nccl_single",
         "nodes": [node],
-        "gbps": round(busbw * 8, 2) if busbw is not None else None,
+        "value": round(busbw * 8, 2) if busbw is not None else None,
+        "unit": NCCL_UNIT,
         "module_verdict": registered.get("verdict", "fail"),
     }
     if floor:
         result.update(
             busbw_measure="largest message size",
             min_busbw_gb_per_s=floor["min_busbw_gb_per_s"],
-            min_gbps=floor["min_gbps"],
+            threshold=floor["min_gbps"],
             threshold_source=floor["threshold_source"],
         )
     return result
@@ -265,17 +276,18 @@ def nccl_single_result(registered: dict | None, node: str, floor: dict | None = 
 
 
 def _judge_floor(result: dict) -> dict:
-    gbps = _number(result.get("gbps"))
-    floor = round(float(result["min_gbps"]), 2)
-    unit = str(result.get("unit") or "Gb/s")
+    check_keys(result)
+    value = _number(result.get("value"))
+    floor = round(float(result["threshold"]), 2)
+    unit = unit_of(result)
     rule = result.get("threshold_source") or "the result's own floor"
-    entry = {**result, "gbps": gbps, "threshold_gbps": floor}
-    if gbps is None:
+    entry = {**result, "value": value, "unit": unit, "threshold": floor}
+    if value is None:
         entry.update(verdict="failed", reason=result.get("error") or "the run produced no measurement")
-    elif gbps < floor:
-        entry.update(verdict="slow", reason=f"{gbps} {unit} is below {floor} {unit} ({rule})")
+    elif value < floor:
+        entry.update(verdict="slow", reason=f"{value} {unit} is below {floor} {unit} ({rule})")
     else:
-        entry.update(verdict="ok", reason=f"{gbps} {unit} reaches {floor} {unit} ({rule})")
+        entry.update(verdict="ok", reason=f"{value} {unit} reaches {floor} {unit} ({rule})")
     return entry
 
 
@@ -284,20 +296,21 @@ def attribution_floors(
     baseline="absolute",
     min_fraction=0.9,
     median_fraction=0.5,
-    expected_gbps=None,
+    expected=None,
     bisection=None,
 ) -> dict:
-    """gpuforge_bench_attribution where a result with a number in ``min_gbps`` is judged against that floor
-    (reason naming its threshold_source); the others by ``baseline`` among themselves, as that filter does.
-    Same output: {baseline, results (in the input order), slow_nodes, slow_links, summary[, bisection]}."""
+    """gpuforge_bench_attribution where a result with a number in ``threshold`` (its own floor, in its ``unit``) is
+    judged against that floor (reason naming its threshold_source); the others by ``baseline`` among themselves,
+    as that filter does. Same output: {baseline, results (in the input order), slow_nodes, slow_links,
+    summary[, bisection]}."""
     results = [dict(result) for result in results or []]
-    floored = [_number(result.get("min_gbps")) is not None for result in results]
+    floored = [_number(result.get("threshold")) is not None for result in results]
     rest = judge_results(
         [result for result, has in zip(results, floored, strict=True) if not has],
         baseline=str(baseline),
         min_fraction=float(min_fraction),
         median_fraction=float(median_fraction),
-        expected_gbps=_number(expected_gbps),
+        expected=_number(expected),
     )
     others = iter(rest)
     judged = [_judge_floor(result) if has else next(others) for result, has in zip(results, floored, strict=True)]
@@ -354,8 +367,7 @@ def resnet50_node_documents(registered_by_node) -> list:
 def resnet50_results(registered_by_node, sweep, precisions, nodes) -> list:
     """The ResNet-50 summary results: one per node and precision (``resnet50-node-<host>-<precision>``), then one
     per sweep run (``resnet50-sweep-<n>gpu-<precision>``), or one failed ``resnet50-sweep`` when the sweep failed
-    before its first run. ``gbps`` repeats images_per_second because gpuforge_bench_attribution and the records
-    read the value from ``gbps`` whatever it measures."""
+    before its first run. ``value`` is the images/s (``unit`` images/s), also kept as ``images_per_second``."""
     results = []
     for node, registered in (registered_by_node or {}).items():
         registered = registered or {}
@@ -366,9 +378,9 @@ def resnet50_results(registered_by_node, sweep, precisions, nodes) -> list:
                 {
                     "name": f"resnet50-node-{node}-{precision}",
                     "group": f"resnet50_node_{precision}",
-                    "unit": "images_per_second",
+                    "value": value,
+                    "unit": IMAGES_UNIT,
                     "images_per_second": value,
-                    "gbps": value,
                     "precision": precision,
                     "nodes": [node],
                     "module_verdict": run.get("verdict", registered.get("verdict", "fail")),
@@ -382,10 +394,10 @@ def resnet50_results(registered_by_node, sweep, precisions, nodes) -> list:
             {
                 "name": "resnet50-sweep",
                 "group": "resnet50_sweep",
-                "unit": "images_per_second",
+                "value": None,
+                "unit": IMAGES_UNIT,
                 "nodes": list(nodes or []),
                 "images_per_second": None,
-                "gbps": None,
                 "error": sweep.get("msg", "no run"),
             }
         )
@@ -395,11 +407,11 @@ def resnet50_results(registered_by_node, sweep, precisions, nodes) -> list:
             {
                 "name": f"resnet50-sweep-{run.get('gpus')}gpu-{run.get('precision')}",
                 "group": f"resnet50_sweep_{run.get('gpus')}_{run.get('precision')}",
-                "unit": "images_per_second",
+                "value": value,
+                "unit": IMAGES_UNIT,
                 "precision": run.get("precision"),
                 "nodes": list(nodes or []),
                 "images_per_second": value,
-                "gbps": value,
                 "module_verdict": run.get("verdict", "fail"),
             }
         )
@@ -408,7 +420,8 @@ def resnet50_results(registered_by_node, sweep, precisions, nodes) -> list:
 
 def slurm_results(nccl, resnet50, nodes, apptainer_nccl=None, apptainer_image="") -> list:
     """The Slurm-launched runs' summary results: srun-nccl, srun-resnet50 and, with an Apptainer image,
-    srun-apptainer-nccl (``gbps`` repeats ResNet-50's images/s, as for resnet50_results)."""
+    srun-apptainer-nccl: ``value`` in ``unit`` GB/s busbw for the NCCL runs (nccl-tests' average busbw),
+    images/s for ResNet-50 (also kept as ``images_per_second``)."""
     nodes = list(nodes or [])
     nccl = nccl or {}
     resnet50 = resnet50 or {}
@@ -419,17 +432,17 @@ def slurm_results(nccl, resnet50, nodes, apptainer_nccl=None, apptainer_image=""
             "name": "srun-nccl",
             "group": "srun_nccl",
             "nodes": nodes,
-            "unit": "GB/s busbw",
-            "gbps": (nccl.get("nccl") or {}).get("avg_busbw"),
+            "value": (nccl.get("nccl") or {}).get("avg_busbw"),
+            "unit": SRUN_NCCL_UNIT,
             "module_verdict": nccl.get("verdict", "fail"),
         },
         {
             "name": "srun-resnet50",
             "group": "srun_resnet50",
             "nodes": nodes,
-            "unit": "images_per_second",
+            "value": images,
+            "unit": IMAGES_UNIT,
             "images_per_second": images,
-            "gbps": images,
             "module_verdict": resnet50.get("verdict", "fail"),
         },
     ]
@@ -440,8 +453,8 @@ def slurm_results(nccl, resnet50, nodes, apptainer_nccl=None, apptainer_image=""
                 "name": "srun-apptainer-nccl",
                 "group": "srun_apptainer_nccl",
                 "nodes": nodes,
-                "unit": "GB/s busbw",
-                "gbps": (apptainer_nccl.get("nccl") or {}).get("avg_busbw"),
+                "value": (apptainer_nccl.get("nccl") or {}).get("avg_busbw"),
+                "unit": SRUN_NCCL_UNIT,
                 "module_verdict": apptainer_nccl.get("verdict", "fail"),
             }
         )
@@ -482,10 +495,10 @@ def gpuforge_bench_nccl_single_result(registered, node, floor=None):
 
 
 def gpuforge_bench_attribution_floors(
-    results, baseline="absolute", min_fraction=0.9, median_fraction=0.5, expected_gbps=None, bisection=None
+    results, baseline="absolute", min_fraction=0.9, median_fraction=0.5, expected=None, bisection=None
 ):
     """{{ results | gpuforge_bench_attribution_floors(baseline='median') }}."""
-    return attribution_floors(results, baseline, min_fraction, median_fraction, expected_gbps, bisection)
+    return attribution_floors(results, baseline, min_fraction, median_fraction, expected, bisection)
 
 
 def gpuforge_bench_fio_targets(nfs_paths, gpfs_paths=None, scratch_dirs=None, extra_targets=None):

@@ -3,17 +3,21 @@
 Pure functions, stdlib only. A *result* is one measurement that involved one or more nodes:
 
     {"name": "gpu01__gpu02__mlx5_0", "group": "ib_write_bw", "nodes": ["gpu01", "gpu02"],
-     "hca": "mlx5_0", "gbps": 92.1, "expected_gbps": 100}
+     "hca": "mlx5_0", "value": 92.1, "unit": "Gb/s", "expected": 100}
 
-``gbps`` holds the value whatever it measures; ``unit`` (default Gb/s) names it in the reasons, so
-ResNet-50 images/s can be judged the same way.
+``value`` is the measurement in ``unit`` (``Gb/s`` for ib_write_bw pairs and NCCL busbw x 8, ``GB/s busbw`` for
+the Slurm NCCL runs, ``images/s`` for ResNet-50; ``Gb/s`` when a result names none); ``expected`` (the reference
+of the ``absolute`` baseline) and the ``threshold`` a result is judged against are in the same unit. The judged
+result carries ``value``, ``unit``, ``threshold``, ``verdict`` and ``reason`` (``expected`` where it has one), so
+ResNet-50 images/s is judged and reported as images/s. A result still carrying the old generic keys (``gbps``,
+``threshold_gbps``, ``expected_gbps``) is refused.
 
 - ib_write_bw pairs are two-node results (server, client), one per HCA port.
 - NCCL single-node runs are one-node results; the multi-node run is one result with every node.
 
 Each result is judged against a threshold, by one of two baselines:
 
-- ``absolute`` (real hardware): ``expected_gbps * min_fraction`` - the 90 %-of-line-rate rule.
+- ``absolute`` (real hardware): ``expected * min_fraction`` - the 90 %-of-line-rate rule.
 - ``median`` (the lab, whose TCP throughput has no fixed rate): ``median of the group * median_fraction``;
   a result far below its peers is slow. It needs at least three results in a group to mean anything,
   and a majority of fine ones: in a ring of three nodes one degraded node spoils two links of three.
@@ -60,47 +64,76 @@ def _number(value) -> float | None:
         return None
 
 
+DEFAULT_UNIT = "Gb/s"
+# The generic keys of the contract before results named their unit (issue 16): refused, not read.
+RETIRED_KEYS = ("gbps", "threshold_gbps", "expected_gbps")
+
+
+def unit_of(result: dict) -> str:
+    """The unit of a result's ``value`` (and of its ``threshold`` and ``expected``): its ``unit``, else Gb/s."""
+    return str(result.get("unit") or DEFAULT_UNIT)
+
+
+def check_keys(result: dict) -> None:
+    """Refuse a result in the retired shape (``gbps`` for whatever it measured): it would be judged as no value."""
+    retired = [key for key in RETIRED_KEYS if key in result]
+    if retired:
+        raise ValueError(
+            f"benchmark result {result.get('name')!r} carries {', '.join(retired)}: the measurement is 'value' "
+            "in its 'unit', judged against 'threshold' (and 'expected') in that unit"
+        )
+
+
 def judge_results(
     results: list[dict],
     baseline: str = "absolute",
     min_fraction: float = 0.9,
     median_fraction: float = 0.5,
-    expected_gbps: float | None = None,
+    expected: float | None = None,
 ) -> list[dict]:
-    """Each result with threshold_gbps, verdict (ok, slow, failed, unjudged) and reason."""
+    """Each result with value, unit, threshold (in that unit), verdict (ok, slow, failed, unjudged) and reason.
+
+    ``expected``: the reference of baseline ``absolute`` for a result that carries no ``expected`` of its own; the
+    judged result then carries it. A ``threshold`` the input carries is replaced (gpuforge_bench_attribution_floors
+    judges results against their own)."""
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {', '.join(BASELINES)}, got {baseline!r}")
+    for result in results:
+        check_keys(result)
     references: dict[str, float | None] = {}
     if baseline in PEER_REFERENCES:
         groups: dict[str, list[float]] = {}
         for result in results:
-            gbps = _number(result.get("gbps"))
-            if gbps is not None:
-                groups.setdefault(str(result.get("group", "")), []).append(gbps)
+            value = _number(result.get("value"))
+            if value is not None:
+                groups.setdefault(str(result.get("group", "")), []).append(value)
         references = {group: PEER_REFERENCES[baseline](values) for group, values in groups.items()}
     judged = []
     for result in results:
-        gbps = _number(result.get("gbps"))
+        value = _number(result.get("value"))
         group = str(result.get("group", ""))
-        unit = str(result.get("unit") or "Gb/s")  # the value is in "gbps" whatever it measures (img/s too)
+        unit = unit_of(result)
+        entry = {**result, "value": value, "unit": unit}
         if baseline in PEER_REFERENCES:
             reference = references.get(group)
             threshold = None if reference is None else round(reference * median_fraction, 2)
             rule = f"{median_fraction:.0%} of the {baseline} of {group or 'all results'} ({reference} {unit})"
         else:
-            reference = _number(result.get("expected_gbps"))
-            reference = expected_gbps if reference is None else reference
+            reference = _number(result.get("expected"))
+            reference = expected if reference is None else reference
             threshold = None if reference is None else round(reference * min_fraction, 2)
             rule = f"{min_fraction:.0%} of the expected {reference} {unit}"
-        entry = {**result, "gbps": gbps, "threshold_gbps": threshold}
-        if gbps is None:
+            if reference is not None:
+                entry["expected"] = reference
+        entry["threshold"] = threshold
+        if value is None:
             entry.update(verdict="failed", reason=result.get("error") or "the run produced no measurement")
         elif threshold is None:
-            entry.update(verdict="unjudged", reason="no threshold: set an expected rate")
-        elif gbps < threshold:
-            entry.update(verdict="slow", reason=f"{gbps} {unit} is below {threshold} {unit} ({rule})")
+            entry.update(verdict="unjudged", reason="no threshold: set an expected value")
+        elif value < threshold:
+            entry.update(verdict="slow", reason=f"{value} {unit} is below {threshold} {unit} ({rule})")
         else:
-            entry.update(verdict="ok", reason=f"{gbps} {unit} reaches {threshold} {unit} ({rule})")
+            entry.update(verdict="ok", reason=f"{value} {unit} reaches {threshold} {unit} ({rule})")
         judged.append(entry)
     return judged
 
@@ -259,14 +292,14 @@ def attribute_results(
     baseline: str = "absolute",
     min_fraction: float = 0.9,
     median_fraction: float = 0.5,
-    expected_gbps: float | None = None,
+    expected: float | None = None,
     bisection: dict | None = None,
 ) -> dict:
     """Judge results and attribute the slow ones: {results, slow_nodes, slow_links, summary, baseline}.
 
     ``bisection``: the NCCL bisection's conclusion (``gpuforge_localize.next_probe``), kept as ``bisection``;
     the node it names is a slow node."""
-    judged = judge_results(results, baseline, min_fraction, median_fraction, expected_gbps)
+    judged = judge_results(results, baseline, min_fraction, median_fraction, expected)
     out = {"baseline": baseline, "results": judged, **attribute(judged, bisection)}
     if bisection:
         out["bisection"] = bisection

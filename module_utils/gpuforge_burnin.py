@@ -6,9 +6,9 @@ A round is one run of playbooks/burnin.yml: nccl-tests and ib_write_bw (playbook
 ib_write_bw, with the InfiniBand port error counters read before and after them) and DCGM diagnostics level 3
 (playbooks/tasks/validate_dcgm.yml). What a round leaves in ``<run_dir>/burnin/round-<n>/``:
 
-* ``bench/<bench run>/summary.json`` - the benchmark summary (playbooks/tasks/bench_summary.yml): per result
-  ``name``, ``nodes``, ``gbps``, ``verdict`` (ok / slow / failed / unjudged), ``hca`` for ib_write_bw pairs, and
-  the ``slow_nodes`` the attribution names;
+* ``bench/<bench run>/summary.json`` - the benchmark summary (roles/gpuforge_bench/tasks/summary.yml): per result
+  ``name``, ``nodes``, ``value`` in its ``unit`` (Gb/s for both), ``verdict`` (ok / slow / failed / unjudged),
+  ``hca`` for ib_write_bw pairs, and the ``slow_nodes`` the attribution names;
 * ``counters/<host>.json`` - ``{node, before, after, max_growth, errors}``: perfquery PortCounters per port
   (``<hca>/<port>``) before and after the benchmarks (library/ib_port_counters.py) and the growth limits;
 * ``dcgm/<host>.json`` - ``{node, level, status, detail, check}``: status pass / warn / fail / skipped (DCGM not
@@ -112,29 +112,43 @@ def _results(bench_summary, benchmark):
     return [r for r in results or [] if isinstance(r, dict)]
 
 
+def _gbit(result):
+    """A result's ``value`` in Gb/s, from its ``unit``: Gb/s as it is, GB/s (``GB/s busbw``) x 8; None for another
+    unit or no value (the round keeps Gb/s, whatever unit the summary names)."""
+    value = _number(result.get("value"))
+    unit = str(result.get("unit") or "")
+    if value is None:
+        return None
+    if unit == "Gb/s":
+        return value
+    if unit.split(" ", 1)[0] == "GB/s":
+        return round(value * 8, 4)
+    return None
+
+
 def _nccl(bench_summary, node):
-    """{busbw_gbps: the node's single-node run or None, runs: {name: gbps} of every nccl run naming it}."""
+    """{busbw_gbps: the node's single-node run or None, runs: {name: Gb/s} of every nccl run naming it}."""
     runs, single = {}, None
     for result in _results(bench_summary, "nccl"):
         nodes = result.get("nodes") or []
         if node not in nodes:
             continue
         name = str(result.get("name"))
-        runs[name] = _number(result.get("gbps"))
+        runs[name] = _gbit(result)
         if nodes == [node] and result.get("group") == "nccl_single":
-            single = _number(result.get("gbps"))
+            single = _gbit(result)
     return {"busbw_gbps": single, "runs": runs}
 
 
 def _ib_write_bw(bench_summary, node):
-    """{hca: {gbps: best of the node's pairs on that rail, pairs: {pair name: gbps}}}."""
+    """{hca: {gbps: best of the node's pairs on that rail, pairs: {pair name: Gb/s}}}."""
     rails: dict = {}
     for result in _results(bench_summary, "ib_write_bw"):
         if node not in (result.get("nodes") or []):
             continue
         hca = str(result.get("hca") or "?")
         rail = rails.setdefault(hca, {"gbps": None, "pairs": {}})
-        value = _number(result.get("gbps"))
+        value = _gbit(result)
         rail["pairs"][str(result.get("name"))] = value
         if value is not None and (rail["gbps"] is None or value > rail["gbps"]):
             rail["gbps"] = value

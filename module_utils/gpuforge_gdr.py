@@ -28,6 +28,7 @@ import re
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import numa_affinity
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import (
     boolean,
     integer,
@@ -76,17 +77,7 @@ _SYSTEM = record(
                 extra=True,
             )
         ),
-        "numa_affinity": list_of(
-            record(
-                {
-                    "gpus": list_of(integer(minimum=0)),
-                    "hcas": list_of(string(numbers=True, nonempty=True)),
-                    "numa": integer(minimum=0),
-                },
-                required=("gpus", "numa"),
-                extra=True,
-            )
-        ),
+        "numa_affinity": numa_affinity(extra=True),
         "peermem": boolean(),
     },
     extra=True,

@@ -37,7 +37,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_pcie imp
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import judge_link_flaps
 
-__all__ = ["CHECK_NAMES", "EXPECTED", "check_expected", "judge_node", "summarize"]
+__all__ = ["CHECK_NAMES", "EXPECTED", "check_expected", "judge_node", "numa_affinity", "summarize"]
 
 CHECK_NAMES = (
     "nvidia_smi_readable",
@@ -98,6 +98,24 @@ SAME_SOCKET_CODES = ("PIX", "PXB", "PHB", "NODE")
 
 LINK_LAYERS = ("InfiniBand", "Ethernet")  # as ibstat prints them
 
+
+def numa_affinity(extra=False):
+    """The kind of an expected system's numa_affinity: a list of NUMA groups, each with its GPU indexes
+    (required), its HCA names and its NUMA node (required). extra=True keeps keys a group adds, unchecked
+    (gpuforge_gdr reads the system entry leniently); otherwise such a key is refused, which catches typos."""
+    return list_of(
+        record(
+            {
+                "gpus": list_of(integer(minimum=0)),
+                "hcas": list_of(string(numbers=True, nonempty=True)),
+                "numa": integer(minimum=0),
+            },
+            required=("gpus", "numa"),
+            extra=extra,
+        )
+    )
+
+
 _PORT = record(
     {
         "port": integer(minimum=1),
@@ -140,16 +158,7 @@ EXPECTED = record(
         "nvswitch": boolean(),
         "pcie_aer_correctable_max": integer(minimum=0),
         "pcie_aer_uncorrectable_max": integer(minimum=0),
-        "numa_affinity": list_of(
-            record(
-                {
-                    "gpus": list_of(integer(minimum=0)),
-                    "hcas": list_of(string(numbers=True, nonempty=True)),
-                    "numa": integer(minimum=0),
-                },
-                required=("gpus", "numa"),
-            )
-        ),
+        "numa_affinity": numa_affinity(),
     },
     extra=True,
 )

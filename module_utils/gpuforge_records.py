@@ -5,7 +5,7 @@ Five kinds, one verdict vocabulary (PASS / WARN / FAIL / UNKNOWN):
 * ``node_check``     one check of one node: a ``checks[]`` entry of ``validation/<host>.json``
                      (playbooks/validate.yml from ``gpu_node_check``);
 * ``benchmark_run``  one benchmark gate: a ``results[]`` entry of ``bench/<run>/summary.json``
-                     (playbooks/tasks/bench_summary.yml through the ``gpuforge_bench_attribution`` filter; fio
+                     (roles/gpuforge_bench/tasks/summary.yml through the ``gpuforge_bench_attribution`` filter; fio
                      and p2p through ``gpuforge_bench_judged``, module_utils/gpuforge_bench_gates.py);
 * ``attribution``    a node or link the attribution names as slow (``slow_nodes`` / ``slow_links`` there);
 * ``stage_result``   one stage of a CLI run: a ``stages[]`` entry of ``<run-id>/summary.json``;
@@ -226,14 +226,20 @@ def _raw_observed(benchmark, name, document, at):
     return {}
 
 
+# The generic keys of summary.json results before each result named its unit (issue 16): refused, not guessed at.
+_RETIRED_KEYS = ("gbps", "threshold_gbps", "expected_gbps")
+
+
 def _value(result, at):
-    """The measured value: ``value`` (fio and p2p results, whose ``unit`` names it), ``gbps`` (the playbooks'
-    name for it, images/s for ResNet-50) or ``images_per_second`` (the name ResNet-50 results move to)."""
-    if "value" in result:
-        return _get(result, "value", _NUMBER, at)
-    if "images_per_second" in result:
-        return _get(result, "images_per_second", (int, float, type(None)), at)
-    return _get(result, "gbps", (int, float, type(None)), at)
+    """The measured value, ``value``, in the result's ``unit`` (every benchmark: schemas/bench-summary.schema.json).
+    A result in the retired shape (``gbps`` for whatever it measured, ResNet-50 images/s included) is refused."""
+    retired = [key for key in _RETIRED_KEYS if key in result]
+    if retired:
+        raise RecordError(
+            f"{at}: {', '.join(map(repr, retired))} of a summary.json written before results named their unit; "
+            "it now holds 'value', 'unit' and 'threshold' (rerun the benchmark)"
+        )
+    return _get(result, "value", _NUMBER, at)
 
 
 def benchmark_run_records(bench_summary: dict, run_id=None, raw=None) -> list:
@@ -250,9 +256,8 @@ def benchmark_run_records(bench_summary: dict, run_id=None, raw=None) -> list:
             at = f"summary.json {benchmark}.results[{index}]"
             name = _get(result, "name", str, at)
             value = _value(result, at)
-            judged = "threshold" in result  # fio and p2p (gpuforge_bench_gates): threshold, op, threshold_source
-            threshold = _get(result, "threshold" if judged else "threshold_gbps", _NUMBER, at)
-            unit = _get(result, "unit", str, at) if judged else result.get("unit") or "Gb/s"
+            threshold = _get(result, "threshold", _NUMBER, at)
+            unit = _get(result, "unit", str, at)
             reason = _get(result, "reason", str, at)
             observed = {"value": value, "unit": unit}
             for key, types in _EXTRA_OBSERVED.get(benchmark, {}).items():
@@ -265,7 +270,7 @@ def benchmark_run_records(bench_summary: dict, run_id=None, raw=None) -> list:
             limits = {
                 "value": threshold,
                 "unit": unit,
-                "op": _get(result, "op", str, at) if judged else ">=",
+                "op": _get(result, "op", str, at) if "op" in result else ">=",
                 "baseline": baseline,
                 "source": _get(result, "threshold_source", str, at) if "threshold_source" in result else BENCH_SOURCE,
             }

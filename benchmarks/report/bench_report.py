@@ -134,20 +134,24 @@ def _nccl_rows(peak: float) -> list:
     return rows
 
 
-def _gate(name, group, nodes, value, threshold, verdict, unit=None, **extra) -> dict:
-    reason = f"{value} reaches {threshold}" if verdict == "ok" else f"{value} is below {threshold}"
+def _gate(name, group, nodes, value, threshold, verdict, unit="Gb/s", **extra) -> dict:
+    """One summary.json result: value and threshold in unit (schemas/bench-summary.schema.json)."""
+    reason = (
+        f"{value} {unit} reaches {threshold} {unit}"
+        if verdict == "ok"
+        else f"{value} {unit} is below {threshold} {unit}"
+    )
     entry = {
         "name": name,
         "group": group,
         "nodes": nodes,
-        "gbps": value,
-        "threshold_gbps": threshold,
+        "value": value,
+        "unit": unit,
+        "threshold": threshold,
         "module_verdict": "ok" if verdict == "ok" else "fail",
         "verdict": verdict,
         "reason": reason,
     }
-    if unit:
-        entry["unit"] = unit
     entry.update(extra)
     return entry
 
@@ -172,28 +176,29 @@ def bench_summary(nodes: list[str], rails: list[str], pairs_mode: str, rng: rand
     else:
         pairs = list(zip(nodes, nodes[1:] + nodes[:1], strict=True))
     ib = []
+    line = {"expected": 100, "line_rate_gbps": 100}  # an EDR port: the line rate in Gb/s, the unit of the pairs
     failed_pair = (nodes[3], nodes[4], rails[-1])
     for rail in rails:
         for server, client in pairs:
             name = f"{server}__{client}__{rail}"
             if (server, client, rail) == failed_pair:
-                ib.append(_gate(name, "ib_write_bw", [server, client], None, 45.0, "failed", hca=rail,
-                                line_rate_gbps=100, error=f"{rail} port 1 is not Active on {client}"))  # fmt: skip
+                ib.append(_gate(name, "ib_write_bw", [server, client], None, 45.0, "failed", hca=rail, **line,
+                                error=f"{rail} port 1 is not Active on {client}"))  # fmt: skip
                 continue
             value = round(rng.uniform(5, 20) if slow in (server, client) else rng.uniform(88, 97), 2)
             verdict = "slow" if value < 45.0 else "ok"
-            ib.append(_gate(name, "ib_write_bw", [server, client], value, 45.0, verdict, hca=rail, line_rate_gbps=100))
+            ib.append(_gate(name, "ib_write_bw", [server, client], value, 45.0, verdict, hca=rail, **line))
     resnet = []
     for node in nodes:
         value = round(rng.uniform(2700, 2900), 1)
         raw[f"resnet50/{node}/node.json"] = {"kind": "resnet50_node", "host": node, "gpus": 8}
-        resnet.append(_gate(f"resnet50-node-{node}", "resnet50_node", [node], value, 1400.0, "ok", unit="img/s"))
+        resnet.append(_gate(f"resnet50-node-{node}", "resnet50_node", [node], value, 1400.0, "ok", unit="images/s"))
     sweep = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
     raw["resnet50/sweep.json"] = {"kind": "resnet50_sweep", "runs": [{"gpus": gpus} for gpus in sweep]}
     for gpus in sweep:
         value = round(355.0 * gpus * (0.97 ** (gpus.bit_length() - 1)), 1)
         resnet.append(
-            _gate(f"resnet50-sweep-{gpus}gpu", f"resnet50_sweep_{gpus}", nodes, value, value / 2, "ok", unit="img/s")
+            _gate(f"resnet50-sweep-{gpus}gpu", f"resnet50_sweep_{gpus}", nodes, value, value / 2, "ok", unit="images/s")
         )
     fio, p2p = fio_and_p2p(nodes, rng)
     summary = {
@@ -279,13 +284,13 @@ def burnin_run(nodes: list[str], rails: list[str], rounds: int, rng: random.Rand
     for number in range(1, rounds + 1):
         factor = 0.6 if number >= 4 else 1.0
         nccl = [
-            {"name": f"nccl-single-{n}", "group": "nccl_single", "nodes": [n], "verdict": "ok",
-             "gbps": round(rng.uniform(180, 200) * (factor if n == slows else 1.0), 2)}
+            {"name": f"nccl-single-{n}", "group": "nccl_single", "nodes": [n], "verdict": "ok", "unit": "Gb/s",
+             "value": round(rng.uniform(180, 200) * (factor if n == slows else 1.0), 2)}
             for n in nodes
         ]  # fmt: skip
         ib = [
             {"name": f"{a}__{b}__{rail}", "group": "ib_write_bw", "nodes": [a, b], "hca": rail, "verdict": "ok",
-             "gbps": round(rng.uniform(88, 97) * (factor if slows in (a, b) else 1.0), 2)}
+             "unit": "Gb/s", "value": round(rng.uniform(88, 97) * (factor if slows in (a, b) else 1.0), 2)}
             for rail in rails
             for a, b in pairs
         ]  # fmt: skip

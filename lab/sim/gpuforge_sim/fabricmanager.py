@@ -12,8 +12,8 @@ driver installed".
 
 Faults (lab/profiles/SCHEMA.md): `fabric_manager_down` makes the daemon exit 1 on an NVSwitch system, so systemd
 reports nvidia-fabricmanager failed (not active) and, as on a real HGX/DGX whose fabric manager did not start, the
-GPUs' fabric state stays "In Progress" (the lab's nvidia-smi). `sxid`: when the daemon brings the fabric up, the
-simulated NVSwitch driver logs the fault's SXid lines in the kernel log (gpuforge_sim.nvswitch, once per boot).
+GPUs' fabric state stays "In Progress" (the lab's nvidia-smi). The `sxid` fault is not the daemon's: the NVSwitch
+driver logs SXids in the kernel log whether or not the fabric manager runs (simkernel.py, at boot).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import signal
 import sys
 import time
 
-from gpuforge_sim import driver_state, nvswitch
+from gpuforge_sim import driver_state
 from gpuforge_sim.hardware import faults_of, lib_dir, load_hardware
 
 NO_NVSWITCH = (
@@ -84,7 +84,6 @@ def main(argv: list[str] | None = None, out=None, err=None, serve: bool = True) 
         _log(message)
         return 1
     _log(f"Fabric Manager version {version} is running with the following configuration options")
-    nvswitch.log_sxids(hw)
     _log(f"Successfully configured all the available GPUs and NVSwitches to route NVLink traffic ({hw.get('name')})")
     if not serve:
         return 0

@@ -55,8 +55,12 @@ class Repository:
     url: str
 
 
-def _run(command: list[str], **kwargs) -> subprocess.CompletedProcess:
-    env = dict(os.environ, GNUPGHOME=str(GNUPG_HOME), LC_ALL="C")
+# Timestamp of every file the lab packages (2023-11-14T22:13:20Z): any fixed value makes builds reproducible.
+REPRODUCIBLE_EPOCH = 1_700_000_000
+
+
+def _run(command: list[str], extra_env: dict | None = None, **kwargs) -> subprocess.CompletedProcess:
+    env = dict(os.environ, GNUPGHOME=str(GNUPG_HOME), LC_ALL="C", **(extra_env or {}))
     proc = subprocess.run(command, capture_output=True, env=env, check=False, **kwargs)
     if proc.returncode != 0:
         raise MirrorError(f"{' '.join(command[:3])} failed: {proc.stderr.decode(errors='replace').strip()}")
@@ -252,7 +256,13 @@ def build_deb(package: dict, staging: Path, output: Path) -> Path:
     # Debian's file naming leaves the epoch out (dpkg-name(1)): datacenter-gpu-manager_3.3.5_amd64.deb for 1:3.3.5.
     file_version = package["version"].split(":", 1)[-1]
     deb = output / f"{package['name']}_{file_version}_{package.get('architecture', 'amd64')}.deb"
-    _run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(staging), str(deb)])
+    # Reproducible: the same inputs give the same bytes at every `lab prepare` (dpkg-deb(1): SOURCE_DATE_EPOCH is the
+    # ar members' time and clamps the tar entries' mtimes). A package rebuilt with a new timestamp has a new
+    # sha256, and a converged node's get_url then reports a change that is the lab's, not the role's.
+    _run(
+        ["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(staging), str(deb)],
+        extra_env={"SOURCE_DATE_EPOCH": str(REPRODUCIBLE_EPOCH)},
+    )
     return deb
 
 

@@ -294,6 +294,27 @@ def _validate_fault(fault: dict, i: int, profile: dict, c: _Checker) -> None:
     _validate_ib_health_fault(kind, fault, field, profile, c)
     _validate_pcie_fault(kind, fault, field, profile, c)
     _validate_acceptance_fault(kind, fault, field, c)
+    _validate_nvswitch_fault(kind, fault, field, profile, c)
+
+
+def _validate_nvswitch_fault(kind: str, fault: dict, field: str, profile: dict, c: _Checker) -> None:
+    """Parameters of the sxid fault (SCHEMA.md): an NVSwitch's index and PCI address, a positive SXid code, its
+    Fatal/Non-fatal class and the link it names, on an NVSwitch system."""
+    if kind != "sxid":
+        return
+    if not (profile.get("system") or {}).get("nvswitch"):
+        c.fail(field, f"sxid needs an NVSwitch system (system.nvswitch: true), not {profile['name']}")
+    for key, minimum in (("switch", 0), ("code", 1), ("link", 0)):
+        value = fault.get(key, minimum)
+        if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+            what = "a positive integer SXid code" if key == "code" else f"a non-negative integer {key} number"
+            c.fail(f"{field}.{key}", f"must be {what}, got {value!r}")
+    if not isinstance(fault["pci"], str) or not HCA_BUS_RE.match(fault["pci"]):
+        c.fail(f"{field}.pci", f"{fault['pci']!r} is not a PCI address such as 0000:c1:00.0")
+    if not isinstance(fault["fatal"], bool):
+        c.fail(f"{field}.fatal", f"must be true or false, got {fault['fatal']!r}")
+    if "message" in fault and (not isinstance(fault["message"], str) or not fault["message"].strip()):
+        c.fail(f"{field}.message", "must be a non-empty string: the SXid's error description")
 
 
 def _validate_acceptance_fault(kind: str, fault: dict, field: str, c: _Checker) -> None:

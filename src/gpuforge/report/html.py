@@ -94,6 +94,21 @@ def _detail(pairs) -> str:
     return f'<dl class="detail">{rows}</dl>'
 
 
+def _matrix_cell(verdict: str, data: dict, title: str = "", detail: str = "", label=None, classes: str = "") -> str:
+    """One cell of a node matrix (node x check, node x round, DCGM per round), coloured by ``verdict`` (``NONE``:
+    nothing recorded). ``data``: its ``data-*`` attributes, in order. With a ``detail`` (what the cell folds: a
+    ``_detail`` list) the cell is a ``<details>`` under the verdict's mark (or ``label``), ``title`` on its summary;
+    without one it is plain, ``title`` on the cell and ``label`` its text."""
+    attributes = f'class="c v-{verdict}{classes}"' + "".join(
+        f' data-{key}="{escape(str(value))}"' for key, value in data.items()
+    )
+    tip = f' title="{escape(title)}"' if title else ""
+    if not detail:
+        return f"<td {attributes}{tip}>{'' if label is None else escape(str(label))}</td>"
+    text = _MARK[verdict] if label is None else escape(str(label))
+    return f'<td {attributes}><details class="cell"><summary{tip}>{text}</summary>{detail}</details></td>'
+
+
 def _check_detail(record) -> str:
     return _detail(
         [
@@ -226,35 +241,30 @@ def matrix_section(data: ReportData) -> str:
         for name in columns:
             record = cells.get((node, name))
             if record is None:
-                parts.append(
-                    f'<td class="c v-NONE" data-check="{escape(name)}" '
-                    f'title="{escape(node)} {escape(name)}: not run"></td>'
-                )
+                parts.append(_matrix_cell("NONE", {"check": name}, f"{node} {name}: not run"))
                 continue
             verdict = record["verdict"]
-            consequence = " consequence" if record.get("caused_by") else ""
-            attributes = f'class="c v-{verdict}{consequence}" data-check="{escape(name)}" data-verdict="{verdict}"'
-            if verdict == "PASS":
-                parts.append(f'<td {attributes} title="{escape(node)} {escape(name)}: PASS"></td>')
-            else:
-                parts.append(
-                    f'<td {attributes}><details class="cell"><summary title="{escape(node)} {escape(name)}: '
-                    f'{verdict}">{_MARK[verdict]}</summary>{_check_detail(record)}</details></td>'
+            parts.append(
+                _matrix_cell(
+                    verdict,
+                    {"check": name, "verdict": verdict},
+                    f"{node} {name}: {verdict}",
+                    _check_detail(record) if verdict != "PASS" else "",
+                    classes=" consequence" if record.get("caused_by") else "",
                 )
+            )
         if data.burnin:
             parts.append(_burnin_cell(data, node))
         if with_bench:
             verdict, reasons = _bench_cell(entry)
-            if verdict == "PASS":
-                parts.append('<td class="c v-PASS" data-check="benchmarks" data-verdict="PASS"></td>')
-            else:
-                detail = _detail(
+            detail = (
+                _detail(
                     [(reason["verdict"], f"{reason['what']}. {reason.get('remedy') or ''}") for reason in reasons[:10]]
                 )
-                parts.append(
-                    f'<td class="c v-{verdict}" data-check="benchmarks" data-verdict="{verdict}"><details class="cell">'
-                    f"<summary>{_MARK[verdict]}</summary>{detail}</details></td>"
-                )
+                if verdict != "PASS"
+                else ""
+            )
+            parts.append(_matrix_cell(verdict, {"check": "benchmarks", "verdict": verdict}, detail=detail))
         parts.append("</tr>")
         rows.append("".join(parts))
     return f'<div class="matrix-wrap"><table id="matrix">{"".join(rows)}</table></div>'
@@ -264,17 +274,16 @@ def _burnin_cell(data: ReportData, node: str) -> str:
     """The node's burn-in column in the node x check matrix: the trend verdict over all rounds."""
     trend = data.burnin.trend.get(node)
     if trend is None:
-        return '<td class="c v-NONE" data-check="burn-in" title="not in the burn-in"></td>'
+        return _matrix_cell("NONE", {"check": "burn-in"}, "not in the burn-in")
     verdict = trend["verdict"]
-    if verdict == "PASS":
-        return '<td class="c v-PASS" data-check="burn-in" data-verdict="PASS"></td>'
-    detail = _detail(
-        [("trend", verdict), *(("reason", reason) for reason in trend["reasons"]), ("remedy", trend.get("remedy"))]
+    detail = (
+        _detail(
+            [("trend", verdict), *(("reason", reason) for reason in trend["reasons"]), ("remedy", trend.get("remedy"))]
+        )
+        if verdict != "PASS"
+        else ""
     )
-    return (
-        f'<td class="c v-{verdict}" data-check="burn-in" data-verdict="{verdict}"><details class="cell">'
-        f"<summary>{_MARK[verdict]}</summary>{detail}</details></td>"
-    )
+    return _matrix_cell(verdict, {"check": "burn-in", "verdict": verdict}, detail=detail)
 
 
 # -- benchmarks -------------------------------------------------------------------------------------------------
@@ -555,19 +564,17 @@ def burnin_matrix(view) -> str:
         for number in rounds:
             record = view.cell(node, number)
             if record is None:
-                parts.append(
-                    f'<td class="c v-NONE" data-round="{number}" title="{escape(node)} round {number}: no record"></td>'
-                )
+                parts.append(_matrix_cell("NONE", {"round": number}, f"{node} round {number}: no record"))
                 continue
             verdict = record["verdict"]
-            attributes = f'class="c v-{verdict}" data-round="{number}" data-verdict="{verdict}"'
-            if verdict == "PASS":
-                parts.append(f'<td {attributes} title="{escape(node)} round {number}: PASS"></td>')
-            else:
-                parts.append(
-                    f'<td {attributes}><details class="cell"><summary title="{escape(node)} round {number}: '
-                    f'{verdict}">{_MARK[verdict]}</summary>{_round_detail(record)}</details></td>'
+            parts.append(
+                _matrix_cell(
+                    verdict,
+                    {"round": number, "verdict": verdict},
+                    f"{node} round {number}: {verdict}",
+                    _round_detail(record) if verdict != "PASS" else "",
                 )
+            )
         rows.append("".join(parts) + "</tr>")
     return f'<div class="matrix-wrap"><table id="burnin-matrix">{"".join(rows)}</table></div>'
 
@@ -633,21 +640,24 @@ def burnin_dcgm(view) -> str:
         for number in rounds:
             record = view.cell(node, number)
             if record is None:
-                parts.append(f'<td class="c v-NONE" data-round="{number}"></td>')
+                parts.append(_matrix_cell("NONE", {"round": number}))
                 continue
             dcgm = record["dcgm"]
-            status, verdict = dcgm["status"], DCGM_VERDICT[dcgm["status"]]
-            attributes = f'class="c v-{verdict}" data-round="{number}" data-status="{escape(status)}"'
-            title = f"{node} round {number}: DCGM level {dcgm['level']} {status}"
-            if status == "pass" or not dcgm["detail"]:
-                parts.append(f'<td {attributes} title="{escape(title)}">{escape(status)}</td>')
-            else:
-                parts.append(
-                    f'<td {attributes}><details class="cell"><summary title="{escape(title)}">'
-                    f"{escape(status)}</summary>"
-                    f"{_detail([('DCGM level', dcgm['level']), ('status', status), ('detail', dcgm['detail'])])}"
-                    "</details></td>"
+            status = dcgm["status"]
+            detail = (
+                _detail([("DCGM level", dcgm["level"]), ("status", status), ("detail", dcgm["detail"])])
+                if status != "pass" and dcgm["detail"]
+                else ""
+            )
+            parts.append(
+                _matrix_cell(
+                    DCGM_VERDICT[status],
+                    {"round": number, "status": status},
+                    f"{node} round {number}: DCGM level {dcgm['level']} {status}",
+                    detail,
+                    label=status,
                 )
+            )
         rows.append("".join(parts) + "</tr>")
     return f'<div class="matrix-wrap"><table id="burnin-dcgm">{"".join(rows)}</table></div>'
 

@@ -22,7 +22,7 @@ from gpuforge import burnin, cli
 
 ROOT = Path(__file__).resolve().parents[3]
 BENCH = (
-    ROOT / "tests" / "fixtures" / "records" / "demo-run" / "benchmark" / "bench" / "20261126T122754Z" / "summary.json"
+    ROOT / "tests" / "fixtures" / "records" / "demo-run" / "benchmark" / "bench" / "20261126T151133Z" / "summary.json"
 )
 PERFQUERY = ROOT / "tests" / "fixtures" / "perfquery" / "infiniband-diags_issue16_rhel75_perfquery_x.txt"
 SCHEMA = json.loads((ROOT / "schemas" / "burnin-round.schema.json").read_text(encoding="utf-8"))
@@ -34,17 +34,17 @@ ROUND_S = 600.0
 def single_nccl(node: str) -> float:
     """The node's single-node NCCL busbw in the lab run (nccl-single-<node>)."""
     bench = json.loads(BENCH.read_text(encoding="utf-8"))
-    (gbps,) = [r["gbps"] for r in bench["nccl"]["results"] if r["name"] == f"nccl-single-{node}"]
-    return gbps
+    (value,) = [r["value"] for r in bench["nccl"]["results"] if r["name"] == f"nccl-single-{node}"]
+    return value
 
 
 def healthy_bench(bench_id: str) -> dict:
     bench = json.loads(BENCH.read_text(encoding="utf-8"))
     bench["run_id"] = bench_id
-    bench["ib_write_bw"]["results"] = [r for r in bench["ib_write_bw"]["results"] if r["gbps"] is not None]
+    bench["ib_write_bw"]["results"] = [r for r in bench["ib_write_bw"]["results"] if r["value"] is not None]
     for result in bench["ib_write_bw"]["results"]:
         if "gpu02" in result["nodes"]:
-            result["gbps"] = 12.5
+            result["value"] = 12.5
         result.update(verdict="ok", reason="healthy round")
     bench["ib_write_bw"]["slow_nodes"] = []
     return bench
@@ -78,7 +78,7 @@ class FakeRound:
         if fault.get("slow"):
             for result in bench["nccl"]["results"]:
                 if result["nodes"] == [fault["slow"]]:
-                    result["gbps"] = round(result["gbps"] * 0.6, 2)
+                    result["value"] = round(result["value"] * 0.6, 2)
         (round_dir / "bench" / bench_id).mkdir(parents=True)
         (round_dir / "bench" / bench_id / "summary.json").write_text(json.dumps(bench))
         (round_dir / "counters").mkdir()
@@ -209,7 +209,7 @@ def test_rounds_repeat_until_the_duration_is_spent(tmp_path):
     assert round_lines[0].startswith(
         f"round 1: 10m00s rc 0: gpu01 PASS [ctr+0 nccl {single_nccl('gpu01'):g} dcgm pass]"
     )
-    assert single_nccl("gpu01") == 7.88
+    assert single_nccl("gpu01") == 5.82
     assert any(line.startswith("NODE") and "COUNTER DELTAS" in line for line in lines)
     assert lines[-2] == "burnin: PASS"
     top = json.loads((run_dir / "summary.json").read_text())
@@ -257,7 +257,7 @@ def test_a_node_that_slowed_down_fails(tmp_path):
     row = next(line for line in lines if line.startswith("gpu03 "))
     before = single_nccl("gpu03")
     assert f"{before:g} -> {round(before * 0.6, 2):g}" in row and "got slower" in row
-    assert "7.95 -> 4.77" in row
+    assert "5.09 -> 3.05" in row
     # the same rounds judged with the lab's fraction pass
     rc, document, *_ = run_burnin(tmp_path / "lab", faults=faults, duration="1h", fraction=0.5)
     assert rc == 0 and document["verdict"] == "PASS"

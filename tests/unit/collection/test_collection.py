@@ -288,3 +288,10 @@ def test_the_execution_environment_pins_what_the_project_pins():
     tarball = f"gpuforge-cluster-{GALAXY['version']}.tar.gz"
     assert [item["src"] for item in ee["additional_build_files"]] == [f"dist/{tarball}"]
     assert any(tarball in step for step in ee["additional_build_steps"]["append_galaxy"])
+
+
+def test_the_collection_readme_lists_every_module():
+    """Galaxy shows the README: a module missing from its list is a module a user does not find."""
+    readme = (TREE / "README.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"`([a-z0-9_]+)`", readme.split("- Modules", 1)[1].split("- Filters", 1)[0]))
+    assert listed == set(MODULES), f"missing: {sorted(set(MODULES) - listed)}, stale: {sorted(listed - set(MODULES))}"

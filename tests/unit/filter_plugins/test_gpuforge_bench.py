@@ -89,14 +89,15 @@ def test_edr_old_fraction_passed_10729_mb_per_s_and_the_table_fails_it():
         "group": "ib_write_bw",
         "nodes": ["a", "b"],
         "rail": "mlx5_0/1",
-        "gbps": round(bench.mib_to_gbit_per_s(10729), 2),
-        "expected_gbps": 100,
+        "value": round(bench.mib_to_gbit_per_s(10729), 2),
+        "unit": "Gb/s",
+        "expected": 100,
     }
     old = gpuforge_filters.gpuforge_bench_attribution([measured], baseline="absolute", min_fraction=0.9)
     assert old["results"][0]["verdict"] == "ok"
-    floored = {**measured, "min_gbps": threshold["min_gbps"], "threshold_source": threshold["threshold_source"]}
+    floored = {**measured, "threshold": threshold["min_gbps"], "threshold_source": threshold["threshold_source"]}
     new = bench.attribution_floors([floored], baseline="absolute", min_fraction=0.9)
-    assert (new["results"][0]["verdict"], new["results"][0]["threshold_gbps"]) == ("slow", 92.27)
+    assert (new["results"][0]["verdict"], new["results"][0]["threshold"]) == ("slow", 92.27)
     assert "IBM Redpaper REDP-5610" in new["results"][0]["reason"]
 
 
@@ -131,9 +132,9 @@ def test_a_link_speed_without_an_entry_keeps_the_fraction_of_line_rate():
         "no gpuforge_expected_ib_write_bw entry for 100GbE"
     )
     # No floor: the pair is judged as before, 0.9 of its expected rate.
-    result = {"name": "p", "group": "ib_write_bw", "nodes": ["a", "b"], "gbps": 89.0, "expected_gbps": 100}
+    result = {"name": "p", "group": "ib_write_bw", "nodes": ["a", "b"], "value": 89.0, "unit": "Gb/s", "expected": 100}
     judged = bench.attribution_floors([result], baseline="absolute", min_fraction=0.9)["results"][0]
-    assert (judged["verdict"], judged["threshold_gbps"]) == ("slow", 90.0)
+    assert (judged["verdict"], judged["threshold"]) == ("slow", 90.0)
 
 
 def test_the_site_expected_rate_overrides_the_table():
@@ -254,17 +255,23 @@ def test_the_single_result_holds_the_largest_message_busbw_against_a_floor_else_
         "H100-80GB-HBM3", 8, NCCL_TABLE, SOURCES["gpuforge_expected_nccl_single_node_busbw"]
     )
     judged = bench.nccl_single_result(_nccl_registered(120.0, 470.5), "gpu01", floor)
-    assert (judged["gbps"], judged["min_gbps"], judged["min_busbw_gb_per_s"]) == (3764.0, 3680, 460)
+    assert (judged["value"], judged["unit"], judged["threshold"], judged["min_busbw_gb_per_s"]) == (
+        3764.0,
+        "Gb/s",
+        3680,
+        460,
+    )
     assert judged["busbw_measure"] == "largest message size"
     plain = bench.nccl_single_result(_nccl_registered(1.25), "gpu02", {})
     assert plain == {
         "name": "nccl-single-gpu02",
         "group": "nccl_single",
         "nodes": ["gpu02"],
-        "gbps": 10.0,
+        "value": 10.0,
+        "unit": "Gb/s",
         "module_verdict": "ok",
     }
-    assert bench.nccl_single_result({}, "gpu03", floor)["gbps"] is None
+    assert bench.nccl_single_result({}, "gpu03", floor)["value"] is None
 
 
 def test_floored_singles_are_judged_by_their_floor_the_others_against_each_other():
@@ -288,14 +295,15 @@ def test_floored_singles_are_judged_by_their_floor_the_others_against_each_other
         "nccl-single-v100-3": "slow",
     }
     slow = {result["name"]: result for result in summary["results"]}["nccl-single-a100-2"]
-    assert (slow["gbps"], slow["threshold_gbps"]) == (1600.0, 1824.0)
+    assert (slow["value"], slow["unit"], slow["threshold"]) == (1600.0, "Gb/s", 1824.0)
+    assert slow["reason"].startswith("1600.0 Gb/s is below 1824.0 Gb/s (Azure/azurehpc-health-checks")
     assert "conf/nd96asr_v4.conf" in slow["reason"]
     assert [node["node"] for node in summary["slow_nodes"]] == ["a100-2", "v100-3"]
 
 
 def test_without_floors_the_judgement_is_gpuforge_bench_attribution():
     results = [
-        {"name": f"p{i}", "group": "ib_write_bw", "nodes": [f"n{i}", f"n{i + 1}"], "gbps": gbps}
+        {"name": f"p{i}", "group": "ib_write_bw", "nodes": [f"n{i}", f"n{i + 1}"], "value": gbps, "unit": "Gb/s"}
         for i, gbps in enumerate([5.0, 4.8, 0.01, 5.2])
     ]
     for baseline in ("median", "best"):
@@ -319,10 +327,11 @@ def test_floored_results_become_valid_records_naming_their_source():
         "nodes": ["a", "b"],
         "hca": "mlx5_0",
         "rail": "mlx5_0/1",
-        "gbps": 150.0,
-        "expected_gbps": 200,
+        "value": 150.0,
+        "unit": "Gb/s",
+        "expected": 200,
         "line_rate_gbps": 200,
-        "min_gbps": threshold["min_gbps"],
+        "threshold": threshold["min_gbps"],
         "threshold_source": threshold["threshold_source"],
     }
     summary = {
@@ -354,7 +363,11 @@ def _pair_entry_floor(baseline: str, threshold: dict):
 
 def test_ib_pair_keeps_the_floor_under_the_absolute_baseline_only():
     threshold = {"min_gbps": 92.27, "min_mbps": 11000, "threshold_source": "IBM", "link_speed": "EDR"}
-    assert _pair_entry_floor("absolute", threshold) == {"min_gbps": 92.27, "min_mbps": 11000, "threshold_source": "IBM"}
+    assert _pair_entry_floor("absolute", threshold) == {
+        "threshold": 92.27,
+        "min_mbps": 11000,
+        "threshold_source": "IBM",
+    }
     assert _pair_entry_floor("best", threshold) == {}
     assert _pair_entry_floor("absolute", {**threshold, "min_gbps": None, "min_mbps": None}) == {}
 
@@ -385,10 +398,26 @@ def test_summary_yml_judges_ib_and_nccl_results_with_their_floors():
     facts = _task("summary.yml", "Attribute slow nodes and links")["ansible.builtin.set_fact"]["gpuforge_bench_summary"]
     results = {
         "ib_write_bw": [
-            {"name": "p", "group": "ib_write_bw", "nodes": ["a", "b"], "gbps": 91.0, "expected_gbps": 100},
-            {"name": "q", "group": "ib_write_bw", "nodes": ["a", "c"], "gbps": 91.0, "min_gbps": 92.27},
+            {"name": "p", "group": "ib_write_bw", "nodes": ["a", "b"], "value": 91.0, "unit": "Gb/s", "expected": 100},
+            {
+                "name": "q",
+                "group": "ib_write_bw",
+                "nodes": ["a", "c"],
+                "value": 91.0,
+                "unit": "Gb/s",
+                "threshold": 92.27,
+            },
         ],
-        "nccl": [{"name": "nccl-single-a", "group": "nccl_single", "nodes": ["a"], "gbps": 1800.0, "min_gbps": 1824}],
+        "nccl": [
+            {
+                "name": "nccl-single-a",
+                "group": "nccl_single",
+                "nodes": ["a"],
+                "value": 1800.0,
+                "unit": "Gb/s",
+                "threshold": 1824,
+            }
+        ],
     }
     variables = {
         "results": results,
@@ -420,7 +449,7 @@ def test_resnet50_results_one_per_node_and_precision_then_the_sweep():
         "gpu02": {"failed": True, "msg": "no venv", "verdict": "fail"},
     }
     results = bench.resnet50_results(registered, {"msg": "bad hosts"}, ["fp32", "amp"], ["gpu01", "gpu02"])
-    assert [(r["name"], r["gbps"], r.get("module_verdict"), r["error"]) for r in results] == [
+    assert [(r["name"], r["value"], r.get("module_verdict"), r["error"]) for r in results] == [
         ("resnet50-node-gpu01-fp32", 10.0, "ok", None),
         ("resnet50-node-gpu01-amp", None, "ok", None),
         ("resnet50-node-gpu02-fp32", None, "fail", "no venv"),
@@ -438,9 +467,149 @@ def test_slurm_results_add_the_apptainer_run_only_with_an_image():
     nccl = {"verdict": "ok", "nccl": {"avg_busbw": 1.5}}
     resnet = {"verdict": "ok", "runs": [{"resnet50": {"total_imgs_per_sec": 9}}]}
     bare = bench.slurm_results(nccl, resnet, ["a", "b"])
-    assert [(r["name"], r["gbps"]) for r in bare] == [("srun-nccl", 1.5), ("srun-resnet50", 9)]
+    assert [(r["name"], r["value"], r["unit"]) for r in bare] == [
+        ("srun-nccl", 1.5, "GB/s busbw"),
+        ("srun-resnet50", 9, "images/s"),
+    ]
     with_image = bench.slurm_results(nccl, resnet, ["a", "b"], {"verdict": "ok", "nccl": {"avg_busbw": 1.4}}, "/x.sif")
-    assert [(r["name"], r["gbps"]) for r in with_image][-1] == ("srun-apptainer-nccl", 1.4)
+    assert [(r["name"], r["value"], r["unit"]) for r in with_image][-1] == ("srun-apptainer-nccl", 1.4, "GB/s busbw")
+
+
+# --- summary.json: every result in its own unit (issue 16, schemas/bench-summary.schema.json) -----------------
+
+SUMMARY_SCHEMA = json.loads((ROOT / "schemas" / "bench-summary.schema.json").read_text(encoding="utf-8"))
+RETIRED = {"gbps", "threshold_gbps", "expected_gbps"}
+
+
+def _ib_pair_results(baseline: str, threshold: dict) -> list:
+    """The role's ib_write_bw entries ("Keep the round's results", ib_pair.yml): one measured pair, one inactive."""
+    task = _task("ib_pair.yml", "Keep the round's results")
+    measured = {"observed_gbps": 86.5, "observed": 10312.0, "status": "fail", "remedy": "check the port"}
+    results = []
+    for run, name, client in ((True, "a__b__mlx5_0", "b"), (False, "a__c__mlx5_0", "c")):
+        item = {
+            "name": name, "server": "a", "client": client, "hca": "mlx5_0", "port": 1, "rail": "mlx5_0/1",
+            "round": 1, "run": run, "inactive": [] if run else [client], "line_rate_gbps": 100, "threshold": threshold,
+        }  # fmt: skip
+        variables = {
+            **task["vars"],
+            "item": item,
+            "hostvars": {client: {"gpuforge_bench_ib_client": {"verdict": measured}}},
+            "gpuforge_bench_results": {},
+            "gpuforge_bench_ib_baseline": baseline,
+        }
+        results += _render(task["ansible.builtin.set_fact"]["gpuforge_bench_results"], variables)["ib_write_bw"]
+    return results
+
+
+def _nccl_multi_results() -> list:
+    """The role's all-node and per-rail NCCL entries ("Keep the results of the all-node and per-rail runs")."""
+    task = _task("nccl.yml", "Keep the results of the all-node and per-rail runs")
+    results = []
+    for registered, kind in (
+        ({"item": "ib", "verdict": "ok", "nccl": {"avg_busbw": 11.5}}, "multi"),
+        ({"item": "mlx5_0/1", "verdict": "ok", "nccl": {"avg_busbw": 10.25}}, "rail"),
+        ({"item": "tcp", "verdict": "fail", "nccl": None}, "multi"),
+    ):
+        variables = {
+            **task["vars"],
+            "item": [registered, kind],
+            "ansible_play_hosts": ["a", "b", "c"],
+            "gpuforge_bench_nccl_rail_mode": "ib",
+            "gpuforge_bench_results": {},
+        }
+        results += _render(task["ansible.builtin.set_fact"]["gpuforge_bench_results"], variables)["nccl"]
+    return results
+
+
+def _role_summary(site_gates_run, baseline="absolute") -> dict:
+    """summary.yml's gpuforge_bench_summary, rendered over results the role's filters and task expressions built."""
+    gates = json.loads(next(site_gates_run.glob("bench/*/summary.json")).read_text(encoding="utf-8"))
+    edr = {"link_speed": "EDR", "min_mbps": 11000, "min_gbps": 92.27, "threshold_source": "IBM Redpaper REDP-5610"}
+    floor = bench.nccl_single_threshold(
+        "A100-SXM4-80GB", 8, NCCL_TABLE, SOURCES["gpuforge_expected_nccl_single_node_busbw"]
+    )
+    registered = {
+        "a": {"verdict": "ok", "runs": [{"precision": "fp32", "images_per_second": 1.22, "verdict": "ok"}]},
+        "b": {"verdict": "ok", "runs": [{"precision": "fp32", "images_per_second": 2.6, "verdict": "ok"}]},
+        "c": {"verdict": "ok", "runs": [{"precision": "fp32", "images_per_second": 2.5, "verdict": "ok"}]},
+    }
+    sweep = {"runs": [{"gpus": 1, "precision": "fp32", "images_per_second": 2.5, "verdict": "ok"}]}
+    slurm_nccl = {"verdict": "ok", "nccl": {"avg_busbw": 1.5}}
+    slurm_resnet = {"verdict": "ok", "runs": [{"resnet50": {"total_imgs_per_sec": 9.0}}]}
+    results = {
+        "ib_write_bw": _ib_pair_results(baseline, edr),
+        "nccl": [
+            bench.nccl_single_result(_nccl_registered(90.0, 230.0), "a", floor),
+            bench.nccl_single_result(_nccl_registered(1.25), "b", {}),
+            bench.nccl_single_result(_nccl_registered(1.5), "c", {}),
+            *_nccl_multi_results(),
+        ],
+        "resnet50": bench.resnet50_results(registered, sweep, ["fp32"], ["a", "b", "c"]),
+        "slurm": bench.slurm_results(slurm_nccl, slurm_resnet, ["a", "b", "c"], slurm_nccl, "/x.sif"),
+        "fio": gates["fio"]["results"],
+        "p2p": gates["p2p"]["results"],
+    }
+    facts = _task("summary.yml", "Attribute slow nodes and links")["ansible.builtin.set_fact"]
+    variables = {
+        "results": results,
+        "gpuforge_bench_run_id": "20261126T000000Z",
+        "gpuforge_bench_netem_node": "",
+        "gpuforge_bench_ib_baseline": baseline,
+        "gpuforge_bench_ib_min_fraction": 0.9,
+        "gpuforge_bench_ib_median_fraction": 0.5,
+        "gpuforge_bench_nccl_median_fraction": 0.5,
+        "gpuforge_bench_resnet50_median_fraction": 0.5,
+        "ansible_play_hosts": ["a", "b", "c"],
+        "hostvars": {"a": {}},
+    }
+    return _render(facts, variables)["gpuforge_bench_summary"]
+
+
+@pytest.mark.parametrize("baseline", ["absolute", "best"])
+def test_the_role_summary_is_valid_and_every_result_names_its_unit(site_gates_run, baseline):
+    summary = json.loads(json.dumps(_role_summary(site_gates_run, baseline)))  # what to_nice_json writes
+    jsonschema.Draft202012Validator(SUMMARY_SCHEMA).validate(summary)
+    blocks = ("ib_write_bw", "nccl", "resnet50", "slurm", "fio", "p2p")
+    every = [result for block in blocks for result in summary[block]["results"]]
+    assert not [result["name"] for result in every if RETIRED & set(result)]
+    units = {block: sorted({result["unit"] for result in summary[block]["results"]}) for block in blocks}
+    assert units == {
+        "ib_write_bw": ["Gb/s"],
+        "nccl": ["Gb/s"],
+        "resnet50": ["images/s"],
+        "slurm": ["GB/s busbw", "images/s"],
+        "fio": ["IOPS", "MiB/s"],
+        "p2p": ["GB/s"],
+    }
+    pair = summary["ib_write_bw"]["results"][0]
+    assert (pair["value"], pair["unit"], pair["expected"], pair["line_rate_gbps"]) == (86.5, "Gb/s", 100, 100)
+    if baseline == "absolute":  # the EDR floor of the table, in Gb/s like the value
+        assert (pair["threshold"], pair["min_mbps"], pair["verdict"]) == (92.27, 11000, "slow")
+        assert pair["reason"] == "86.5 Gb/s is below 92.27 Gb/s (IBM Redpaper REDP-5610)"
+    else:
+        assert "min_mbps" not in pair and pair["threshold"] == 43.25
+    assert summary["ib_write_bw"]["results"][1]["verdict"] == "failed"  # the inactive pair: no value
+    multi = {result["name"]: result for result in summary["nccl"]["results"]}
+    assert (multi["nccl-multi-ib"]["value"], multi["nccl-rail-mlx5_0-1"]["value"]) == (92.0, 82.0)
+    assert multi["nccl-multi-tcp"]["value"] is None
+
+
+def test_a_resnet50_summary_result_is_in_images_per_second_not_gbps(site_gates_run):
+    resnet50 = {r["name"]: r for r in _role_summary(site_gates_run)["resnet50"]["results"]}
+    slow = resnet50["resnet50-node-a-fp32"]
+    assert (slow["value"], slow["unit"], slow["images_per_second"], slow["threshold"]) == (1.22, "images/s", 1.22, 1.25)
+    assert "gbps" not in slow and "threshold_gbps" not in slow
+    assert (
+        slow["reason"]
+        == "1.22 images/s is below 1.25 images/s (50% of the median of resnet50_node_fp32 (2.5 images/s))"
+    )
+    srun = {r["name"]: r for r in _role_summary(site_gates_run)["slurm"]["results"]}["srun-resnet50"]
+    assert (srun["value"], srun["unit"], srun["reason"]) == (
+        9.0,
+        "images/s",
+        "9.0 images/s reaches 4.5 images/s (50% of the median of srun_resnet50 (9.0 images/s))",
+    )
 
 
 # --- no JSON built by Jinja, no lab fault injection in production --------------------------------------------

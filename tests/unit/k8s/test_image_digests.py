@@ -3,6 +3,7 @@
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from gpuforge import k8s_verify
@@ -40,15 +41,35 @@ def test_every_pinned_image_has_a_sourced_digest_or_a_documented_exception():
         assert DIGEST.match(entry["digest"]), reference
         # The source names a repository file and the commit it was read at.
         assert COMMIT.search(entry["source"]), reference
+        assert set(entry) <= {"digest", "source", "rendered", "note"}, reference
+        # A digest recorded but not rendered says why.
+        if entry.get("rendered", True) is not True:
+            assert entry["rendered"] is False and len(entry["note"]) > 40, reference
     for reference, reason in EXCEPTIONS.items():
         assert isinstance(reason, str) and len(reason) > 40, reference
 
 
-def test_the_device_plugin_renders_with_its_recorded_digest(dgx1_k8s):
-    ds = dgx1_k8s.get("DaemonSet", "nvidia-device-plugin-daemonset", "kube-system")
+@pytest.mark.parametrize(
+    ("daemonset", "tag_reference"),
+    [
+        ("nvidia-device-plugin-daemonset", "nvcr.io/nvidia/k8s-device-plugin:v0.17.1"),
+        ("rdma-shared-dp-ds", "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.3"),
+    ],
+)
+def test_images_with_a_recorded_digest_render_with_it(dgx1_k8s, daemonset, tag_reference):
+    ds = dgx1_k8s.get("DaemonSet", daemonset, "kube-system")
     image = ds["spec"]["template"]["spec"]["containers"][0]["image"]
     reference, digest = image.split("@")
-    assert DIGESTS[reference]["digest"] == digest
+    assert reference == tag_reference
+    assert DIGESTS[reference]["digest"] == digest and DIGESTS[reference].get("rendered", True) is True
+
+
+def test_every_digest_the_k8s_roles_would_append_is_rendered():
+    """rendered: false is only for the NicClusterPolicy, whose CRD names images by repository/image/version."""
+    operators = yaml.safe_load((ROOT / "roles/openshift_gpu_operators/defaults/main.yml").read_text())
+    pin = operators["openshift_gpu_operators_rdma_plugin"]
+    nic_cluster_policy = {f"{pin['repository']}/{pin['image']}:{pin['version']}"}
+    assert {ref for ref, entry in DIGESTS.items() if entry.get("rendered") is False} <= nic_cluster_policy
 
 
 def test_images_without_a_recorded_digest_render_by_tag(dgx1_k8s):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+import yaml
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_k8s_structural import (
     check_object,
     crd_json_schema,
@@ -14,7 +15,8 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_k8s_stru
 )
 from conftest import load, run_scenario
 
-SCHEMAS = Path(__file__).resolve().parents[3] / "schemas" / "crds"
+ROOT = Path(__file__).resolve().parents[3]
+SCHEMAS = ROOT / "schemas" / "crds"
 OPERATORS = {
     "gpuforge_k8s_gpu_stack": "operators",
     "openshift_gpu_operators_nfd": {
@@ -71,6 +73,28 @@ def test_nic_cluster_policy_rdma_config_comes_from_the_facts(ocp):
         ("shared_ib3", ["ib3"]),
     ]
     assert spec["ofedDriver"]["image"] == "doca-driver"
+
+
+def test_nic_cluster_policy_images_are_the_network_operator_v25_1_0_versions_by_tag(ocp):
+    """NVIDIA's image table for Network Operator v25.1.0 lists doca-driver 25.01-0.6.0.0-0 and the RDMA shared
+    device plugin v1.5.2; the plugin's digest is recorded (not rendered: the CRD takes repository/image/version)."""
+    spec = ocp.get("NicClusterPolicy", "nic-cluster-policy")["spec"]
+    ofed, rdma = spec["ofedDriver"], spec["rdmaSharedDevicePlugin"]
+    assert (ofed["repository"], ofed["image"], ofed["version"]) == (
+        "nvcr.io/nvidia/mellanox",
+        "doca-driver",
+        "25.01-0.6.0.0-0",
+    )
+    assert (rdma["repository"], rdma["image"], rdma["version"]) == (
+        "ghcr.io/mellanox",
+        "k8s-rdma-shared-dev-plugin",
+        "v1.5.2",
+    )
+    common = yaml.safe_load((ROOT / "roles/k8s_addons_common/defaults/main.yml").read_text(encoding="utf-8"))
+    entry = common["k8s_addons_common_image_digests"]["ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.2"]
+    assert entry["rendered"] is False and not rdma["version"].startswith("sha256:")
+    sub = ocp.get("Subscription", "nvidia-network-operator", "nvidia-network-operator")
+    assert (sub["spec"]["channel"], sub["spec"]["startingCSV"]) == ("v25.1", "nvidia-network-operator.v25.1.0")
 
 
 def test_machineconfig_raises_the_crio_memlock_limit(ocp):

@@ -27,7 +27,12 @@ def test_daemonset_mounts_the_config_and_selects_rdma_nodes(dgx1_k8s):
     ds = dgx1_k8s.get("DaemonSet", "rdma-shared-dp-ds", "kube-system")
     pod = ds["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"gpuforge.io/rdma": "true"}
-    assert pod["containers"][0]["image"] == "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.3"
+    # The tag, and the digest gpuforge recorded for it with its source (k8s_addons_common_image_digests: the
+    # certified Network Operator 25.4.0 bundle's rdma-shared-device-plugin image).
+    assert pod["containers"][0]["image"] == (
+        "ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.3"
+        "@sha256:1eb5ab7f4b6f0cf89c954cf7ac8eb2e6fb2290a4f5f57417136a5302f20b12c8"
+    )
     config_volume = next(v for v in pod["volumes"] if v["name"] == "config")
     assert config_volume["configMap"] == {
         "name": "rdma-devices",

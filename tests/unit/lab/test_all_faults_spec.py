@@ -71,7 +71,6 @@ NO_GDR_PROFILES = {"vsphere-t4-vgpu-roce", "supermicro-4029gp-v100"}
 
 def _judge(tmp_path, monkeypatch, node):
     sim = SimNode(tmp_path, monkeypatch, node.profile, node.faults)
-    # the fabric manager first: the simulated NVSwitch driver logs SXids when it brings the fabric up
     fabric_manager = sim.fabric_manager()
     log = sim.dmesg()
     smi = sim.nvidia_smi_facts()

@@ -5,48 +5,22 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
-import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perftest import parse_perftest_bw
 from gpuforge_sim import ib_write_bw
+from ib_sim_helpers import free_port, loopback
 
 from gpuforge.lab.profiles import hardware_document, load_profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
 from node_sim_helpers import SimNode
 
-SIM_PATH = Path(__file__).resolve().parents[3] / "lab" / "sim"
 DGX1 = "dgx1-v100-edr"
 # perftest's lines when ibv_reg_mr refuses the GPU buffer (linux-rdma/perftest issue #31).
 MR_LINES = "Couldn't allocate MR\nfailed to create mr\nFailed to create MR\n Couldn't create IB resources\n"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def loopback(device: str, args: list[str]):
-    """A server and a client of the simulator on this node, same device, the client connecting to 127.0.0.1."""
-    port = str(_free_port())
-    env = {**os.environ, "PYTHONPATH": str(SIM_PATH), "GPUFORGE_LAB_PERFTEST_TIMEOUT": "20"}
-    command = [sys.executable, "-m", "gpuforge_sim.ib_write_bw", "-d", device, "-p", port, "-F", *args]
-    server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        client = subprocess.run([*command, "127.0.0.1"], env=env, capture_output=True, text=True, timeout=30)
-        out, err = server.communicate(timeout=30)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-    return subprocess.CompletedProcess(server.args, server.returncode, out, err), client
-
 
 GPU_RUN = ["-s", "8388608", "-n", "20", "--report_gbits"]
 
@@ -77,7 +51,7 @@ def test_gdr_unavailable_fails_like_perftest_on_both_ends(tmp_path, monkeypatch,
         assert "Waiting for client" not in captured.out
     # another HCA registers GPU memory: its server waits for a client
     monkeypatch.setenv("GPUFORGE_LAB_PERFTEST_TIMEOUT", "0.2")
-    assert ib_write_bw.main(["-d", "mlx5_1", "-p", str(_free_port()), "--use_cuda=2"]) == 1
+    assert ib_write_bw.main(["-d", "mlx5_1", "-p", str(free_port()), "--use_cuda=2"]) == 1
     assert "Waiting for client to connect" in capsys.readouterr().out
 
 

@@ -2,52 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perftest import parse_perftest_bw
 from gpuforge_sim import ib_write_bw
-from ib_sim_helpers import run_tool, write_hardware
+from ib_sim_helpers import free_port, loopback, run_tool, write_hardware
 
-SIM_PATH = Path(__file__).resolve().parents[3] / "lab" / "sim"
 DGX1 = "dgx1-v100-edr"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _pair(args: list[str], env_extra: dict | None = None) -> tuple[subprocess.CompletedProcess, ...]:
-    """Run a server and a client of the simulator as two processes on 127.0.0.1."""
-    port = str(_free_port())
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(SIM_PATH),
-        "GPUFORGE_LAB_PERFTEST_TIMEOUT": "20",
-        **(env_extra or {}),
-    }
-    command = [sys.executable, "-m", "gpuforge_sim.ib_write_bw", "-d", "mlx5_0", "-p", port, "-F", *args]
-    server = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        client = subprocess.run([*command, "127.0.0.1"], env=env, capture_output=True, text=True, timeout=30)
-        out, err = server.communicate(timeout=30)
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait()
-    return subprocess.CompletedProcess(server.args, server.returncode, out, err), client
 
 
 def test_duration_run_moves_real_data(tmp_path, monkeypatch):
     write_hardware(tmp_path, monkeypatch, DGX1)
-    server, client = _pair(["-D", "1", "--report_gbits"])
+    server, client = loopback("mlx5_0", ["-D", "1", "--report_gbits"])
     assert (server.returncode, client.returncode) == (0, 0), server.stderr + client.stderr
     srv, cli = parse_perftest_bw(server.stdout), parse_perftest_bw(client.stdout)
     assert cli["bw_unit"] == srv["bw_unit"] == "Gb/sec"
@@ -72,7 +39,7 @@ def test_rate_fault_caps_the_result(tmp_path, monkeypatch):
     write_hardware(
         tmp_path, monkeypatch, DGX1, [{"type": "ib_port_rate", "hca": "mlx5_0", "port": 1, "rate_gbps": 2.5}]
     )
-    _server, client = _pair(["-n", "3000", "-q", "2"])
+    _server, client = loopback("mlx5_0", ["-n", "3000", "-q", "2"])
     assert client.returncode == 0, client.stderr
     result = parse_perftest_bw(client.stdout)
     assert result["bw_unit"] == "MB/sec"
@@ -95,7 +62,7 @@ def test_port_down_fails_like_perftest(tmp_path, monkeypatch, capsys):
 def test_client_without_server_gives_up(tmp_path, monkeypatch, capsys):
     write_hardware(tmp_path, monkeypatch, DGX1)
     monkeypatch.setattr(ib_write_bw, "CONNECT_RETRY_S", 0.3)
-    port = _free_port()
+    port = free_port()
     started = time.monotonic()
     rc, _out, err = run_tool(ib_write_bw, ["-d", "mlx5_0", "-p", str(port), "127.0.0.1"], capsys)
     assert rc == 1 and time.monotonic() - started < 5
@@ -105,7 +72,7 @@ def test_client_without_server_gives_up(tmp_path, monkeypatch, capsys):
 def test_server_without_client_times_out(tmp_path, monkeypatch, capsys):
     write_hardware(tmp_path, monkeypatch, DGX1)
     monkeypatch.setenv("GPUFORGE_LAB_PERFTEST_TIMEOUT", "0.5")
-    rc, out, err = run_tool(ib_write_bw, ["-d", "mlx5_0", "-p", str(_free_port())], capsys)
+    rc, out, err = run_tool(ib_write_bw, ["-d", "mlx5_0", "-p", str(free_port())], capsys)
     assert rc == 1
     assert "* Waiting for client to connect... *" in out
     assert err == " No client connected within 0.5 s (gpuforge lab timeout)\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import time
 
 import pytest
 
@@ -80,3 +81,16 @@ def test_built_release_directory_and_checksums(tmp_path, packages):
     ]
     listing = subprocess.run(["dpkg-deb", "--contents", str(deb)], capture_output=True, check=True).stdout.decode()
     assert "./usr/bin/apptainer" in listing and "./etc/apptainer/apptainer.conf" in listing
+
+
+def test_a_rebuild_gives_the_same_bytes(tmp_path, packages):
+    """The SHA256SUMS a converged node verified stays true across `lab prepare` runs: the package rebuilt a
+    second later (other file times) has the same sha256, so get_url on the node reports no change."""
+    package = next(p for p in packages if p["name"] == "apptainer" and p["version"] == "1.5.3")
+    digests = []
+    for build in ("one", "two"):
+        (tmp_path / build).mkdir()
+        deb = mirror.build_deb(package, tmp_path / f"stage-{build}", tmp_path / build)
+        digests.append(hashlib.sha256(deb.read_bytes()).hexdigest())
+        time.sleep(1.1)  # dpkg-deb stamps the current second into the archive unless told otherwise
+    assert digests[0] == digests[1]

@@ -85,6 +85,33 @@ def test_bad_fault_named(fault, message):
         hardware_document(load_profile("dgx1-v100-edr"), [fault])
 
 
+SXID = {"type": "sxid", "switch": 3, "pci": "0000:c1:00.0", "code": 20034, "fatal": True, "link": 28}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"code": "20034"}, r"faults\[0\]\.code: must be a positive integer SXid code, got '20034'"),
+        ({"code": 0}, r"faults\[0\]\.code: must be a positive integer SXid code, got 0"),
+        ({"code": True}, r"faults\[0\]\.code: must be a positive integer SXid code, got True"),
+        ({"fatal": "yes"}, r"faults\[0\]\.fatal: must be true or false, got 'yes'"),
+        ({"fatal": 1}, r"faults\[0\]\.fatal: must be true or false, got 1"),
+        ({"switch": -1}, r"faults\[0\]\.switch: must be a non-negative integer switch number, got -1"),
+        ({"link": 2.5}, r"faults\[0\]\.link: must be a non-negative integer link number, got 2\.5"),
+        ({"pci": "c1:00.0"}, r"faults\[0\]\.pci: 'c1:00\.0' is not a PCI address such as 0000:c1:00\.0"),
+        ({"message": ""}, r"faults\[0\]\.message: must be a non-empty string"),
+    ],
+)
+def test_bad_sxid_value_named(change, message):
+    with pytest.raises(ValueError, match=message):
+        hardware_document(load_profile("dgx-h100-ndr"), [{**SXID, **change}])
+
+
+def test_sxid_needs_an_nvswitch_system():
+    with pytest.raises(ValueError, match=r"faults\[0\]: sxid needs an NVSwitch system \(system\.nvswitch: true\)"):
+        hardware_document(load_profile("dgx1-v100-edr"), [SXID])
+
+
 def test_nvswitch_faults_are_accepted_with_their_parameters():
     faults = [
         {"type": "sxid", "switch": 3, "pci": "0000:c1:00.0", "code": 28006, "fatal": False, "link": 46, "message": "m"},

@@ -111,6 +111,27 @@ def test_boot_autoloads_nouveau_unless_blacklisted_and_modules_load_d(kernel):
     assert "NVRM: Xid (PCI:0000:06:00): 79, pid=1234, name=python3, GPU has fallen off the bus." in log
 
 
+SXID_FAULTS = [
+    {"type": "sxid", "switch": 3, "pci": "0000:c1:00.0", "code": 20034, "fatal": True, "link": 28},
+    {"type": "sxid", "switch": 0, "pci": "0000:c2:00.0", "code": 22013, "fatal": False, "link": 4, "message": "x y"},
+]
+
+
+def test_boot_logs_the_sxid_faults_even_with_the_fabric_manager_down(kernel):
+    # The NVSwitch driver logs an SXid when the error happens, whether or not nv-fabricmanager runs.
+    _hardware(kernel, system={"nvswitch": True}, hcas=[], faults=[*SXID_FAULTS, {"type": "fabric_manager_down"}])
+    kernel.boot()
+    lines = (kernel.tmp / "log/kern.log").read_text().splitlines()
+    assert all(line.startswith("[") for line in lines)  # dmesg's "[uptime] " prefix
+    data = "Data {" + ", ".join(["0x00000000"] * 8) + "}"
+    assert [line.split("] ", 1)[1] for line in lines if "SXid" in line] == [
+        "nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 20034, Fatal, Link 28 LTSSM Fault Up",
+        f"nvidia-nvswitch3: SXid (PCI:0000:c1:00.0): 20034, {data}",
+        "nvidia-nvswitch0: SXid (PCI:0000:c2:00.0): 22013, Non-fatal, Link 04 x y",
+        f"nvidia-nvswitch0: SXid (PCI:0000:c2:00.0): 22013, {data}",
+    ]
+
+
 def test_update_initramfs_records_blacklist(kernel):
     (kernel.tmp / "etc/modprobe.d").mkdir()
     (kernel.tmp / "etc/modprobe.d/nouveau.conf").write_text("blacklist nouveau\n")

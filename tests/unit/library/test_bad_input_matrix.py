@@ -37,6 +37,8 @@ from ansible_collections.gpuforge.cluster.plugins.modules import (
     nvidia_smi_facts,
     p2p_bandwidth,
     resnet50_benchmark,
+    selinux_policy_module,
+    selinux_relabel,
     slurm_node_state,
     spectrum_scale_config,
     spectrum_scale_facts,
@@ -67,6 +69,8 @@ MODULES = {
         nvidia_smi_facts,
         p2p_bandwidth,
         resnet50_benchmark,
+        selinux_policy_module,
+        selinux_relabel,
         slurm_node_state,
         spectrum_scale_config,
         spectrum_scale_facts,
@@ -459,6 +463,61 @@ def run_gdr_loopback_bw(ansible_module, tmp_path, change, args=None, check_mode=
     return result, runner
 
 
+# The policy store as Debian 12's semodule -l prints it (tests/fixtures/semodule/SOURCES.md).
+SEMODULE_L = fixture("semodule/debian12_selinux-policy-default_l.txt")
+POLICY_SOURCES = [
+    {"name": "nvidia_container", "source": "policy_module(nvidia_container, 1.0)\n"},
+    {"name": "infiniband", "source": "policy_module(infiniband, 1.0)\n"},
+]
+
+
+def run_selinux_policy_module(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    """The tool output is `semodule -l`; make writes the .pp, semodule -i adds the module to the listing."""
+    listing = change(SEMODULE_L)
+    installed: list = []
+    makefile = tmp_path / "devel" / "Makefile"
+    makefile.parent.mkdir(exist_ok=True)
+    makefile.write_text("# stand-in\n", encoding="ascii")
+    base = {"modules": POLICY_SOURCES, "build_dir": str(tmp_path / "selinux"), "makefile": str(makefile)}
+    args = {**base, **(args or {})}
+
+    def default(argv):
+        if Path(argv[0]).name == "make":  # runs in build_dir
+            (Path(str(args["build_dir"])) / argv[3]).write_bytes(b"pp")
+            return 0, "", ""
+        if argv[1:2] == ["-i"]:
+            installed.append(Path(argv[2]).stem)
+            return 0, "", ""
+        return 0, listing + "".join(f"{module}\n" for module in installed), ""
+
+    runner = Runner(answer or default)
+    paths = paths or bins("semodule", "make", where="/usr/sbin")
+    result = ansible_module(selinux_policy_module, args, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
+# What nvidia-container-cli list prints (lab/sim/gpuforge_sim/nvidia_container_cli.py, driver 535.183.01).
+CONTAINER_CLI_LIST = (
+    "/dev/nvidiactl\n/dev/nvidia-uvm\n/dev/nvidia-uvm-tools\n/dev/nvidia-modeset\n/dev/nvidia0\n"
+    "/usr/bin/nvidia-smi\n/usr/lib/x86_64-linux-gnu/libcuda.so.535.183.01\n/run/nvidia-persistenced/socket\n"
+)
+
+
+def run_selinux_relabel(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    """The tool outputs are nvidia-container-cli's list and restorecon -v's lines."""
+    (tmp_path / "dev").mkdir(exist_ok=True)
+    listing = change(CONTAINER_CLI_LIST)
+    word = "Would relabel" if check_mode else "Relabeled"
+    relabel = change(f"{word} {tmp_path}/dev from system_u:object_r:tmp_t:s0 to system_u:object_r:device_t:s0\n")
+    runner = Runner(
+        answer or (lambda argv: (0, listing if Path(argv[0]).name == "nvidia-container-cli" else relabel, ""))
+    )
+    base = {"paths": [str(tmp_path / "dev")], "hook_files_from_container_cli": True}
+    paths = paths or bins("restorecon", "nvidia-container-cli", where="/usr/sbin")
+    result = ansible_module(selinux_relabel, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
 RUNNERS = {
     "container_gpu_smoke": (run_container_gpu_smoke, ("podman",)),
     "dcgm_diag": (run_dcgm_diag, ("dcgmi",)),
@@ -476,6 +535,8 @@ RUNNERS = {
     "nvidia_smi_facts": (run_nvidia_smi_facts, ("nvidia-smi",)),
     "p2p_bandwidth": (run_p2p_bandwidth, ("p2pBandwidthLatencyTest",)),
     "resnet50_benchmark": (run_resnet50_benchmark, ("ResNet-50", "benchmark output", "GPUs")),
+    "selinux_policy_module": (run_selinux_policy_module, ("semodule",)),
+    "selinux_relabel": (run_selinux_relabel, ("restorecon", "nvidia-container-cli")),
     "slurm_node_state": (run_slurm_node_state, ("scontrol",)),
     "spectrum_scale_config": (run_spectrum_scale_config, ("mmlsconfig",)),
     "spectrum_scale_facts": (run_spectrum_scale_facts, ("mmlscluster",)),
@@ -510,7 +571,7 @@ def test_baseline_runs_clean(ansible_module, tmp_path, module):
 )
 def test_tool_output(ansible_module, tmp_path, capsys, module, family):
     run, names = RUNNERS[module]
-    result, _ = run(ansible_module, tmp_path, OUTPUTS[family])
+    result, runner = run(ansible_module, tmp_path, OUTPUTS[family])
     assert_handled(result, names)
     if module == "k8s_manifest_validate" and family == "empty-output":  # valid, but said out loud
         # ansible-core collects module warnings, or prints them at once when a controller display is already
@@ -523,6 +584,9 @@ def test_tool_output(ansible_module, tmp_path, capsys, module, family):
         if family == "empty-output" or family == "binary-garbage":
             assert checks["lsmod_readable"]["status"] == "fail"
             assert "lsmod" in checks["lsmod_readable"]["fault"]
+    if module == "selinux_policy_module" and family != "truncated-output":  # never installs over an unread store
+        assert result.get("failed") and "from semodule -l on" in result["msg"], result
+        assert [argv for argv in runner.calls if Path(argv[0]).name == "make" or "-i" in argv] == []
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -568,6 +632,8 @@ def _missing_tool_cases():
         ),
         "nvidia_smi_facts": ({}, bins(), None, ("nvidia-smi not found in PATH on", "NVIDIA driver")),
         "resnet50_benchmark": ({}, None, timeout_cannot_start, ("torchrun not found on", "install torch")),
+        "selinux_policy_module": ({}, bins(), None, ("semodule not found in PATH on", "policycoreutils")),
+        "selinux_relabel": ({}, bins(), None, ("restorecon not found in PATH on", "install policycoreutils")),
         "slurm_node_state": ({}, bins(), None, ("scontrol not found in PATH on", "Slurm client")),
         "spectrum_scale_config": (
             {},
@@ -631,6 +697,7 @@ def test_check_mode_writes_nothing(ansible_module, tmp_path, module):
         },
         "slurm_node_state": {"state": "drain", "reason": "gpu 3 xid 79"},
         "spectrum_scale_config": {"settings": {"pagepool": "256G"}},
+        "selinux_policy_module": {"build_dir": str(target / "selinux")},
     }.get(module, {})
     result, runner = run(ansible_module, tmp_path, _unchanged, args, check_mode=True)
     assert_handled(result, names)
@@ -638,6 +705,10 @@ def test_check_mode_writes_nothing(ansible_module, tmp_path, module):
     assert not target.exists(), f"check mode wrote {sorted(target.rglob('*'))}"
     changing = [argv for argv in runner.calls if Path(argv[0]).name in ("modprobe", "mmchconfig", "timeout")]
     changing += [argv for argv in runner.calls if "update" in argv]
+    changing += [
+        argv for argv in runner.calls if Path(argv[0]).name == "make" or argv[:2] == ["/usr/sbin/semodule", "-i"]
+    ]
+    changing += [argv for argv in runner.calls if Path(argv[0]).name == "restorecon" and "-n" not in argv]
     assert changing == [], f"check mode ran {changing}"
 
 
@@ -817,6 +888,36 @@ OPTION_CASES: dict[tuple[str, str], list[Case]] = {
         Case("comma", {"settings": {"pagepool": "1G,2G"}}, "settings.pagepool", "cannot hold ','"),
         Case("empty", {"settings": {"pagepool": ""}}, "settings.pagepool", "must not be empty"),
         Case("list and bool", {"settings": {"verbsPorts": ["mlx5_0/1", "mlx5_1/1"], "verbsRdma": True}}),
+    ],
+    ("selinux_policy_module", "modules"): [
+        Case(
+            "space in name",
+            {"modules": [{"name": "nvidia container", "source": "x"}]},
+            "modules[0].name",
+            "module name",
+        ),
+        Case("name a number", {"modules": [{"name": 5, "source": "x"}]}, "modules[0].name", "got '5'"),
+        Case("name twice", {"modules": [POLICY_SOURCES[0], POLICY_SOURCES[0]]}, "modules[1].name", "a second time"),
+        Case("empty source", {"modules": [{"name": "a", "source": " "}]}, "modules[0].source", "must not be empty"),
+        Case("no source", {"modules": [{"name": "a"}]}, "missing required arguments:", "source found in modules"),
+        Case("misspelt key", {"modules": [{"name": "a", "source": "x", "sorce": "y"}]}, "Unsupported", "modules.sorce"),
+        Case(
+            "variant without a module",
+            {"modules": [{"name": "a", "source": "x", "variants": [{"if_listed": "", "source": "y"}]}]},
+            "modules[0].variants[0].if_listed",
+            "module name",
+        ),
+        Case("no module", {"modules": []}, "modules", "at least one"),
+        Case("both forms", {"name": "a", "source": "x"}, "parameters are mutually exclusive:", "name|modules"),
+        Case("relative build_dir", {"build_dir": "selinux"}, "build_dir", "absolute path"),
+        Case("dotted name", {"modules": [{"name": "gpu.forge-1", "source": "policy_module(gpu.forge-1, 1.0)\n"}]}),
+    ],
+    ("selinux_relabel", "paths"): [
+        Case("relative", {"paths": ["dev"]}, "paths[0]", "absolute path"),
+        Case("empty string", {"paths": ["/dev", ""]}, "paths[1]", "absolute path"),
+        Case("list of lists", {"paths": [["/dev"]]}, "paths[0]", "absolute path"),
+        Case("comma string (-e)", {"paths": "/tmp,/var/tmp"}),
+        Case("bool word", {"hook_files_from_container_cli": "maybe"}, "argument 'hook_files_from_container_cli'"),
     ],
 }
 

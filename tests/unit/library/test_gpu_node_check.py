@@ -31,15 +31,25 @@ def run_module(ansible_module):
     return run
 
 
-def test_runs_lsmod_and_dmesg_and_finds_xid_and_peermem(tmp_path, monkeypatch, run_module):
-    faults = [{"type": "peermem_load_failure"}, {"type": "xid", "gpu": 2, "code": 48, "message": "DBE"}]
-    node = SimNode(tmp_path, monkeypatch, "dgx1-v100-edr", faults)
+def node_args(node: SimNode, system: str, **extra) -> dict:
+    """gpu_node_check's arguments for a SimNode of this expected system: its facts, lsmod and kernel log and the
+    spec validate.yml hands the module; extra adds or replaces options (None leaves one out: the module runs the
+    command, lsmod or dmesg, itself)."""
     args = {
         "nvidia_smi": node.nvidia_smi_facts(),
         "infiniband": node.infiniband_facts(),
-        "expected": expected_for("dgx1-v100-edr"),
-        "sysfs_root": lspci.sysfs_root(),
+        "lsmod": node.lsmod(),
+        "kernel_log": node.dmesg(),
+        "expected": expected_for(system),
+        **extra,
     }
+    return {name: value for name, value in args.items() if value is not None}
+
+
+def test_runs_lsmod_and_dmesg_and_finds_xid_and_peermem(tmp_path, monkeypatch, run_module):
+    faults = [{"type": "peermem_load_failure"}, {"type": "xid", "gpu": 2, "code": 48, "message": "DBE"}]
+    node = SimNode(tmp_path, monkeypatch, "dgx1-v100-edr", faults)
+    args = node_args(node, "dgx1-v100-edr", lsmod=None, kernel_log=None, sysfs_root=lspci.sysfs_root())
     answers = {
         "/usr/sbin/lsmod": (0, node.lsmod(), ""),
         "/usr/bin/dmesg": (0, node.dmesg(), ""),
@@ -62,15 +72,7 @@ def test_runs_lsmod_and_dmesg_and_finds_xid_and_peermem(tmp_path, monkeypatch, r
 
 def test_given_text_is_used_without_running_commands(tmp_path, monkeypatch, run_module):
     node = SimNode(tmp_path, monkeypatch, "poweredge-c4140-v100")
-    args = {
-        "nvidia_smi": node.nvidia_smi_facts(),
-        "infiniband": node.infiniband_facts(),
-        "lsmod": node.lsmod(),
-        "kernel_log": node.dmesg(),
-        "lspci": lspci_output("-vvv"),
-        "sysfs_root": lspci.sysfs_root(),
-        "expected": expected_for("poweredge-c4140-v100"),
-    }
+    args = node_args(node, "poweredge-c4140-v100", lspci=lspci_output("-vvv"), sysfs_root=lspci.sysfs_root())
     result, calls = run_module(args, {})
     assert calls == []
     assert result["healthy"] is True
@@ -113,14 +115,7 @@ def test_pcie_faults_are_read_from_lspci_the_kernel_log_and_sysfs(tmp_path, monk
         {"type": "pkey_mismatch", "hca": "mlx5_0", "pkeys": ["0x7fff"]},
     ]
     node = SimNode(tmp_path, monkeypatch, "dgx1-v100-edr", faults)
-    args = {
-        "nvidia_smi": node.nvidia_smi_facts(),
-        "infiniband": node.infiniband_facts(),
-        "lsmod": node.lsmod(),
-        "kernel_log": node.dmesg(),
-        "expected": expected_for("dgx1-v100-edr"),
-        "sysfs_root": lspci.sysfs_root(),
-    }
+    args = node_args(node, "dgx1-v100-edr", sysfs_root=lspci.sysfs_root())
     result, calls = run_module(args, {"/usr/bin/lspci": (0, lspci_output("-vvv", "-D"), "")})
     assert calls[0][1]["environ_update"] == {"LC_ALL": "C"}
     assert result["failed_checks"] == ["pcie_link_hca", "pcie_aer", "pcie_acs"]
@@ -139,14 +134,7 @@ def test_lspci_without_root_is_a_failed_check(tmp_path, monkeypatch, run_module)
     denied = "5e:00.0 Infiniband controller: Mellanox Technologies MT27800 Family [ConnectX-5]\n" + (
         "\tCapabilities: <access denied>\n"
     )
-    args = {
-        "nvidia_smi": node.nvidia_smi_facts(),
-        "infiniband": node.infiniband_facts(),
-        "lsmod": node.lsmod(),
-        "kernel_log": node.dmesg(),
-        "expected": expected_for("poweredge-c4140-v100"),
-        "sysfs_root": lspci.sysfs_root(),
-    }
+    args = node_args(node, "poweredge-c4140-v100", sysfs_root=lspci.sysfs_root())
     result, _ = run_module(args, {"/usr/bin/lspci": (0, denied, "")})
     assert result["failed_checks"] == ["lspci_readable"]
     readable = next(c for c in result["checks"] if c["name"] == "lspci_readable")
@@ -155,14 +143,7 @@ def test_lspci_without_root_is_a_failed_check(tmp_path, monkeypatch, run_module)
 
 def test_pcie_false_skips_lspci_and_pkeys(tmp_path, monkeypatch, run_module):
     node = SimNode(tmp_path, monkeypatch, "poweredge-c4140-v100")
-    args = {
-        "nvidia_smi": node.nvidia_smi_facts(),
-        "infiniband": node.infiniband_facts(),
-        "lsmod": node.lsmod(),
-        "kernel_log": node.dmesg(),
-        "expected": expected_for("poweredge-c4140-v100"),
-        "pcie": False,
-    }
+    args = node_args(node, "poweredge-c4140-v100", pcie=False)
     result, calls = run_module(args, {})
     assert calls == []
     assert result["pkeys"] == {}
@@ -171,15 +152,9 @@ def test_pcie_false_skips_lspci_and_pkeys(tmp_path, monkeypatch, run_module):
 
 def test_nvswitch_system_runs_systemctl_and_judges_sxid_from_dmesg(tmp_path, monkeypatch, run_module):
     faults = [{"type": "sxid", "switch": 2, "pci": "0000:c4:00.0", "code": 20034, "fatal": True, "link": 27}]
+    # the SXid is in the kernel log from boot: the NVSwitch driver logs it whether or not the fabric manager runs
     node = SimNode(tmp_path, monkeypatch, "dgx-h100-ndr", faults)
-    assert node.fabric_manager() == "active"  # brings the fabric up: the SXid reaches the kernel log
-    args = {
-        "nvidia_smi": node.nvidia_smi_facts(),
-        "infiniband": node.infiniband_facts(),
-        "lsmod": node.lsmod(),
-        "pcie": False,
-        "expected": expected_for("dgx-h100-ndr"),
-    }
+    args = node_args(node, "dgx-h100-ndr", kernel_log=None, pcie=False)
     # systemctl is-active prints the state and exits 3 for every state but active (systemctl(1)).
     answers = {"/usr/bin/dmesg": (0, node.dmesg(), ""), "/usr/bin/systemctl": (3, "failed\n", "")}
     result, calls = run_module(args, answers)
@@ -195,28 +170,13 @@ def test_nvswitch_system_runs_systemctl_and_judges_sxid_from_dmesg(tmp_path, mon
 
 def test_fabric_manager_given_is_used_and_other_systems_do_not_run_systemctl(tmp_path, monkeypatch, run_module):
     node = SimNode(tmp_path, monkeypatch, "dgx-h100-ndr")
-    args = {
-        "nvidia_smi": node.nvidia_smi_facts(),
-        "infiniband": node.infiniband_facts(),
-        "lsmod": node.lsmod(),
-        "kernel_log": node.dmesg(),
-        "pcie": False,
-        "fabric_manager": "active",
-        "expected": expected_for("dgx-h100-ndr"),
-    }
+    args = node_args(node, "dgx-h100-ndr", pcie=False, fabric_manager="active")
     result, calls = run_module(args, {})
     assert calls == []
     assert result["healthy"] is True
     assert {c["name"]: c["status"] for c in result["checks"]}["fabric_manager"] == "ok"
     v100 = SimNode(tmp_path / "v100", monkeypatch, "dgx1-v100-edr")
-    args = {
-        "nvidia_smi": v100.nvidia_smi_facts(),
-        "infiniband": v100.infiniband_facts(),
-        "lsmod": v100.lsmod(),
-        "kernel_log": v100.dmesg(),
-        "pcie": False,
-        "expected": expected_for("dgx1-v100-edr"),
-    }
+    args = node_args(v100, "dgx1-v100-edr", pcie=False)
     result, calls = run_module(args, {})
     assert calls == []  # no NVSwitch: systemctl is not run
     assert not {"sxid", "fabric_manager"} & {c["name"] for c in result["checks"]}
@@ -224,14 +184,7 @@ def test_fabric_manager_given_is_used_and_other_systems_do_not_run_systemctl(tmp
 
 def test_systemctl_missing_fails_the_fabric_manager_check(tmp_path, monkeypatch, ansible_module):
     node = SimNode(tmp_path, monkeypatch, "dgx-h100-ndr")
-    args = {
-        "nvidia_smi": node.nvidia_smi_facts(),
-        "infiniband": node.infiniband_facts(),
-        "lsmod": node.lsmod(),
-        "kernel_log": node.dmesg(),
-        "pcie": False,
-        "expected": expected_for("dgx-h100-ndr"),
-    }
+    args = node_args(node, "dgx-h100-ndr", pcie=False)
     result = ansible_module(
         gpu_node_check, args, lambda *a, **k: (0, "", ""), check_mode=True, bin_path=lambda _n: None
     )

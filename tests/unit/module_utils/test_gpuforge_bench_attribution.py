@@ -14,7 +14,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_localize
 
 
 def ring(nodes, gbps_by_link, hca="mlx5_0", expected=100):
-    """ib_write_bw ring results: node i server, node i+1 client."""
+    """ib_write_bw ring results (Gb/s): node i server, node i+1 client."""
     results = []
     for i, server in enumerate(nodes):
         client = nodes[(i + 1) % len(nodes)]
@@ -25,8 +25,9 @@ def ring(nodes, gbps_by_link, hca="mlx5_0", expected=100):
                 "group": "ib_write_bw",
                 "nodes": [server, client],
                 "hca": hca,
-                "gbps": gbps_by_link.get(name, 95.0),
-                "expected_gbps": expected,
+                "value": gbps_by_link.get(name, 95.0),
+                "unit": "Gb/s",
+                "expected": expected,
             }
         )
     return results
@@ -49,7 +50,11 @@ def test_degraded_node_in_ring_is_named_absolute():
         "gpu03__gpu04__mlx5_0": "ok",
         "gpu04__gpu01__mlx5_0": "ok",
     }
-    assert out["results"][1]["threshold_gbps"] == 90.0
+    assert (out["results"][1]["threshold"], out["results"][1]["expected"], out["results"][1]["unit"]) == (
+        90.0,
+        100.0,
+        "Gb/s",
+    )
     assert out["summary"].startswith("slow node: gpu02 (every link it is in is slow (2 of 2 on 1 rail)")
 
 
@@ -58,11 +63,11 @@ def test_degraded_node_named_by_median_baseline_on_tcp_rates():
     results = ring(NODES, rates)
     for r in results:
         if r["name"] not in rates:
-            r["gbps"] = 21.0
+            r["value"] = 21.0
     out = attribute_results(results, baseline="median", median_fraction=0.5)
     assert [n["node"] for n in out["slow_nodes"]] == ["gpu03"]
     # median of [21, 3.8, 4.1, 21] is 12.55; half of it is the threshold
-    assert out["results"][0]["threshold_gbps"] == 6.28
+    assert out["results"][0]["threshold"] == 6.28
     assert "50% of the median of ib_write_bw (12.55 Gb/s)" in out["results"][1]["reason"]
 
 
@@ -73,7 +78,7 @@ def test_three_node_ring_needs_the_best_baseline():
     assert attribute_results(results, baseline="median", median_fraction=0.5)["slow_nodes"] == []
     out = attribute_results(results, baseline="best", median_fraction=0.5)
     assert [n["node"] for n in out["slow_nodes"]] == ["gpu02"]
-    assert out["results"][0]["threshold_gbps"] == 6.0
+    assert out["results"][0]["threshold"] == 6.0
     assert "50% of the best of ib_write_bw (12.0 Gb/s)" in out["results"][0]["reason"]
 
 
@@ -99,15 +104,16 @@ def test_single_slow_link_is_a_link_not_a_node():
 
 def test_nccl_single_node_run_names_its_node_and_explains_multi_node():
     results = [
-        {"name": "nccl-tcp-gpu01", "group": "nccl_single", "nodes": ["gpu01"], "gbps": 10.0},
-        {"name": "nccl-tcp-gpu02", "group": "nccl_single", "nodes": ["gpu02"], "gbps": 2.0},
-        {"name": "nccl-tcp-gpu03", "group": "nccl_single", "nodes": ["gpu03"], "gbps": 9.5},
+        {"name": "nccl-tcp-gpu01", "group": "nccl_single", "nodes": ["gpu01"], "value": 10.0, "unit": "Gb/s"},
+        {"name": "nccl-tcp-gpu02", "group": "nccl_single", "nodes": ["gpu02"], "value": 2.0, "unit": "Gb/s"},
+        {"name": "nccl-tcp-gpu03", "group": "nccl_single", "nodes": ["gpu03"], "value": 9.5, "unit": "Gb/s"},
         {
             "name": "nccl-tcp-all",
             "group": "nccl_multi",
             "nodes": ["gpu01", "gpu02", "gpu03"],
-            "gbps": 1.0,
-            "expected_gbps": 5.0,
+            "value": 1.0,
+            "unit": "Gb/s",
+            "expected": 5.0,
         },
     ]
     out = attribute_results(results, baseline="median")
@@ -127,9 +133,11 @@ def test_failed_run_without_bandwidth_counts_as_bad():
 
 
 def test_missing_expectation_is_unjudged_and_bad_baseline_raises():
-    judged = judge_results([{"name": "x", "nodes": ["a", "b"], "gbps": 5}])
-    assert judged[0]["verdict"] == "unjudged"
-    assert judge_results([{"name": "x", "nodes": ["a"], "gbps": "7.5"}], expected_gbps=10)[0]["verdict"] == "slow"
+    judged = judge_results([{"name": "x", "nodes": ["a", "b"], "value": 5}])
+    assert (judged[0]["verdict"], judged[0]["threshold"], judged[0]["unit"]) == ("unjudged", None, "Gb/s")
+    assert "expected" not in judged[0]
+    slow = judge_results([{"name": "x", "nodes": ["a"], "value": "7.5"}], expected=10)[0]
+    assert (slow["verdict"], slow["value"], slow["threshold"], slow["expected"]) == ("slow", 7.5, 9.0, 10.0)
     with pytest.raises(ValueError, match="baseline must be one of absolute, median"):
         judge_results([], baseline="mean")
 
@@ -143,7 +151,7 @@ def test_median():
 def test_filter_plugin_exposes_the_function():
     plugin = importlib.import_module("ansible_collections.gpuforge.cluster.plugins.filter.gpuforge")
     attribution = plugin.FilterModule().filters()["gpuforge_bench_attribution"]
-    out = attribution(ring(NODES, {"gpu01__gpu02__mlx5_0": 1.0, "gpu04__gpu01__mlx5_0": 1.0}), expected_gbps="")
+    out = attribution(ring(NODES, {"gpu01__gpu02__mlx5_0": 1.0, "gpu04__gpu01__mlx5_0": 1.0}), expected="")
     assert [n["node"] for n in out["slow_nodes"]] == ["gpu01"]
 
 
@@ -152,7 +160,8 @@ RAILS = ["mlx5_0/1", "mlx5_1/1", "mlx5_2/1", "mlx5_3/1"]
 
 
 def all_pairs(nodes, gbps, down=()):
-    """ib_write_bw results of every pair on every rail; gbps(server, client, rail) -> value; down: (node, rail)."""
+    """ib_write_bw results of every pair on every rail; gbps(server, client, rail) -> value in Gb/s; down: (node,
+    rail)."""
     infiniband = {
         node: {
             "active_ports": [rail for rail in RAILS if (node, rail) not in down],
@@ -173,8 +182,9 @@ def all_pairs(nodes, gbps, down=()):
                     "port": pair["port"],
                     "rail": pair["rail"],
                     "inactive": pair["inactive"],
-                    "gbps": gbps(pair["server"], pair["client"], pair["rail"]) if pair["run"] else None,
-                    "expected_gbps": 100,
+                    "value": gbps(pair["server"], pair["client"], pair["rail"]) if pair["run"] else None,
+                    "unit": "Gb/s",
+                    "expected": 100,
                     "error": "" if pair["run"] else f"{pair['rail']} is not Active on {', '.join(pair['inactive'])}",
                 }
             )
@@ -233,9 +243,9 @@ def test_bisection_names_the_node_and_explains_the_all_node_runs():
     state = {"nodes": nodes, "runs": []}
     while not (plan := next_probe(state))["done"]:
         state["runs"].append({"nodes": plan["probe"], "slow": "gpu05" in plan["probe"]})
-    results = [{"name": f"nccl-single-{n}", "group": "nccl_single", "nodes": [n], "gbps": 80.0} for n in nodes]
-    results.append({"name": "nccl-multi-ib", "group": "nccl_multi_ib", "nodes": nodes, "gbps": 8.0})
-    results.append({"name": "nccl-multi-tcp", "group": "nccl_multi_tcp", "nodes": nodes, "gbps": 8.0})
+    results = [{"name": f"nccl-single-{n}", "group": "nccl_single", "nodes": [n], "value": 80.0} for n in nodes]
+    results.append({"name": "nccl-multi-ib", "group": "nccl_multi_ib", "nodes": nodes, "value": 8.0})
+    results.append({"name": "nccl-multi-tcp", "group": "nccl_multi_tcp", "nodes": nodes, "value": 8.0})
     out = attribute_results(results, baseline="median", bisection=plan)
     assert [n["node"] for n in out["slow_nodes"]] == ["gpu05"]
     assert out["slow_nodes"][0]["reasons"] == ["NCCL bisection: slow node: gpu05 (the others are fine)"]
@@ -254,7 +264,8 @@ def test_a_slow_rail_run_is_a_rail():
             "rail": r,
             "hca": r[:6],
             "scope": "rail",
-            "gbps": 20.0 if r == "mlx5_1/1" else 90.0,
+            "value": 20.0 if r == "mlx5_1/1" else 90.0,
+            "unit": "Gb/s",
         }
         for r in RAILS
     ]
@@ -262,3 +273,40 @@ def test_a_slow_rail_run_is_a_rail():
     assert out["slow_nodes"] == []
     assert [(link["kind"], link["rail"]) for link in out["slow_links"]] == [("rail", "mlx5_1/1")]
     assert "the HCAs, cables or switches of that rail" in out["slow_links"][0]["reason"]
+
+
+# --- every result in its own unit (issue 16): ResNet-50 images/s is not a Gb/s -------------------------------------
+
+
+def resnet50(values):
+    return [
+        {"name": f"resnet50-node-{node}-fp32", "group": "resnet50_node_fp32", "nodes": [node], "value": value,
+         "unit": "images/s", "images_per_second": value}
+        for node, value in values.items()
+    ]  # fmt: skip
+
+
+def test_resnet50_images_per_second_is_judged_and_reported_in_images_per_second():
+    out = attribute_results(resnet50({"gpu01": 1.22, "gpu02": 2.6, "gpu03": 2.5}), baseline="median")
+    slow = out["results"][0]
+    assert (slow["value"], slow["unit"], slow["threshold"], slow["verdict"]) == (1.22, "images/s", 1.25, "slow")
+    assert (
+        slow["reason"]
+        == "1.22 images/s is below 1.25 images/s (50% of the median of resnet50_node_fp32 (2.5 images/s))"
+    )
+    assert not {"gbps", "threshold_gbps", "expected_gbps"} & set().union(*out["results"])
+    assert out["slow_nodes"][0]["reasons"] == [f"its own run resnet50-node-gpu01-fp32: {slow['reason']}"]
+
+
+def test_the_absolute_baseline_states_its_reference_in_the_results_unit():
+    results = [{"name": "srun-nccl", "group": "srun_nccl", "nodes": ["a", "b"], "value": 20.0, "unit": "GB/s busbw"}]
+    (judged,) = judge_results(results, expected=25.0)
+    assert (judged["expected"], judged["threshold"], judged["verdict"]) == (25.0, 22.5, "slow")
+    assert judged["reason"] == "20.0 GB/s busbw is below 22.5 GB/s busbw (90% of the expected 25.0 GB/s busbw)"
+
+
+@pytest.mark.parametrize("retired", ["gbps", "threshold_gbps", "expected_gbps"])
+def test_a_result_in_the_retired_shape_is_refused(retired):
+    result = {"name": "resnet50-node-gpu01-fp32", "group": "g", "nodes": ["gpu01"], "value": 1.2, retired: 1.2}
+    with pytest.raises(ValueError, match=f"'resnet50-node-gpu01-fp32' carries {retired}: the measurement is 'value'"):
+        judge_results([result], baseline="median")

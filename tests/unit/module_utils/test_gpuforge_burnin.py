@@ -19,7 +19,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_r
 
 ROOT = Path(__file__).resolve().parents[3]
 BENCH = (
-    ROOT / "tests" / "fixtures" / "records" / "demo-run" / "benchmark" / "bench" / "20261126T122754Z" / "summary.json"
+    ROOT / "tests" / "fixtures" / "records" / "demo-run" / "benchmark" / "bench" / "20261126T151133Z" / "summary.json"
 )
 PERFQUERY = ROOT / "tests" / "fixtures" / "perfquery" / "infiniband-diags_issue16_rhel75_perfquery_x.txt"
 SCHEMA = json.loads((ROOT / "schemas" / "burnin-round.schema.json").read_text(encoding="utf-8"))
@@ -46,13 +46,13 @@ def healthy_bench() -> dict:
     mlx5_2 pair measured, no slow node - what a healthy 3-node lab round writes."""
     bench = real_bench()
     for result in bench["ib_write_bw"]["results"]:
-        if "gpu02" in result["nodes"] or result["gbps"] is None:
-            result["gbps"] = 12.5
+        if "gpu02" in result["nodes"] or result["value"] is None:
+            result["value"] = 12.5
         result.update(verdict="ok", reason="healthy round")
     bench["ib_write_bw"]["slow_nodes"] = []
     if not any(r["name"] == "gpu03__gpu01__mlx5_2" for r in bench["ib_write_bw"]["results"]):
         extra = copy.deepcopy(bench["ib_write_bw"]["results"][0])
-        extra.update(name="gpu03__gpu01__mlx5_2", nodes=["gpu03", "gpu01"], hca="mlx5_2", gbps=12.6)
+        extra.update(name="gpu03__gpu01__mlx5_2", nodes=["gpu03", "gpu01"], hca="mlx5_2", value=12.6)
         bench["ib_write_bw"]["results"].append(extra)
     return bench
 
@@ -63,8 +63,8 @@ def scale(bench: dict, node: str, factor: float, benchmark: str) -> dict:
     bench = copy.deepcopy(bench)
     for result in bench[benchmark]["results"]:
         alone = result["nodes"] == [node]
-        if result["gbps"] is not None and (alone if benchmark == "nccl" else node in result["nodes"]):
-            result["gbps"] = round(result["gbps"] * factor, 2)
+        if result["value"] is not None and (alone if benchmark == "nccl" else node in result["nodes"]):
+            result["value"] = round(result["value"] * factor, 2)
     return bench
 
 
@@ -133,6 +133,20 @@ def test_schema_is_valid_draft_2020_12_and_has_teeth():
             validate(broken)
 
 
+def test_a_round_keeps_gbit_per_s_whatever_unit_the_summary_names():
+    # The summary's results hold value in their unit (issue 16); the round record keeps Gb/s (busbw_gbps, gbps).
+    bench = healthy_bench()
+    single = next(r for r in bench["nccl"]["results"] if r["name"] == "nccl-single-gpu01")
+    assert (single["value"], single["unit"]) == (5.82, "Gb/s")
+    single.update(value=0.7275, unit="GB/s busbw")  # the same busbw in nccl-tests' GB/s
+    pair = next(r for r in bench["ib_write_bw"]["results"] if r["name"] == "gpu03__gpu01__mlx5_1")
+    pair.update(value=99.0, unit="images/s")  # not a bandwidth: not taken for one, though above gpu01__gpu02's
+    gpu01 = by_node(round_of(1, bench))["gpu01"]
+    assert gpu01["nccl"]["busbw_gbps"] == 5.82
+    assert gpu01["ib_write_bw"]["mlx5_1"]["pairs"]["gpu03__gpu01__mlx5_1"] is None
+    assert gpu01["ib_write_bw"]["mlx5_1"]["gbps"] == 12.5
+
+
 def test_healthy_rounds_pass_with_the_measurements_recorded():
     found = []
     for number in (1, 2, 3):
@@ -140,15 +154,16 @@ def test_healthy_rounds_pass_with_the_measurements_recorded():
     rec = by_node(found[:3])
     gpu01 = rec["gpu01"]
     assert gpu01["verdict"] == "PASS" and gpu01["reasons"] == []
-    assert gpu01["nccl"]["busbw_gbps"] == 7.88  # nccl-single-gpu01 of the fixture
+    assert gpu01["nccl"]["busbw_gbps"] == 5.82  # nccl-single-gpu01 of the fixture
     # every NCCL run over gpu01: its single-node run, the three multi-node runs and the four per-rail runs
     rails = {f"nccl-rail-mlx5_{n}-1" for n in range(4)}
     assert (
         set(gpu01["nccl"]["runs"])
         == {"nccl-single-gpu01", "nccl-multi-tcp", "nccl-multi-ib", "nccl-multi-ib_gdr"} | rails
     )
-    # per rail: the best of the node's pairs (gpu03__gpu01__mlx5_1 is 13.94 in the fixture, gpu01__gpu02 12.5)
-    assert gpu01["ib_write_bw"]["mlx5_1"]["gbps"] == 13.94
+    # per rail: the best of the node's pairs (gpu03__gpu01__mlx5_1 is 11.46 in the fixture, gpu01__gpu02 12.5)
+    assert gpu01["ib_write_bw"]["mlx5_1"]["gbps"] == 12.5
+    assert gpu01["ib_write_bw"]["mlx5_1"]["pairs"] == {"gpu01__gpu02__mlx5_1": 12.5, "gpu03__gpu01__mlx5_1": 11.46}
     assert set(gpu01["ib_write_bw"]["mlx5_1"]["pairs"]) == {"gpu01__gpu02__mlx5_1", "gpu03__gpu01__mlx5_1"}
     assert gpu01["counters"]["read"] and gpu01["counters"]["over_limit"] == {}
     assert gpu01["counters"]["ports"]["mlx5_0/1"]["SymbolErrorCounter"] == 0
@@ -156,7 +171,7 @@ def test_healthy_rounds_pass_with_the_measurements_recorded():
     trend = burnin.judge_trend(found)
     assert {n: t["verdict"] for n, t in trend.items()} == dict.fromkeys(NODES, "PASS")
     assert trend["gpu01"]["rounds"] == 3 and trend["gpu01"]["slowed"] == []
-    assert trend["gpu01"]["series"]["nccl single-node busbw"] == [7.88, 7.88, 7.88]
+    assert trend["gpu01"]["series"]["nccl single-node busbw"] == [5.82, 5.82, 5.82]
 
 
 def test_the_real_degraded_run_blames_the_node_its_failed_pair_names():
@@ -218,7 +233,8 @@ def test_a_saturated_counter_warns():
 
 def test_a_node_that_got_slower_fails_and_its_partners_do_not():
     """gpu01's NCCL busbw drops to 70 % from round 4, gpu02's links to 60 %: both got slower; gpu01 and gpu03 keep
-    their best ib_write_bw pair (with each other), so gpu02's slow links do not make them slower."""
+    their ib_write_bw pairs with each other at full rate, so gpu02's slow links do not make them slower (a node got
+    slower on a rail only when every one of its pairs there did)."""
     found = []
     for number in range(1, 7):
         bench = healthy_bench()

@@ -15,7 +15,7 @@ from gpuforge.lab.profiles import load_profile
 
 def judge(tmp_path, monkeypatch, profile, faults=None, expected=None):
     node = SimNode(tmp_path, monkeypatch, profile, faults)
-    fabric_manager = node.fabric_manager()  # first: SXids are logged when the fabric manager brings the fabric up
+    fabric_manager = node.fabric_manager()
     log = node.dmesg()
     smi = node.nvidia_smi_facts()
     return judge_node(

@@ -29,7 +29,7 @@ from gpuforge import burnin
 from gpuforge.paths import collection_import
 
 ROOT = Path(__file__).resolve().parents[3]
-BENCH = ROOT / "tests/fixtures/records/demo-run/benchmark/bench/20261126T122754Z/summary.json"
+BENCH = ROOT / "tests/fixtures/records/demo-run/benchmark/bench/20261126T151133Z/summary.json"
 PERFQUERY = ROOT / "tests/fixtures/perfquery/infiniband-diags_issue16_rhel75_perfquery_x.txt"
 DCGMI = ROOT / "tests/fixtures/dcgmi/dcgm-3.3.1-r3-t400-skips.json"
 NODES = ("gpu01", "gpu02", "gpu03")
@@ -53,14 +53,14 @@ def _bench(bench_id: str, number: int, slow: str | None) -> dict:
     bench = json.loads(BENCH.read_text(encoding="utf-8"))
     bench["run_id"] = bench_id
     factor = JITTER[(number - 1) % len(JITTER)]
-    bench["ib_write_bw"]["results"] = [r for r in bench["ib_write_bw"]["results"] if r["gbps"] is not None]
+    bench["ib_write_bw"]["results"] = [r for r in bench["ib_write_bw"]["results"] if r["value"] is not None]
     for result in bench["ib_write_bw"]["results"]:
-        value = 12.5 if "gpu02" in result["nodes"] else result["gbps"]
+        value = 12.5 if "gpu02" in result["nodes"] else result["value"]
         value *= 0.6 if slow in result["nodes"] else 1.0
-        result.update(gbps=round(value * factor, 2), verdict="ok", reason="healthy round")
+        result.update(value=round(value * factor, 2), verdict="ok", reason="healthy round")
     for result in bench["nccl"]["results"]:
-        value = result["gbps"] * (0.6 if result["nodes"] == [slow] else 1.0)
-        result["gbps"] = round(value * factor, 2)
+        value = result["value"] * (0.6 if result["nodes"] == [slow] else 1.0)
+        result["value"] = round(value * factor, 2)
     bench["ib_write_bw"]["slow_nodes"] = []
     return bench
 

@@ -19,7 +19,7 @@ from gpuforge.report.model import ReportData, load
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN = ROOT / "tests" / "fixtures" / "records" / "demo-run"
-BENCH = RUN / "benchmark" / "bench" / "20261126T122754Z"
+BENCH = RUN / "benchmark" / "bench" / "20261126T151133Z"
 FLEET_RUN = ROOT / "tests" / "fixtures" / "report" / "fleet-run"
 # What lab/specs/demo.yml injects into gpu03 (a Down port, uncorrectable ECC errors, Xid 48/79), as the checks that
 # find it; the GPUDirect RDMA loopback fails on the Down port as a consequence (caused_by ib_port_state).
@@ -68,10 +68,10 @@ def _matrix_cells(page: str) -> dict[tuple[str, str], str]:
 
 def test_the_report_reads_the_records_the_exports_read(data):
     assert data.records == load_records(RUN)
-    assert data.meta["run_id"] == "20261126T122205Z-a0c523"
-    # gpu01 warns only for the NCCL rail run over every node that fell below the median (mlx5_1); gpu02 is the slow
-    # node of ib_write_bw (its links degraded by the lab), gpu03 has the injected faults.
-    assert data.hosts_by_status() == {"gpu01": "warn", "gpu02": "fail", "gpu03": "fail"}
+    assert data.meta["run_id"] == "20261126T150243Z-dbfcc6"
+    # gpu01 passes (its slow ib_write_bw pairs all lead to gpu02; no NCCL run fell below the median in this run);
+    # gpu02 is the slow node of ib_write_bw (its links degraded by the lab), gpu03 has the injected faults.
+    assert data.hosts_by_status() == {"gpu01": "ok", "gpu02": "fail", "gpu03": "fail"}
     # The curves come from the parsed nccl-tests results beside the bench summary, 20 sizes each.
     assert sorted((series.label, len(series.points)) for series in data.nccl) == [
         ("nccl-multi-ib", 20),
@@ -98,22 +98,23 @@ def test_the_report_reads_the_records_the_exports_read(data):
 def test_summary_line_counts_nodes_and_failed_gates(page):
     line = re.search(r'<p id="summary".*?</p>', page, re.S).group(0)
     text = re.sub(r"<[^>]+>", "", line)
-    assert "3 nodes: 0 PASS · 1 WARN · 2 FAIL · 0 UNKNOWN" in text
-    # 9 ib_write_bw pairs (7 slow ones of gpu02, the 2 of gpu03's Down port without a result) and the NCCL rail
-    # run over mlx5_1, of 60 gates (fio 21, ib_write_bw 12, nccl 10, p2p 3, resnet50 12, slurm 2)
-    assert (len(_failed_gates()), len(_bench_results())) == (10, 60)
-    assert "benchmark gates failed: 10 of 60" in text
-    assert "20261126T122205Z-a0c523 (demo), 2026-11-26T12:22:05Z → 2026-11-26T12:36:10Z" in text
+    assert "3 nodes: 1 PASS · 0 WARN · 2 FAIL · 0 UNKNOWN" in text
+    # 9 ib_write_bw pairs (7 slow ones of gpu02, the 2 of gpu03's Down port without a result), of 61 gates
+    # (fio 21, ib_write_bw 12, nccl 10, p2p 3, resnet50 12, slurm 3); no NCCL run failed in this run
+    assert (len(_failed_gates()), len(_bench_results())) == (9, 61)
+    assert "benchmark gates failed: 9 of 61" in text
+    assert "20261126T150243Z-dbfcc6 (demo), 2026-11-26T15:02:43Z → 2026-11-26T15:20:59Z" in text
 
 
 def test_matrix_has_a_row_per_node_failing_first_and_the_faults_as_failing_cells(page):
     rows = re.findall(r'<tr data-node="([^"]+)" data-verdict="([A-Z]+)">', page)
-    assert rows == [("gpu02", "FAIL"), ("gpu03", "FAIL"), ("gpu01", "WARN")]
+    assert rows == [("gpu02", "FAIL"), ("gpu03", "FAIL"), ("gpu01", "PASS")]
     cells = _matrix_cells(page)
     failing = {cell for cell, verdict in cells.items() if verdict == "FAIL"}
     # gpu03's benchmarks fail for its Down port (the ib_write_bw port attribution), gpu02's for its slow links
     assert failing == FAULTS | {CONSEQUENCE, ("gpu02", "benchmarks"), ("gpu03", "benchmarks")}
-    assert {cell for cell, verdict in cells.items() if verdict == "WARN"} == {("gpu01", "benchmarks")}
+    assert {cell for cell, verdict in cells.items() if verdict == "WARN"} == set()
+    assert cells[("gpu01", "benchmarks")] == "PASS"  # its slow pairs are gpu02's, explained by the attribution
     # every check of every node, and the fleet comparison (fleet_consistency) that the files now carry
     assert {check for _, check in cells} - {"benchmarks"} == {r["check"] for r in load_records(RUN) if "check" in r}
     assert len([cell for cell in cells if cell[1] not in ("benchmarks", "fleet_consistency")]) == 3 * CHECKS_PER_NODE
@@ -145,6 +146,15 @@ def test_consequences_are_grouped_under_their_root_cause():
     assert 'class="consequence" data-node="gpu03" data-check="gdr_ib_write_bw"' in port
 
 
+def test_a_check_not_run_on_a_node_is_an_empty_cell_and_a_passing_one_folds_nothing():
+    built = [r for r in load_records(RUN) if not (r.get("node") == "gpu01" and r.get("check") == "xid")]
+    page = html.render(ReportData(records=built))
+    assert '<td class="c v-NONE" data-check="xid" title="gpu01 xid: not run"></td>' in page
+    assert '<td class="c v-PASS" data-check="xid" data-verdict="PASS" title="gpu02 xid: PASS"></td>' in page
+    assert re.search(r'<td class="c v-FAIL" data-check="xid" data-verdict="FAIL"><details class="cell">'
+                     r'<summary title="gpu03 xid: FAIL">✗</summary><dl class="detail">', page)  # fmt: skip
+
+
 def test_the_runs_consequence_sits_under_its_root_cause(page):
     roots = re.findall(r'<li class="root v-FAIL" data-node="([^"]+)" data-check="([^"]+)"', page)
     assert set(roots) == FAULTS
@@ -158,15 +168,14 @@ def test_benchmark_attribution_and_the_failed_run_are_shown(page):
     assert re.findall(r'data-subject="([a-z]+)" data-name="([^"]+)"', attributions) == [
         ("node", "gpu02"),
         ("link", "gpu03:mlx5_2/1"),
-        ("link", "nccl-rail-mlx5_1-1"),
     ]
     assert "take gpu02 out of service" in attributions
     gates = re.findall(r'<tr class="v-FAIL" data-name="([^"]+)" data-kind="([^"]+)"', page)
-    # The Down port's two pairs never ran: they stay listed as failed runs; the 7 slow pairs of gpu02 and the slow
-    # NCCL rail run sit under their attribution and are only counted.
+    # The Down port's two pairs never ran: they stay listed as failed runs; the 7 slow pairs of gpu02 sit under
+    # their attribution and are only counted.
     assert gates == [("gpu02__gpu03__mlx5_2", "failed run"), ("gpu03__gpu01__mlx5_2", "failed run")]
-    assert len(_failed_gates()) - len(gates) == 8
-    assert "8 more gate(s) not passed are explained by the attributions above." in page
+    assert len(_failed_gates()) - len(gates) == 7
+    assert "7 more gate(s) not passed are explained by the attributions above." in page
     node = re.search(r'data-name="gpu02">.*?</tr>', attributions, re.S).group(0)
     assert "7 failed gate(s) explained" in node
     port = re.search(r'data-name="gpu03:mlx5_2/1">.*?</tr>', attributions, re.S).group(0)
@@ -187,9 +196,9 @@ def test_every_chart_draws_its_threshold(page):
     for chart_id in set(ids) - unjudged:
         assert re.search(r'class="(series )?threshold"', _svg(page, chart_id)), chart_id
     nccl = _svg(page, charts.NCCL_CHART_ID)
-    limits = sorted(r["threshold_gbps"] for r in _read(BENCH / "summary.json")["nccl"]["results"])
+    limits = sorted(r["threshold"] for r in _read(BENCH / "summary.json")["nccl"]["results"])
     assert re.findall(r'class="threshold" data-y="([^"]+)"', nccl) == [f"{limit:g}" for limit in limits]
-    assert [f"{limit:g}" for limit in limits] == ["0.07"] * 3 + ["0.21"] * 4 + ["3.94"] * 3
+    assert [f"{limit:g}" for limit in limits] == ["0.07"] * 3 + ["0.08"] * 4 + ["2.72"] * 3
 
 
 def test_chart_points_are_the_records_values(page):
@@ -200,9 +209,9 @@ def test_chart_points_are_the_records_values(page):
     assert re.findall(
         r'class="point v-[A-Z]+"[^>]*data-x="(gpu0\d)" data-y="([^"]+)"', _svg(page, "chart-nccl-nccl_single")
     ) == [
-        ("gpu02", "5.1"),
-        ("gpu01", "7.88"),
-        ("gpu03", "7.95"),
+        ("gpu03", "5.09"),
+        ("gpu02", "5.44"),
+        ("gpu01", "5.82"),
     ]
     resnet = _svg(page, charts.RESNET_CHART_ID)
     sweep = [r for r in _read(BENCH / "summary.json")["resnet50"]["results"] if r["name"].startswith("resnet50-sweep-")]
@@ -216,7 +225,7 @@ def test_chart_points_are_the_records_values(page):
         for points in re.findall(r'data-label="threshold[^"]*" data-points="([^"]+)"', resnet)
         for point in points.split()
     ]
-    assert sorted(limits) == sorted(f"{gpus[r['name']]}:{r['threshold_gbps']:g}" for r in sweep)
+    assert sorted(limits) == sorted(f"{gpus[r['name']]}:{r['threshold']:g}" for r in sweep)
     bars = re.findall(r'class="bar" [^>]*data-x="([^"]+)" data-y="([^"]+)"', _svg(page, "chart-ib_write_bw-mlx5_2"))
     assert bars == [("gpu01__gpu02__mlx5_2", "0")]  # the Down port's pair has no value: it is a failed run
 
@@ -272,9 +281,11 @@ def test_nothing_run_shows_not_run():
 
 def test_markdown_summary(data):
     text = markdown.render(data)
-    assert "3 nodes: 0 PASS, 1 WARN, 2 FAIL, 0 UNKNOWN; benchmark gates failed: 10 of 60" in text
-    assert "| gpu02 | FAIL | ib_write_bw: slow node; nccl: slow link nccl-rail-mlx5_1-1 |" in text
-    assert "| gpu01 | WARN | nccl: slow link nccl-rail-mlx5_1-1 |" in text
+    assert "3 nodes: 1 PASS, 0 WARN, 2 FAIL, 0 UNKNOWN; benchmark gates failed: 9 of 61" in text
+    assert "| gpu02 | FAIL | ib_write_bw: slow node |" in text
+    assert "| gpu01 |" not in text.split("## Nodes", 1)[1].split("\n## ", 1)[0]  # a passed node has no row
+    benchmarks = text.split("## Benchmarks", 1)[1].split("\n## ", 1)[0]
+    assert "| nccl |" not in benchmarks  # nccl named no node or link and failed no gate
     assert "| ib_write_bw | slow node | gpu02 |" in text
     assert "| ib_write_bw | slow link | gpu03:mlx5_2/1 |" in text
     assert "| ib_write_bw | gpu02__gpu03__mlx5_2 | failed run |" in text
@@ -285,7 +296,7 @@ def test_markdown_summary(data):
 
 
 def test_build_writes_both_files_into_the_run_directory(tmp_path):
-    run = tmp_path / "20261126T122205Z-a0c523"
+    run = tmp_path / "20261126T150243Z-dbfcc6"
     shutil.copytree(RUN, run)
     files = report.build(run)
     assert files.html == run / "report.html" and files.markdown == run / "report.md"
@@ -299,7 +310,7 @@ def test_build_writes_both_files_into_the_run_directory(tmp_path):
 def test_a_file_of_another_shape_is_refused(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(RUN, run)
-    path = run / "benchmark" / "bench" / "20261126T122754Z" / "nccl" / "multi-ib.json"
+    path = run / "benchmark" / "bench" / "20261126T151133Z" / "nccl" / "multi-ib.json"
     document = _read(path)
     document["nccl"]["rows"][0]["size"] = "8"
     path.write_text(json.dumps(document), encoding="utf-8")

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -105,10 +106,10 @@ def test_the_trend_verdict_names_the_errors_that_grew_and_the_node_that_got_slow
     slowed = re.search(r'data-what="slowed">(.*?)</td>', gpu03).group(1)
     # gpu03's single-node NCCL busbw of the lab run (nccl-single-gpu03), 0.6 x and the round's jitter from round 4
     bench = json.loads(burnin_run.BENCH.read_text(encoding="utf-8"))
-    (single,) = [r["gbps"] for r in bench["nccl"]["results"] if r["name"] == "nccl-single-gpu03"]
+    (single,) = [r["value"] for r in bench["nccl"]["results"] if r["name"] == "nccl-single-gpu03"]
     slower = round(single * 0.6 * burnin_run.JITTER[3], 2)
     assert f"nccl single-node busbw {single:g} → {slower:g} Gb/s (59%)" in slowed
-    assert "nccl single-node busbw 7.95 → 4.72 Gb/s (59%)" in slowed
+    assert "nccl single-node busbw 5.09 → 3.02 Gb/s (59%)" in slowed
     assert "got slower: " in gpu03 and "thermal or power throttling" in gpu03
     gpu01 = re.search(r'<tr[^>]*data-node="gpu01".*?</tr>', table, re.S).group(0)
     assert 'data-what="errors-grew">—' in gpu01 and 'data-what="slowed">—' in gpu01
@@ -155,7 +156,7 @@ def test_rates_per_round_a_chart_per_node_and_the_slower_node_highlighted(page, 
     # the slowdown line: 0.9 x the median of the first three rounds
     lines = re.findall(r'<g class="threshold" data-y="([^"]+)" data-label="nccl single-node busbw: slowdown', chart)
     first = statistics.median(r["nccl"]["busbw_gbps"] for r in records[:3])
-    assert lines == [f"{round(0.9 * first, 3):g}"] == ["7.155"]
+    assert lines == [f"{round(0.9 * first, 3):g}"] == ["4.581"]
     healthy = re.search(rf'<svg id="{charts.chart_id("burnin", "gpu01")}".*?</svg>', page, re.S).group(0)
     assert "slowed" not in healthy and 'class="threshold"' not in healthy
     rates = _table(page, "burnin-rates")
@@ -177,6 +178,21 @@ def test_the_trend_reaches_the_node_verdicts_and_the_main_matrix(data, page):
     matrix = _table(page, "matrix")
     assert re.search(r'<tr data-node="gpu03" data-verdict="FAIL">.*?data-check="burn-in" data-verdict="FAIL"', matrix)
     assert re.search(r'<tr data-node="gpu01" data-verdict="PASS">.*?data-check="burn-in" data-verdict="PASS"', matrix)
+
+
+def test_a_round_without_a_record_is_an_empty_cell_in_both_round_matrices(data):
+    gone = next(r for r in data.burnin.records if r["node"] == "gpu01" and r["round"] == 2)
+    burnin = dataclasses.replace(data.burnin, records=[r for r in data.burnin.records if r is not gone])
+    page = html.render(dataclasses.replace(data, burnin=burnin))
+    row = re.search(r'<tr data-node="gpu01" data-verdict="PASS">.*?</tr>', _table(page, "burnin-matrix"), re.S).group(0)
+    assert '<td class="c v-NONE" data-round="2" title="gpu01 round 2: no record"></td>' in row
+    assert '<td class="c v-PASS" data-round="3" data-verdict="PASS" title="gpu01 round 3: PASS"></td>' in row
+    dcgm = re.search(r'<tr data-node="gpu01">.*?</tr>', _table(page, "burnin-dcgm"), re.S).group(0)
+    assert '<td class="c v-NONE" data-round="2"></td>' in dcgm
+    assert (
+        '<td class="c v-PASS" data-round="3" data-status="pass" title="gpu01 round 3: DCGM level 3 pass">pass</td>'
+        in dcgm
+    )
 
 
 def test_a_healthy_run_shows_no_deltas(healthy_burnin_run_dir):

@@ -84,6 +84,8 @@ def test_apptainer_run_is_its_own_result():
     run = {"verdict": "pass", "nccl": {"avg_busbw": 1.2}, "output_path": "/tmp/r/srun-apptainer-nccl-tcp.txt"}
     entries = results(gpuforge_bench_slurm_apptainer_image="/img.sif", gpuforge_bench_slurm_apptainer_nccl=run)
     assert [entry["name"] for entry in entries] == ["srun-nccl", "srun-resnet50", "srun-apptainer-nccl"]
-    assert entries[2]["gbps"] == 1.2 and entries[2]["group"] == "srun_apptainer_nccl"
+    assert (entries[2]["value"], entries[2]["unit"]) == (1.2, "GB/s busbw") and entries[2][
+        "group"
+    ] == "srun_apptainer_nccl"
     fetched = render(task("Fetch the raw outputs")["loop"], gpuforge_bench_slurm_apptainer_nccl=run)
     assert fetched[-1] == "/tmp/r/srun-apptainer-nccl-tcp.txt"

@@ -104,13 +104,10 @@ def test_unjudged_runs_leave_a_node_verdict_alone_and_a_missed_threshold_fails_i
     built = records.benchmark_run_records(summary) + records.attribution_records(summary)
     verdicts = records.node_verdicts(built)
     # gpu01: its fio results are ok or unjudged, its NFS share is not mounted: they add nothing to what the demo
-    # run's other gates say of it (a WARN: the NCCL rail run over mlx5_1, every node, fell below the median).
+    # run's other gates say of it (nothing: its slow ib_write_bw pairs all lead to gpu02, the slow node).
     demo = {key: value for key, value in summary.items() if key not in ("fio", "p2p")}
     alone = records.node_verdicts(records.benchmark_run_records(demo) + records.attribution_records(demo))
-    assert verdicts["gpu01"] == alone["gpu01"]
-    assert [(reason["verdict"], reason["what"]) for reason in verdicts["gpu01"]["reasons"]] == [
-        ("WARN", "nccl: slow link nccl-rail-mlx5_1-1")
-    ]
+    assert verdicts["gpu01"] == alone["gpu01"] == {"verdict": "PASS", "reasons": []}
     gpu03 = [reason["what"] for reason in verdicts["gpu03"]["reasons"]]
     assert "fio fio-gpu03-scratch:/var/tmp-seq_read" in gpu03
     assert "fio fio-gpu03-data-rand_read" in gpu03

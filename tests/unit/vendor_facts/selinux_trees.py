@@ -116,7 +116,7 @@ class Compiled:
 
 
 def compile_module(devel: Path, workdir: Path, name: str, source: str) -> Compiled:
-    """make -f <devel>/Makefile <name>.pp in workdir, as gpu_selinux's "Compile the module" task runs it."""
+    """make -f <devel>/Makefile <name>.pp in workdir, as gpu_selinux's selinux_policy_module runs it."""
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / f"{name}.te").write_text(source, encoding="utf-8")
     # HEADERDIR: the Makefile sets it to /usr/share/selinux/devel/include; a copied tree must point at itself.

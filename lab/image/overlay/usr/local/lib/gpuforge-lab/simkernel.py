@@ -291,6 +291,28 @@ def _xid_lines(hardware: dict) -> list[str]:
     return lines
 
 
+# Fault sxid (lab/profiles/SCHEMA.md): the NVSwitch driver reports a switch error as an SXid in the kernel log when
+# the error happens, whether or not nv-fabricmanager runs, in NVIDIA's reporting convention (NVIDIA Fabric Manager
+# User Guide, "Runtime NVSwitch and GPU Errors"):
+#   nvidia-nvswitchX: SXid (PCI:<switch_pci_bdf>): <SXid_Value>, <Fatal or Non-Fatal>, <Link No> <Error Description>
+# followed by raw-information lines with the same prefix (the guide's example and the real samples in
+# tests/fixtures/kernel/ print a "Data {...}" line of eight or nine 32-bit words). Codes are printed zero-padded to
+# five digits by the driver; the fault's code is used as given.
+SXID_MESSAGES = {True: "LTSSM Fault Up", False: "Minion Link DLREQ interrupt"}  # real lines, SOURCES.md
+
+
+def _sxid_lines(hardware: dict) -> list[str]:
+    """The classified line, then a Data line (raw information; zeros here), of each sxid fault in document order."""
+    lines = []
+    for fault in _fault(hardware, "sxid"):
+        fatal = bool(fault.get("fatal", True))
+        prefix = f"nvidia-nvswitch{int(fault.get('switch', 0))}: SXid (PCI:{fault.get('pci')}): {int(fault['code'])}"
+        message = fault.get("message") or SXID_MESSAGES[fatal]
+        lines.append(f"{prefix}, {'Fatal' if fatal else 'Non-fatal'}, Link {int(fault.get('link', 0)):02d} {message}")
+        lines.append(f"{prefix}, Data {{{', '.join(['0x00000000'] * 8)}}}")
+    return lines
+
+
 def _link_flap_lines(hardware: dict) -> list[str]:
     """Fault ib_link_flap (lab/profiles/SCHEMA.md): `count` down/up pairs of the port's netdev, worded as
     systemd-networkd logs an IPoIB netdev (Lost/Gained carrier) and mlx5 logs a RoCE one (Link down/up)."""
@@ -377,7 +399,9 @@ def boot() -> int:
             kernel_log(f"systemd-modules-load: Failed to insert module '{_norm(name)}': {exc}")
             status = 1
     write_table(table)
-    for line in _pcie_limited_lines(hardware) + _xid_lines(hardware) + _link_flap_lines(hardware):
+    for line in (
+        _pcie_limited_lines(hardware) + _xid_lines(hardware) + _sxid_lines(hardware) + _link_flap_lines(hardware)
+    ):
         kernel_log(line)
     return status
 

@@ -1,0 +1,54 @@
+"""Only validation samples clock event reasons (issue 18: the toolkit's own speed).
+
+nvidia_smi_facts samples the clock event reasons 20 times, 500 ms apart, by default: 10 s per node and call.
+Validation judges them (thermal and power slowdown); every other caller needs the GPU list, the driver release
+or the topology, and a converge calls it on every GPU node (the driver's verify, Slurm's gres.conf, the
+container smoke test), so those calls set clock_event_samples: 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+MODULE = "gpuforge.cluster.nvidia_smi_facts"
+# Where sampling is the point: validation's node checks read the clock event reasons.
+SAMPLING_ALLOWED = {"playbooks/tasks/validate_node.yml"}
+
+
+def _tasks(node):
+    """Every task mapping in a task file, blocks and their rescue/always included."""
+    if isinstance(node, list):
+        for item in node:
+            yield from _tasks(item)
+    elif isinstance(node, dict):
+        if any(key in node for key in ("block", "rescue", "always")):
+            for key in ("block", "rescue", "always"):
+                yield from _tasks(node.get(key) or [])
+        else:
+            yield node
+
+
+def _calls():
+    files = sorted((ROOT / "roles").glob("*/tasks/*.yml")) + sorted((ROOT / "playbooks").rglob("*.yml"))
+    for path in files:
+        for task in _tasks(yaml.safe_load(path.read_text(encoding="utf-8")) or []):
+            if MODULE in task:
+                yield path.relative_to(ROOT).as_posix(), task.get("name", ""), task[MODULE] or {}
+
+
+def test_the_scan_finds_the_known_callers():
+    found = {path for path, _, _ in _calls()}
+    assert {"roles/nvidia_driver/tasks/verify.yml", "roles/slurm/tasks/main.yml"} <= found
+    assert found >= SAMPLING_ALLOWED
+
+
+def test_only_validation_samples_clock_events():
+    sampling = [
+        f"{path}: {name!r}"
+        for path, name, args in _calls()
+        if path not in SAMPLING_ALLOWED and args.get("clock_event_samples", 20) != 0
+    ]
+    assert not sampling, "set clock_event_samples: 0 (10 s per node otherwise): " + "; ".join(sampling)
