@@ -1,8 +1,10 @@
-"""Parsers for IBM Storage Scale (GPFS) configuration output, and the diff the config module applies.
+"""Parsers for IBM Storage Scale (GPFS) command output, and the diff the config module applies.
 
 Pure functions, stdlib only (and gpuforge_errors, shipped with it). The configuration is returned as
 {scope: {attribute: value}}: scope "common" for cluster-wide values, else the node list or node class
-of an mmlsconfig stanza (`[dgx]` -> "dgx").
+of an mmlsconfig stanza (`[dgx]` -> "dgx"). The cluster's state (mmlscluster -Y, mmgetstate -Y,
+mmlsnodeclass, mmremotecluster show, mmremotefs show, mmlsmount -L) is what spectrum_scale_facts reads for
+the spectrum_scale_client role in one call (docs/parsers.md, "storage-scale").
 """
 
 from __future__ import annotations
@@ -186,3 +188,216 @@ def filesystem_uid(text: str) -> str:
     if not _FILESYSTEM_UID.match(value):
         raise ParseError(f"mmlsfs --uid printed {value!r}, not a file system UID (8 hex digits:8 hex digits)")
     return value.upper()
+
+
+# --- The cluster's state as the spectrum_scale_client role decides on it (spectrum_scale_facts) ---------------
+
+
+def _show(line: str) -> str:
+    """repr(line), shortened for a message (a line of binary garbage can be kilobytes long)."""
+    text = repr(line)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def same_node(listed: str, node: str) -> bool:
+    """Whether a node name as a Storage Scale command prints it names `node`: the same name, or one of them
+    the other with more of its domain. mmlscluster prints the daemon name in full (dgx01.ocp4.scale.com),
+    mmlsmount -L a shortened one (worker01.ocp4 for worker01.ocp4.scale.ibm.com), an inventory the short host
+    name (dgx01). Case-insensitive, as host names are."""
+    listed, node = listed.strip().lower(), node.strip().lower()
+    if not listed or not node:
+        return False
+    return listed == node or listed.startswith(node + ".") or node.startswith(listed + ".")
+
+
+def _number(value: str):
+    return int(value) if value.isdigit() else None
+
+
+def parse_mmgetstate_y(text: str) -> list[dict]:
+    """Parse `mmgetstate -Y` into [{name, number, state, quorum, nodes_up, total_nodes, remarks}], one per node
+    (fields by the HEADER's names; newer releases add daemonShortName and daemonNodeName, not read here)."""
+    records = _y_sections(text, "mmgetstate").get("", [])
+    if not records:
+        raise ParseError("mmgetstate -Y output has no node record (only its HEADER)")
+    nodes = []
+    for record in records:
+        if not record.get("nodeName") or not record.get("state"):
+            raise ParseError(f"mmgetstate -Y record without nodeName or state: {_show(record)}")
+        nodes.append(
+            {
+                "name": record["nodeName"],
+                "number": _number(record.get("nodeNumber", "")),
+                "state": record["state"],
+                "quorum": _number(record.get("quorum", "")),
+                "nodes_up": _number(record.get("nodesUp", "")),
+                "total_nodes": _number(record.get("totalNodes", "")),
+                "remarks": record.get("remarks", ""),
+            }
+        )
+    return nodes
+
+
+# A node or node class name as the mm commands print them (host names, FQDNs, class names).
+_NODE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+
+
+def _names(text: str) -> list[str]:
+    return [name for name in re.split(r"[,\s]+", text.strip()) if name]
+
+
+def _members(text: str, number: int, line: str) -> list[str]:
+    """A comma-separated member list (one field: no blanks inside), every member a node or class name."""
+    fields = text.split()
+    members = _names(text)
+    if len(fields) > 1 or not all(_NODE_NAME.fullmatch(name) for name in members):
+        raise ParseError(f"mmlsnodeclass line {number} is not 'class  member,member,...': {_show(line)}")
+    return members
+
+
+def parse_mmlsnodeclass(text: str) -> dict[str, list[str]]:
+    """Parse plain `mmlsnodeclass [Class,...]` into {class: [member, ...]}.
+
+    The table is `Node Class Name  Members` over a dashed rule, one class per row with its members
+    comma-separated; a row that starts with blanks continues the members of the class above it.
+    """
+    classes: dict[str, list[str]] = {}
+    current = None
+    header_seen = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        if not header_seen:
+            if line.split()[:4] != ["Node", "Class", "Name", "Members"]:
+                raise ParseError(
+                    f"mmlsnodeclass line {number} is not its 'Node Class Name  Members' header: {_show(line)}"
+                )
+            header_seen = True
+            continue
+        if set(line.strip()) <= {"-", " "}:
+            continue
+        if line[0].isspace():
+            if current is None:
+                raise ParseError(f"mmlsnodeclass line {number}: members before a node class: {_show(line)}")
+            classes[current] += _members(line, number, line)
+            continue
+        name, _blank, members = line.strip().partition(" ")
+        if not _NODE_NAME.fullmatch(name):
+            raise ParseError(f"mmlsnodeclass line {number} is not 'class  member,member,...': {_show(line)}")
+        current = name
+        classes[name] = _members(members, number, line)
+    if not header_seen:
+        raise ParseError("mmlsnodeclass output has no 'Node Class Name  Members' header (empty or truncated output)")
+    return classes
+
+
+# "File systems:    fs1 (ess3k_fs1) fs2 (fs2)": local name, then the owning cluster's name in parentheses.
+# Other lines are kept when their label is written as IBM writes them (a capital, then words).
+_LABEL = re.compile(r"[A-Z][A-Za-z]*(?: [A-Za-z]+)*")
+_REMOTE_CLUSTER_FS = re.compile(r"([^\s()]+)\s*\(([^\s()]+)\)")
+
+
+def parse_mmremotecluster_show(text: str) -> dict[str, dict]:
+    """Parse `mmremotecluster show [all]` into {cluster: {contact_nodes: [...], sha_digest, filesystems:
+    {local name: remote name}}}: one `Key:  value` block per remote cluster, each starting at `Cluster name:`.
+    Lines of other keys are kept under their snake_case name."""
+    clusters: dict[str, dict] = {}
+    current = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        key, separator, value = line.partition(":")
+        key, value = key.strip().lower(), value.strip()
+        if not separator or not key:
+            raise ParseError(f"mmremotecluster show line {number} is not a 'Key: value' line: {_show(line)}")
+        if key == "cluster name":
+            if not value:
+                raise ParseError(f"mmremotecluster show line {number}: empty cluster name")
+            current = clusters.setdefault(value, {"contact_nodes": [], "sha_digest": "", "filesystems": {}})
+        elif current is None:
+            raise ParseError(f"mmremotecluster show line {number}: {_show(line)} before a 'Cluster name:' line")
+        elif key == "contact nodes":
+            current["contact_nodes"] = _names(value)
+        elif key == "sha digest":
+            current["sha_digest"] = value
+        elif key == "file systems":
+            current["filesystems"] = dict(_REMOTE_CLUSTER_FS.findall(value))
+        elif _LABEL.fullmatch(line.partition(":")[0].strip()):
+            current[re.sub(r"\W+", "_", key)] = value
+        else:
+            raise ParseError(f"mmremotecluster show line {number} is not a 'Label: value' line: {_show(line)}")
+    if not clusters:
+        raise ParseError("mmremotecluster show output has no 'Cluster name:' line (empty or truncated output)")
+    return clusters
+
+
+_REMOTEFS_COLUMNS = ("remote", "cluster", "mount_point", "mount_options", "automount", "drive", "priority")
+
+
+def parse_mmremotefs_show(text: str) -> dict[str, dict[str, str]]:
+    """Parse `mmremotefs show [all]` into {local name: {remote, cluster, mount_point, mount_options,
+    automount, drive, priority}}: the `Local Name  Remote Name  Cluster name  Mount Point ...` table, one
+    file system per row (no column holds blanks)."""
+    filesystems: dict[str, dict[str, str]] = {}
+    header_seen = False
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split()
+        if not header_seen:
+            if fields[:2] != ["Local", "Name"]:
+                raise ParseError(
+                    f"mmremotefs show line {number} is not its 'Local Name  Remote Name' header: {_show(line)}"
+                )
+            header_seen = True
+            continue
+        if len(fields) < 4:
+            raise ParseError(
+                f"mmremotefs show line {number} has {len(fields)} columns, not local name, remote name, cluster "
+                f"and mount point at least: {_show(line)}"
+            )
+        if not fields[3].startswith("/"):
+            raise ParseError(f"mmremotefs show line {number}: mount point {fields[3]!r} is not a path: {_show(line)}")
+        filesystems[fields[0]] = dict(zip(_REMOTEFS_COLUMNS, fields[1:]))
+    if not header_seen:
+        raise ParseError("mmremotefs show output has no 'Local Name  Remote Name' header (empty or truncated output)")
+    return filesystems
+
+
+# "File system fs1 (ess3000.bda.scale.ibm.com:ess3k_fs1) is mounted on 7 nodes:" (a remote one names its owning
+# cluster and remote name), "File system gpfs0 is mounted on 2 nodes.", "File system fs1 is not mounted."
+_MOUNT_HEADER = re.compile(
+    r"^File system (\S+?)(?: \(([^\s():]+):([^\s()]+)\))? is (?:mounted on (\d+) nodes?[:.]?|not mounted\.?)$"
+)
+
+
+def parse_mmlsmount(text: str) -> dict[str, dict]:
+    """Parse `mmlsmount {Device | all} [-L]` into {device: {cluster, remote, count, nodes: [{ip, name,
+    cluster}]}}: a `File system ... is mounted on N nodes:` line per file system, with -L one `ip  node
+    name  cluster` line per mounting node under it (the node name as the cluster knows it, its domain possibly
+    shortened: compare with same_node). cluster and remote are empty for a file system of this cluster."""
+    mounts: dict[str, dict] = {}
+    current = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        header = _MOUNT_HEADER.match(line.strip())
+        if header:
+            device, owner, remote, count = header.groups()
+            current = mounts[device] = {
+                "cluster": owner or "",
+                "remote": remote or "",
+                "count": int(count) if count else 0,
+                "nodes": [],
+            }
+            continue
+        fields = line.split()
+        if current is None or not line[0].isspace() or len(fields) < 2:
+            raise ParseError(
+                f"mmlsmount line {number} is neither a 'File system ... mounted' line nor an indented "
+                f"'address  node  cluster' line under one: {_show(line)}"
+            )
+        current["nodes"].append({"ip": fields[0], "name": fields[1], "cluster": fields[2] if len(fields) > 2 else ""})
+    if not mounts:
+        raise ParseError("mmlsmount output has no 'File system ... mounted' line (empty or truncated output)")
+    return mounts

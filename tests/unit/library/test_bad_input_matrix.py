@@ -36,6 +36,7 @@ from ansible_collections.gpuforge.cluster.plugins.modules import (
     nvbandwidth,
     nvidia_smi_facts,
     p2p_bandwidth,
+    package_version_floor,
     resnet50_benchmark,
     selinux_policy_module,
     selinux_relabel,
@@ -68,6 +69,7 @@ MODULES = {
         nvbandwidth,
         nvidia_smi_facts,
         p2p_bandwidth,
+        package_version_floor,
         resnet50_benchmark,
         selinux_policy_module,
         selinux_relabel,
@@ -400,10 +402,27 @@ def run_spectrum_scale_config(ansible_module, tmp_path, change, args=None, check
 
 
 def run_spectrum_scale_facts(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    """The spectrum_scale_client role's call: every gather, so each family reaches every parser."""
     (tmp_path / "mmlscluster").write_text("#!/bin/sh\n", encoding="ascii")
-    output = change(fixture("mmlscluster/seed001_Y.txt"))
-    runner = Runner(answer or (lambda argv: (0, output, "")))
-    base = {"mmfs_bin": str(tmp_path)}
+    outputs = {
+        tool: change(fixture(relative))
+        for tool, relative in {
+            "mmlscluster": "mmlscluster/seed001_Y.txt",
+            "mmlsnodeclass": "mmlsnodeclass/seed001_dgx.txt",
+            "mmgetstate": "mmgetstate/seed001_dgx01_Y.txt",
+            "mmremotecluster": "mmremotecluster/seed001_show_all.txt",
+            "mmremotefs": "mmremotefs/seed001_show_all.txt",
+            "mmlsmount": "mmlsmount/seed001_L.txt",
+        }.items()
+    }
+    runner = Runner(answer or (lambda argv: (0, outputs[Path(argv[0]).name], "")))
+    base = {
+        "mmfs_bin": str(tmp_path),
+        "gather": ["cluster", "nodeclass", "state", "remote_clusters", "remote_filesystems", "mounts"],
+        "node": "dgx01",
+        "node_classes": ["dgx"],
+        "devices": ["ess3000_4M"],
+    }
     result = ansible_module(spectrum_scale_facts, {**base, **(args or {})}, runner, None, check_mode)
     return result, runner
 
@@ -518,6 +537,24 @@ def run_selinux_relabel(ansible_module, tmp_path, change, args=None, check_mode=
     return result, runner
 
 
+# What dpkg-query -W -f='${Package}\t${Version}\t${db:Status-Abbrev}\n' prints for the gpu_monitoring floors.
+DPKG_QUERY_W = "prometheus\t2.42.0+ds-5+deb12u1\tii \nprometheus-node-exporter\t1.5.0-1+b6\tii \n"
+
+
+def run_package_version_floor(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    """The tool output is dpkg-query's; dpkg --compare-versions answers 'at or above'."""
+    output = change(DPKG_QUERY_W)
+    runner = Runner(answer or (lambda argv: (0, output, "") if argv[0].endswith("dpkg-query") else (0, "", "")))
+    floors = [
+        {"name": "prometheus", "version": "2.42.0+ds-5+deb12u1"},
+        {"name": "prometheus-node-exporter", "version": "1.5.0-1"},
+    ]
+    base = {"packages": floors, "manager": "dpkg"}
+    paths = paths or bins("dpkg-query", "dpkg")
+    result = ansible_module(package_version_floor, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
 RUNNERS = {
     "container_gpu_smoke": (run_container_gpu_smoke, ("podman",)),
     "dcgm_diag": (run_dcgm_diag, ("dcgmi",)),
@@ -534,12 +571,16 @@ RUNNERS = {
     "nvbandwidth": (run_nvbandwidth, ("nvbandwidth",)),
     "nvidia_smi_facts": (run_nvidia_smi_facts, ("nvidia-smi",)),
     "p2p_bandwidth": (run_p2p_bandwidth, ("p2pBandwidthLatencyTest",)),
+    "package_version_floor": (run_package_version_floor, ("dpkg-query",)),
     "resnet50_benchmark": (run_resnet50_benchmark, ("ResNet-50", "benchmark output", "GPUs")),
     "selinux_policy_module": (run_selinux_policy_module, ("semodule",)),
     "selinux_relabel": (run_selinux_relabel, ("restorecon", "nvidia-container-cli")),
     "slurm_node_state": (run_slurm_node_state, ("scontrol",)),
     "spectrum_scale_config": (run_spectrum_scale_config, ("mmlsconfig",)),
-    "spectrum_scale_facts": (run_spectrum_scale_facts, ("mmlscluster",)),
+    "spectrum_scale_facts": (
+        run_spectrum_scale_facts,
+        ("mmlscluster", "mmlsnodeclass", "mmgetstate", "mmremotecluster", "mmremotefs", "mmlsmount"),
+    ),
 }
 
 
@@ -631,6 +672,7 @@ def _missing_tool_cases():
             ("mpirun not found on", "install Open MPI"),
         ),
         "nvidia_smi_facts": ({}, bins(), None, ("nvidia-smi not found in PATH on", "NVIDIA driver")),
+        "package_version_floor": ({}, bins(), None, ("dpkg-query not found in PATH, /usr/bin", "install dpkg")),
         "resnet50_benchmark": ({}, None, timeout_cannot_start, ("torchrun not found on", "install torch")),
         "selinux_policy_module": ({}, bins(), None, ("semodule not found in PATH on", "policycoreutils")),
         "selinux_relabel": ({}, bins(), None, ("restorecon not found in PATH on", "install policycoreutils")),
@@ -888,6 +930,44 @@ OPTION_CASES: dict[tuple[str, str], list[Case]] = {
         Case("comma", {"settings": {"pagepool": "1G,2G"}}, "settings.pagepool", "cannot hold ','"),
         Case("empty", {"settings": {"pagepool": ""}}, "settings.pagepool", "must not be empty"),
         Case("list and bool", {"settings": {"verbsPorts": ["mlx5_0/1", "mlx5_1/1"], "verbsRdma": True}}),
+    ],
+    ("spectrum_scale_facts", "gather"): [
+        Case("unknown item", {"gather": ["cluster", "mount"]}, "value of gather", "must be one or more of"),
+        Case("comma string (-e)", {"gather": "cluster,state,mounts", "node_classes": []}),
+        Case("devices without mounts", {"gather": ["cluster", "nodeclass"]}, "devices", "add mounts to gather"),
+        Case("classes without nodeclass", {"gather": ["mounts"]}, "node_classes", "add nodeclass to gather"),
+    ],
+    ("spectrum_scale_facts", "names"): [
+        Case("node an option", {"node": "-N"}, "node", "is not a node name"),
+        Case("node with a blank", {"node": "dgx 01"}, "node", "is not a node name"),
+        Case("class an option", {"node_classes": ["--all"]}, "node_classes[0]", "is not a node class name"),
+        Case("device a path", {"devices": ["/dev/ess3000_4M"]}, "devices[0]", "is not a file system device name"),
+        Case("device a list (-e)", {"devices": [["ess3000_4M"]]}, "devices[0]", "is not a file system device name"),
+        Case("full daemon name", {"node": "dgx01.ocp4.scale.com"}),
+    ],
+    ("package_version_floor", "packages"): [
+        Case("float floor", {"packages": [{"name": "prometheus", "version": 2.42}]}, "packages[0].version", "quote it"),
+        Case("empty floor", {"packages": [{"name": "prometheus", "version": " "}]}, "packages[0].version"),
+        Case("integer floor", {"packages": [{"name": "prometheus", "version": 2}]}),
+        Case("glob name", {"packages": [{"name": "prometheus*", "version": "1"}]}, "packages[0].name", "'*?[]'"),
+        Case("option name", {"packages": [{"name": "-a", "version": "1"}]}, "packages[0].name", "leading '-'"),
+        Case(
+            "name twice",
+            {"packages": [{"name": "a", "version": "1"}, {"name": "a", "version": "2"}]},
+            "packages[1].name",
+            "a second time",
+        ),
+        Case("no floor", {"packages": [{"name": "prometheus"}]}, "missing required arguments:", "version found in"),
+        Case(
+            "misspelt key", {"packages": [{"name": "a", "version": "1", "flor": "2"}]}, "Unsupported", "packages.flor"
+        ),
+        Case(
+            "rpm epoch word",
+            {"manager": "rpm", "packages": [{"name": "slurm", "version": "x:1.0"}]},
+            "packages[0].version",
+            "not an RPM version",
+        ),
+        Case("manager", {"manager": "apt"}, "value", "manager must be one of: auto, dpkg, rpm, got: apt"),
     ],
     ("selinux_policy_module", "modules"): [
         Case(

@@ -1,4 +1,6 @@
-"""mmlsconfig parsers (plain and -Y) and the per-scope diff the spectrum_scale_config module applies."""
+"""mmlsconfig parsers (plain and -Y) and the per-scope diff the spectrum_scale_config module applies; the parsers of
+the cluster state spectrum_scale_facts reads for the spectrum_scale_client role (mmgetstate, mmlsnodeclass,
+mmremotecluster, mmremotefs, mmlsmount)."""
 
 from __future__ import annotations
 
@@ -10,10 +12,16 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_spectrum
     config_changes,
     effective_value,
     filesystem_uid,
+    parse_mmgetstate_y,
     parse_mmlscluster_y,
     parse_mmlsconfig,
     parse_mmlsconfig_y,
     parse_mmlsfs,
+    parse_mmlsmount,
+    parse_mmlsnodeclass,
+    parse_mmremotecluster_show,
+    parse_mmremotefs_show,
+    same_node,
 )
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "mmlsconfig"
@@ -148,3 +156,228 @@ def test_filesystem_uid_is_upper_case_and_checked():
         filesystem_uid(MMLSFS_TABLE + "garbage here\n")
     with pytest.raises(ParseError, match="no --uid row"):
         filesystem_uid(MMLSFS_TABLE.replace(" --uid ", " -Q    "))
+
+
+# --- The cluster state spectrum_scale_client decides on (fixtures from seed 001, tests/fixtures/*/SOURCES.md) -----
+
+FIXTURE_ROOT = FIXTURES.parent
+
+
+def fixture(relative: str) -> str:
+    return (FIXTURE_ROOT / relative).read_text(encoding="utf-8")
+
+
+def test_mmgetstate_y_seed001():
+    assert parse_mmgetstate_y(fixture("mmgetstate/seed001_dgx01_Y.txt")) == [
+        {
+            "name": "dgx01.ocp4.scale.com",
+            "number": 2,
+            "state": "active",
+            "quorum": 1,
+            "nodes_up": 3,
+            "total_nodes": 3,
+            "remarks": "",
+        }
+    ]
+
+
+def test_mmgetstate_y_newer_release_fields_and_several_nodes():
+    # 5.2 adds daemonShortName and daemonNodeName after cnfsState; fields are read by the HEADER's names.
+    text = (
+        "mmgetstate::HEADER:version:reserved:reserved:nodeName:nodeNumber:state:quorum:nodesUp:totalNodes:"
+        "remarks:cnfsState:daemonShortName:daemonNodeName:\n"
+        "mmgetstate::0:1:::ec01:1:active:2:1:2:quorum%20node:(undefined):ec01:ec01:\n"
+        "mmgetstate::0:1:::ec02:2:arbitrating:2:1:2::(undefined):ec02:ec02:\n"
+    )
+    rows = parse_mmgetstate_y(text)
+    assert [(row["name"], row["state"], row["remarks"]) for row in rows] == [
+        ("ec01", "active", "quorum node"),
+        ("ec02", "arbitrating", ""),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "no HEADER"),
+        (fixture("mmgetstate/seed001_dgx01_Y.txt").splitlines()[0] + "\n", "no node record"),
+        (fixture("mmgetstate/seed001_dgx01_Y.txt").splitlines()[1] + "\n", "before its HEADER"),
+        (
+            "mmgetstate::HEADER:version:reserved:reserved:nodeName:\nmmgetstate::0:1:::dgx01:\n",
+            "without nodeName or state",
+        ),
+        ("mmgetstate: This node does not belong to a GPFS cluster.\n", "not an mmgetstate record"),
+    ],
+)
+def test_mmgetstate_y_errors(text, message):
+    with pytest.raises(ParseError, match=message):
+        parse_mmgetstate_y(text)
+
+
+def test_mmlsnodeclass_seed001_and_continued_members():
+    assert parse_mmlsnodeclass(fixture("mmlsnodeclass/seed001_dgx.txt")) == {
+        "dgx": ["dgx01.ocp4.scale.com", "dgx02.ocp4.scale.com"]
+    }
+    wrapped = (
+        "Node Class Name       Members\n"
+        "--------------------- -----------------------------------------------------------\n"
+        "dgx                   dgx01.ocp4.scale.com,dgx02.ocp4.scale.com,\n"
+        "                      dgx03.ocp4.scale.com\n"
+        "siteA                 linuxNodes\n"
+    )
+    assert parse_mmlsnodeclass(wrapped) == {
+        "dgx": ["dgx01.ocp4.scale.com", "dgx02.ocp4.scale.com", "dgx03.ocp4.scale.com"],
+        "siteA": ["linuxNodes"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "no 'Node Class Name  Members' header"),
+        ("mmlsnodeclass: Node class dgx does not exist.\n", "line 1 is not its 'Node Class Name  Members' header"),
+        ("Node Class Name  Members\n---- ----\n   dgx01\n", "members before a node class"),
+        ("Node Class Name  Members\ngpuforge filler: a line\n", "line 2 is not 'class  member,member,...'"),
+        ("Node Class Name  Members\ndgx  dgx01,dgx:02\n", "line 2 is not 'class  member,member,...'"),
+    ],
+)
+def test_mmlsnodeclass_errors(text, message):
+    with pytest.raises(ParseError, match=message):
+        parse_mmlsnodeclass(text)
+
+
+def test_mmremotecluster_show_seed001_aligned_and_as_the_seed_prints_it():
+    expected = {
+        "ess3000.bda.scale.ibm.com": {
+            "contact_nodes": ["fscc-fab3-3-a-priv.bda.scale.com", "fscc-fab3-3-b-priv.bda.scale.com"],
+            "sha_digest": "9c58d9df69804393571044a9f08b005db12345e4cb87637cad83870a9f74c24d",
+            "filesystems": {"ess3000_4M": "ess3000_4M"},
+        }
+    }
+    text = fixture("mmremotecluster/seed001_show_all.txt")
+    assert parse_mmremotecluster_show(text) == expected
+    # The seed's extraction: one blank after each colon.
+    assert parse_mmremotecluster_show(" ".join(part for part in text.split(" ") if part)) == expected
+
+
+def test_mmremotecluster_show_two_clusters_and_none_defined():
+    text = (
+        "Cluster name:    ess3000.lab\nContact nodes:   essio1,essio2\nSHA digest:      00ab\n"
+        "File systems:    fs1 (ess3k_fs1) fs2 (fs2)\n\n"
+        "Cluster name:    other.lab\nContact nodes:   o1\nSHA digest:      01cd\nFile systems:    (none defined)\n"
+        "Cipher list:     AUTHONLY\n"
+    )
+    clusters = parse_mmremotecluster_show(text)
+    assert clusters["ess3000.lab"]["filesystems"] == {"fs1": "ess3k_fs1", "fs2": "fs2"}
+    assert clusters["other.lab"]["filesystems"] == {}
+    assert clusters["other.lab"]["cipher_list"] == "AUTHONLY"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "no 'Cluster name:' line"),
+        ("Contact nodes:   essio1\n", "before a 'Cluster name:' line"),
+        ("Cluster name:\n", "empty cluster name"),
+        ("Cluster name:    a.lab\ngarbage\n", "line 2 is not a 'Key: value' line"),
+        ("Cluster name:    a.lab\ngpuforge filler: a line\n", "line 2 is not a 'Label: value' line"),
+    ],
+)
+def test_mmremotecluster_show_errors(text, message):
+    with pytest.raises(ParseError, match=message):
+        parse_mmremotecluster_show(text)
+
+
+def test_mmremotefs_show_seed001():
+    assert parse_mmremotefs_show(fixture("mmremotefs/seed001_show_all.txt")) == {
+        "ess3000_4M": {
+            "remote": "ess3000_4M",
+            "cluster": "ess3000.bda.scale.ibm.com",
+            "mount_point": "/gpfs/ess3000_4M",
+            "mount_options": "rw",
+            "automount": "yes",
+            "drive": "-",
+            "priority": "0",
+        }
+    }
+    header = fixture("mmremotefs/seed001_show_all.txt").splitlines()[0]
+    assert parse_mmremotefs_show(header + "\n") == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "no 'Local Name  Remote Name' header"),
+        ("mmremotefs: Cluster x is not defined.\n", "line 1 is not its 'Local Name  Remote Name' header"),
+        ("Local Name  Remote Name  Cluster name  Mount Point\nfs1 fs1 c\n", "line 2 has 3 columns"),
+        ("Local Name  Remote Name\ngpuforge filler: a line\n", "line 2: mount point 'line' is not a path"),
+    ],
+)
+def test_mmremotefs_show_errors(text, message):
+    with pytest.raises(ParseError, match=message):
+        parse_mmremotefs_show(text)
+
+
+def test_mmlsmount_seed001():
+    assert parse_mmlsmount(fixture("mmlsmount/seed001_L.txt")) == {
+        "ess3000_4M": {
+            "cluster": "ess3000.bda.scale.ibm.com",
+            "remote": "ess3000_4M",
+            "count": 2,
+            "nodes": [
+                {"ip": "192.168.1.19", "name": "dgx01.ocp4", "cluster": "SpectrumScale.ocp4.scale.ibm.com"},
+                {"ip": "192.168.1.20", "name": "dgx02.ocp4", "cluster": "SpectrumScale.ocp4.scale.ibm.com"},
+            ],
+        }
+    }
+
+
+def test_mmlsmount_local_unmounted_and_without_l():
+    text = (
+        "File system gpfs0 is mounted on 1 nodes:\n  10.0.0.1        node1                     c1.lab\n"
+        "File system fs2 (ess.lab:fs2) is not mounted.\n"
+        "File system fs3 is mounted on 3 nodes.\n"
+    )
+    mounts = parse_mmlsmount(text)
+    assert mounts["gpfs0"] == {"cluster": "", "remote": "", "count": 1, "nodes": [
+        {"ip": "10.0.0.1", "name": "node1", "cluster": "c1.lab"}]}  # fmt: skip
+    assert mounts["fs2"] == {"cluster": "ess.lab", "remote": "fs2", "count": 0, "nodes": []}
+    assert mounts["fs3"]["count"] == 3 and mounts["fs3"]["nodes"] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "no 'File system ... mounted' line"),
+        ("  192.168.1.19    dgx01.ocp4    c\n", "line 1 is neither"),
+        ("mmlsmount: File system fs9 is not known to the GPFS cluster.\n", "line 1 is neither"),
+        ("File system fs1 is mounted on 1 nodes:\nnot indented here\n", "line 2 is neither"),
+    ],
+)
+def test_mmlsmount_errors(text, message):
+    with pytest.raises(ParseError, match=message):
+        parse_mmlsmount(text)
+
+
+def test_a_long_garbage_line_is_shortened_in_the_message():
+    with pytest.raises(ParseError) as info:
+        parse_mmlsmount("x" * 5000 + "\n")
+    assert len(str(info.value)) < 300
+
+
+@pytest.mark.parametrize(
+    ("listed", "node", "same"),
+    [
+        ("dgx01.ocp4.scale.com", "dgx01", True),  # mmlscluster's daemon name, the inventory's short name
+        ("dgx01.ocp4", "dgx01.ocp4.scale.com", True),  # mmlsmount -L shortens the domain
+        ("DGX01", "dgx01", True),
+        ("dgx01", "dgx01", True),
+        ("dgx010", "dgx01", False),
+        ("dgx01-ib.ocp4", "dgx01", False),
+        ("dgx02.ocp4", "dgx01.ocp4.scale.com", False),
+        ("", "dgx01", False),
+    ],
+)
+def test_same_node(listed, node, same):
+    assert same_node(listed, node) is same
+    assert same_node(node, listed) is same
