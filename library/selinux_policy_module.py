@@ -194,7 +194,12 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import show
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import find_tool, run_tool, this_host
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import (
+    find_tool,
+    output_tail,
+    run_tool,
+    this_host,
+)
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_selinux import (
     ParseError,
     parse_semodule_list,
@@ -209,15 +214,6 @@ STORE_FIX = (
     "run as root (become: true) on a host with a policy store (Debian/Ubuntu: selinux-policy-default; "
     "RHEL: selinux-policy-targeted)"
 )
-TAIL_LINES = 15
-TAIL_CHARS = 1500
-
-
-def tail(text: str) -> str:
-    """The last lines of a command's output, for a message."""
-    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
-    kept = "\n".join(lines[-TAIL_LINES:])
-    return kept[-TAIL_CHARS:] if kept else "(no output)"
 
 
 def _read(path: str):
@@ -306,7 +302,8 @@ class PolicyModules:
     def command_failed(self, what: str, argv: list, rc: int, out: str, err: str, fix: str, cwd=None) -> None:
         place = f" in {cwd}" if cwd else ""
         self.fail(
-            f"{what}: `{shlex.join(argv)}` failed{place} on {this_host()} (rc {rc}): {tail(err or out)}\nFix: {fix}",
+            f"{what}: `{shlex.join(argv)}` failed{place} on {this_host()} (rc {rc}): "
+            f"{output_tail(err or out)}\nFix: {fix}",
             rc=rc,
             stdout=out,
             stderr=err,

@@ -121,7 +121,12 @@ import os
 import shlex
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import find_tool, run_tool, this_host
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import (
+    find_tool,
+    output_tail,
+    run_tool,
+    this_host,
+)
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_selinux import (
     ParseError,
     parse_container_cli_list,
@@ -134,15 +139,7 @@ CLI_FIX = (
     "(nvidia_container_toolkit role); run `nvidia-container-cli -k list` as root to see why, or set "
     "gpu_selinux_restorecon: false"
 )
-TAIL_LINES = 15
 MESSAGES_KEPT = 50
-TAIL_CHARS = 1500
-
-
-def tail(text: str) -> str:
-    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
-    kept = "\n".join(lines[-TAIL_LINES:])
-    return kept[-TAIL_CHARS:] if kept else "(no output)"
 
 
 def _exists(path: str) -> bool:
@@ -180,7 +177,7 @@ class Relabel:
     def command_failed(self, argv: list, rc: int, out: str, err: str, fix: str) -> None:
         shown = shlex.join(argv if len(argv) <= 12 else [*argv[:12], f"... ({len(argv) - 12} more)"])
         self.fail(
-            f"`{shown}` failed on {this_host()} (rc {rc}): {tail(err or out)}\nFix: {fix}",
+            f"`{shown}` failed on {this_host()} (rc {rc}): {output_tail(err or out)}\nFix: {fix}",
             rc=rc,
             stdout=out,
             stderr=err,

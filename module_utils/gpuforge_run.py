@@ -14,6 +14,7 @@ __all__ = [
     "TIMED_OUT_RCS",
     "find_tool",
     "missing_tool",
+    "output_tail",
     "run_bounded",
     "run_tool",
     "this_host",
@@ -26,6 +27,19 @@ KILL_AFTER_S = 30
 TIMED_OUT_RCS = (124, 137)
 # timeout(1) and shells: 127 the command was not found, 126 it was found but could not run.
 NOT_RUN_RCS = (126, 127)
+
+
+# How much of a failed command's output a message quotes: its end, where tools print why they stopped.
+OUTPUT_TAIL_LINES = 15
+OUTPUT_TAIL_CHARS = 1500
+
+
+def output_tail(text: str) -> str:
+    """The last non-empty lines of a command's output (at most OUTPUT_TAIL_LINES and OUTPUT_TAIL_CHARS), for a
+    failure message; "(no output)" when there is none."""
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    kept = "\n".join(lines[-OUTPUT_TAIL_LINES:])
+    return kept[-OUTPUT_TAIL_CHARS:] if kept else "(no output)"
 
 
 def this_host() -> str:

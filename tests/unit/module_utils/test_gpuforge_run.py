@@ -132,3 +132,11 @@ def test_missing_tool_message():
     assert missing_tool("ibstat", "install infiniband-diags") == f"ibstat not found on {HOST}: install infiniband-diags"
     assert missing_tool("/opt/bin/x", "fix", "PATH") == f"x not found at /opt/bin on {HOST}: fix"
     assert gpuforge_run.this_host() == HOST
+
+
+def test_output_tail_quotes_the_end_of_the_output():
+    output_tail = gpuforge_run.output_tail
+    lines = [f"line {number}" for number in range(40)]
+    assert output_tail("\n".join(lines) + "\n\n") == "\n".join(lines[-gpuforge_run.OUTPUT_TAIL_LINES :])
+    assert output_tail("  \n\n") == output_tail(None) == "(no output)"
+    assert len(output_tail("x" * 5000)) == 1500
