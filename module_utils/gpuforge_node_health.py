@@ -457,7 +457,7 @@ def _gpu_checks(smi, expected):
     checks.append(_throttle_check(gpus, expected))
     links = expected.get("nvlink_links") or 0
     if links:
-        checks += _nvlink_checks(gpus, links, expected)
+        checks += _nvlink_checks(gpus, links, expected, isinstance(smi.get("nvlink"), dict))
     return checks
 
 
@@ -573,8 +573,14 @@ def _throttle_check(gpus, expected):
     )
 
 
-def _nvlink_checks(gpus, links, expected):
+def _nvlink_checks(gpus, links, expected, view_read=False):
+    """view_read: the facts hold the nvlink --status view (top-level `nvlink`). A GPU absent from a view that
+    was read has no NVLink: 0 links (nvlink --status lists only GPUs with links, and prints nothing and exits 0
+    when none has any: the 580.159.04 H200 VM capture in tests/fixtures/nvidia-smi)."""
+
     def nvlink(gpu):
+        if gpu.get("nvlink") is None:  # absent from the view (merge gives None), or no view at all
+            return f"0 of {links} active" if view_read else "NVLink state not read (no nvidia-smi nvlink --status view)"
         state = _d(gpu.get("nvlink"))
         active = state.get("active_links")
         if active == links:
@@ -1128,16 +1134,23 @@ def judge_node(
             )
         )
         checks += _ib_checks(infiniband if isinstance(infiniband, dict) else {}, expected)
-    for source, what in (("lsmod", "lsmod output"), ("kernel_log", "the kernel log")):
+    for source, what, remedy in (
+        # A VM image can lack kmod altogether (the lent H200 machine did): say what to install first.
+        (
+            "lsmod",
+            "lsmod output",
+            "Install kmod (it provides lsmod), or run lsmod by hand on the node to see why it fails",
+        ),
+        (
+            "kernel_log",
+            "the kernel log",
+            "Read it by hand on the node (journalctl -k, or dmesg as root) and check permissions",
+        ),
+    ):
         if source in unreadable:
             checks.append(
                 node_check(
-                    f"{source}_readable",
-                    "fail",
-                    None,
-                    what,
-                    f"could not read {what}: {unreadable[source]}",
-                    "Run it by hand on the node and check permissions",
+                    f"{source}_readable", "fail", None, what, f"could not read {what}: {unreadable[source]}", remedy
                 )
             )
         else:

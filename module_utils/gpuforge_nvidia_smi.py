@@ -333,11 +333,18 @@ def _text_tree(lines):
 
 
 def _tree_lookup(tree, path):
-    """The value at `a/b/c` in a _text_tree, or None."""
+    """The value at `a/b/c` in a _text_tree, or None. Each part matches exactly first, then ignoring case:
+    drivers differ in the capitals of a label (Utilization/Gpu before driver 580, Utilization/GPU in the
+    580.159.04 capture in tests/fixtures/nvidia-smi)."""
     node = tree
     for part in path.split("/"):
-        if not isinstance(node, dict) or part not in node:
+        if not isinstance(node, dict):
             return None
+        if part not in node:
+            folded = part.casefold()
+            part = next((key for key in node if key.casefold() == folded), None)
+            if part is None:
+                return None
         node = node[part]
     return node
 
@@ -568,7 +575,9 @@ _NVLINK_LINK_RE = re.compile(r"^\s+Link (?P<link>\d+): (?P<state>.*?)\s*$")
 
 def parse_nvlink_status(text: str) -> dict:
     """Parse `nvidia-smi nvlink --status`: {gpus: [{index, name, uuid, links: [{link, speed_gbps, active,
-    state}], active_links, total_speed_gbps}], errors}. Inactive links show `<inactive>`."""
+    state}], active_links, total_speed_gbps}], errors}. Inactive links show `<inactive>`. A GPU without
+    NVLink is not listed at all: with none, the driver prints nothing and exits 0 (580.159.04 on an H200 VM,
+    tests/fixtures/nvidia-smi/*_nvlink_status_no_links.txt), which parses to no GPUs and no errors."""
     gpus, errors = [], []
     for line in (text or "").splitlines():
         if not line.strip():
@@ -590,8 +599,6 @@ def parse_nvlink_status(text: str) -> dict:
             )
         else:
             errors.append(line.strip())
-    if not gpus and not errors:
-        raise ParseError("nvidia-smi nvlink --status: empty output")
     for gpu in gpus:
         active = [link for link in gpu["links"] if link["active"]]
         gpu["active_links"] = len(active)
@@ -614,7 +621,8 @@ def parse_nvlink_errors(text: str) -> dict:
     value, ...}]}], errors}. Counter names are snake_cased as printed (replay_errors, recovery_errors,
     crc_errors, and whatever else a driver adds); one counter a line (`Link 0: CRC Errors: 0`) or several
     separated by commas on one line. Values nvidia-smi cannot read (N/A) are None. Links are a list, not a
-    mapping, so the facts keep their shape through Ansible's JSON (which turns integer keys into strings)."""
+    mapping, so the facts keep their shape through Ansible's JSON (which turns integer keys into strings).
+    Empty output (no GPU has NVLink, as nvlink --status) parses to no GPUs and no errors."""
     gpus, errors = [], []
     for line in (text or "").splitlines():
         if not line.strip():
@@ -637,8 +645,6 @@ def parse_nvlink_errors(text: str) -> dict:
                 counters[_snake(name)] = int(value) if re.fullmatch(r"\d+", value) else None
         else:
             errors.append(line.strip())
-    if not gpus and not errors:
-        raise ParseError("nvidia-smi nvlink -e: empty output")
     return {"gpu_count": len(gpus), "gpus": gpus, "errors": errors}
 
 
@@ -730,6 +736,9 @@ def parse_clock_event_samples(text: str, fields: list | None = None) -> dict:
                 bus, {"bus_id": bus, "index": row.get("index"), "serial": row.get("serial"), "samples": 0, "active": {}}
             )
             gpu["samples"] += 1
+            # A reason is counted once per sample even when the row asks for it twice: in the `.active`
+            # bitmask and by name (the H200 capture's --query-gpu under load asks for both).
+            seen: dict = {}
             for name, value in row.items():
                 if not _REASON_PREFIX_RE.match(name):
                     continue
@@ -737,11 +746,11 @@ def parse_clock_event_samples(text: str, fields: list | None = None) -> dict:
                 state = _active(value)
                 if reason == "active" and isinstance(state, int) and not isinstance(state, bool):
                     for bit_name, bit in CLOCK_EVENT_BITS.items():
-                        gpu["active"].setdefault(bit_name, 0)
-                        gpu["active"][bit_name] += 1 if state & bit else 0
+                        seen[bit_name] = seen.get(bit_name, False) or bool(state & bit)
                 elif isinstance(state, bool):
-                    gpu["active"].setdefault(reason, 0)
-                    gpu["active"][reason] += 1 if state else 0
+                    seen[reason] = seen.get(reason, False) or state
+            for reason, active in seen.items():
+                gpu["active"][reason] = gpu["active"].get(reason, 0) + (1 if active else 0)
     if not gpus and not unreachable:
         raise ParseError("nvidia-smi --query-gpu clock samples: no GPU rows in the output")
     return {

@@ -5,7 +5,9 @@ nvlink --status / -s and --errorcounters / -e, each with -i N. Clock event reaso
 --query-gpu that asks for a clock reason field reads the next sample (a counter in the run directory), so
 a fault active in a fraction of the samples shows in that fraction of repeated queries.
 Layouts follow the real tool (driver 535: XML DTD v12 with
-clocks_event_reasons, text -q padded to column 42, tab-separated topo -m with legends). Faults from
+clocks_event_reasons, text -q padded to column 42, tab-separated topo -m with legends; driver 580 as the
+580.159.04 capture in tests/fixtures/nvidia-smi: XML DTD v13, topo -m's header underlined with ANSI codes,
+text -q `Utilization/GPU`; any driver: no NVLink, no nvlink output). Faults from
 lab/profiles/SCHEMA.md are applied in every view. Exit codes: 9 when the nvidia module is not loaded
 (and cannot be), 15 when a GPU has fallen off the bus, 6 when no GPU exists, 2 on bad arguments.
 """
@@ -538,7 +540,8 @@ def _gpu_model(ctx: Context, gpu: dict) -> list:
             "utilization",
             "Utilization",
             [
-                ("gpu_util", "Gpu", "0 %"),
+                # Text label: `Gpu` before driver 580, `GPU` in the 580.159.04 capture (tests/fixtures/nvidia-smi).
+                ("gpu_util", "GPU" if ctx.driver_major >= 580 else "Gpu", "0 %"),
                 ("memory_util", "Memory", "0 %"),
                 ("encoder_util", "Encoder", "0 %"),
                 ("decoder_util", "Decoder", "0 %"),
@@ -701,7 +704,9 @@ def _timestamp() -> str:
 
 
 def view_query_xml(ctx: Context, out) -> int:
-    dtd = "v12" if ctx.driver_major >= 535 else "v11"
+    # Driver 580 prints DTD v13 (580.159.04 capture: tests/fixtures/nvidia-smi/
+    # gpuforge-device_1xh200_drv580.159.04_q_x.xml); 535 .. 579 keep v12, older drivers v11.
+    dtd = "v13" if ctx.driver_major >= 580 else "v12" if ctx.driver_major >= 535 else "v11"
     lines = [
         '<?xml version="1.0" ?>',
         f'<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_{dtd}.dtd">',
@@ -800,7 +805,10 @@ def view_topo(ctx: Context, out) -> int:
     nic_names = [f"NIC{i}" for i in range(len(hcas))]
     numa_id = ctx.driver_major >= 535
     header = [*gpu_names, *nic_names, "CPU Affinity", "NUMA Affinity"] + (["GPU NUMA ID"] if numa_id else [])
-    lines = ["\t" + "\t".join(header)]
+    # Driver 580 underlines the header with ANSI codes, even into a file or pipe (580.159.04 capture,
+    # tests/fixtures/nvidia-smi/gpuforge-device_1xh200_drv580.159.04_topo_m.txt).
+    underline = ("\x1b[4m", "\x1b[0m") if ctx.driver_major >= 580 else ("", "")
+    lines = ["\t" + underline[0] + "\t".join(header) + underline[1]]
     count = int(ctx.gpu.get("count") or 0)
     for gpu in ctx.listed:
         row = topology[gpu["profile_index"]]
@@ -822,11 +830,17 @@ def view_topo(ctx: Context, out) -> int:
 
 def view_nvlink(ctx: Context, out, errors: bool = False) -> int:
     """nvlink -s: `Link N: <speed> GB/s` or `<inactive>`; nvlink -e: replay, recovery and CRC counters per
-    link, a blank line between links (layout of the public H100 output in tests/fixtures/nvidia-smi)."""
+    link, a blank line between links (layout of the public H100 output in tests/fixtures/nvidia-smi).
+
+    A GPU without NVLink prints nothing, not even its `GPU n: ... (UUID ...)` line: with no such GPU both views
+    print nothing and exit 0 (driver 580.159.04 on an H200 VM, gpuforge-device_1xh200_drv580.159.04_nvlink_
+    status_no_links.txt and _nvlink_e_no_links.txt in tests/fixtures/nvidia-smi)."""
     nvlink = ctx.gpu.get("nvlink") or {}
+    links = range(int(nvlink.get("links") or 0))
+    if not links:
+        return 0
     for gpu in ctx.listed:
         out.write(f"GPU {gpu['index']}: {ctx.gpu['product_name']} (UUID: {ctx.uuid(gpu)})\n")
-        links = range(int(nvlink.get("links") or 0))
         for link in links:
             if errors:
                 counters = gpu["nvlink_errors"].get(link, {})

@@ -7,6 +7,7 @@ import io
 import json
 import os
 import stat
+from pathlib import Path
 
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_nvidia_smi as nv
@@ -27,6 +28,12 @@ REAL_NVLINK = "nvidia-smi-nvlink-status__leptonai-gpud__a100.txt"
 VOLATILE_KEYS = {"format", "dtd_version", "timestamp"}
 DEVICE_NAMED = {"matrix", "links", "nics", "legend", "nic_legend"}
 OPTIONAL_SECTIONS = {"remapped_rows"}  # null before Ampere, a dict after (checked in the fault tests)
+# Captured on a real single-GPU H200 VM, driver 580.159.04 (tests/fixtures/nvidia-smi/SOURCES.md).
+H200_580 = "gpuforge-device_1xh200_drv580.159.04_{}"
+
+
+def h200_580(view: str) -> Path:
+    return Path(__file__).resolve().parents[2] / "fixtures" / "nvidia-smi" / H200_580.format(view)
 
 
 @pytest.fixture
@@ -159,10 +166,84 @@ def test_nvlink_status(lab, profile, links, speed, real_output):
     assert [g["index"] for g in only["gpus"]] == [3]
 
 
-def test_nvlink_t4_has_no_links(lab):
+def driver(lab, version: str, cuda: str) -> None:
+    """Install a driver package of another release than the default (its nvidia-driver.json)."""
+    (lab.path / "lib" / "nvidia-driver.json").write_text(
+        json.dumps({"driver_version": version, "cuda_version": cuda}), encoding="utf-8"
+    )
+
+
+@pytest.mark.parametrize("flags", [("--status",), ("-s",), ("-e",), ("--errorcounters",), ("-s", "-i", "0")])
+def test_nvlink_t4_has_no_links(lab, flags):
+    """A GPU without NVLink prints nothing, not even its GPU line; exit 0 (the real H200 VM capture)."""
     lab("vsphere-t4-vgpu-roce")
-    status = nv.parse_nvlink_status(smi("nvlink", "--status")[1])
-    assert status["gpus"][0]["links"] == []
+    assert smi("nvlink", *flags) == (0, "", "")
+    counters = flags[0] in ("-e", "--errorcounters")
+    real = h200_580("nvlink_e_no_links.txt" if counters else "nvlink_status_no_links.txt").read_text(encoding="utf-8")
+    assert real == ""
+    parse = nv.parse_nvlink_errors if counters else nv.parse_nvlink_status
+    assert parse(smi("nvlink", *flags)[1]) == parse(real) == {"gpu_count": 0, "gpus": [], "errors": []}
+
+
+def test_topo_header_of_driver_580_matches_the_real_capture(lab):
+    """Driver 580 underlines topo -m's header with ANSI codes; the one-GPU VM without an HCA (the T4 profile,
+    its HCA removed) prints what the real single-GPU H200 VM printed, byte for byte (same CPUs 0-15, NUMA 0)."""
+    lab("vsphere-t4-vgpu-roce", [{"type": "hca_missing", "hca": "mlx5_0"}])
+    driver(lab, "580.159.04", "13.0")
+    out = smi("topo", "-m")[1]
+    real = h200_580("topo_m.txt").read_bytes().decode("utf-8")
+    assert (
+        out.splitlines()[0] == real.splitlines()[0] == "\t\x1b[4mGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m"
+    )
+    assert out.splitlines()[1] == real.splitlines()[1] == "GPU0\t X \t0-15\t0\t\tN/A"
+    assert out == real
+    assert nv.parse_topo_matrix(out) == nv.parse_topo_matrix(real)
+
+
+@pytest.mark.parametrize(("version", "cuda"), [("535.183.01", "12.2"), ("550.90.07", "12.4")])
+def test_topo_header_before_driver_580_is_plain(lab, version, cuda):
+    lab("vsphere-t4-vgpu-roce")
+    driver(lab, version, cuda)
+    out = smi("topo", "-m")[1]
+    assert "\x1b" not in out
+    assert out.splitlines()[0] == "\tGPU0\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID"
+
+
+@pytest.mark.parametrize(
+    ("version", "cuda", "dtd"),
+    [("535.183.01", "12.2", "v12"), ("550.90.07", "12.4", "v12"), ("580.159.04", "13.0", "v13")],
+)
+def test_query_xml_doctype_by_driver(lab, version, cuda, dtd):
+    """-q -x names DTD v13 from driver 580 on, as the real 580.159.04 capture does; drivers 535 .. 579 keep v12."""
+    lab("vsphere-t4-vgpu-roce")
+    driver(lab, version, cuda)
+    out = smi("-q", "-x")[1]
+    doctype = out.splitlines()[1]
+    assert doctype == f'<!DOCTYPE nvidia_smi_log SYSTEM "nvsmi_device_{dtd}.dtd">'
+    assert nv.parse_query_xml(out)["dtd_version"] == dtd
+    if dtd == "v13":
+        real = h200_580("q_x.xml").read_text(encoding="utf-8").splitlines()
+        assert real[:2] == out.splitlines()[:2] == ['<?xml version="1.0" ?>', doctype]
+
+
+@pytest.mark.parametrize(("version", "cuda", "label"), [("550.90.07", "12.4", "Gpu"), ("580.159.04", "13.0", "GPU")])
+def test_query_text_utilization_label_by_driver(lab, version, cuda, label):
+    """`Utilization/Gpu` before driver 580, `Utilization/GPU` in the 580.159.04 capture; both parse alike."""
+    lab("dgx-h100-ndr")
+    driver(lab, version, cuda)
+    text = smi("-q", "-i", "0")[1]
+    lines = text.splitlines()
+    assert lines[lines.index("    Utilization") + 1] == f"        {label}".ljust(42) + ": 0 %"
+    if label == "GPU":
+        real = h200_580("q.txt").read_text(encoding="utf-8").splitlines()
+        assert real[real.index("    Utilization") + 1].split(":")[0].strip() == "GPU"
+    xml = nv.parse_query_xml(smi("-q", "-x", "-i", "0")[1])
+    parsed = nv.parse_query_text(text)
+    for log in (xml, parsed):
+        for key in VOLATILE_KEYS:
+            log.pop(key)
+    assert parsed == xml
+    assert parsed["gpus"][0]["utilization_gpu_pct"] == 0
 
 
 def test_csv_query_header_units_noheader_nounits(lab, real_output):

@@ -43,6 +43,7 @@ from ansible_collections.gpuforge.cluster.plugins.modules import (
     slurm_node_state,
     spectrum_scale_config,
     spectrum_scale_facts,
+    vendor_apt_repository,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -76,6 +77,7 @@ MODULES = {
         slurm_node_state,
         spectrum_scale_config,
         spectrum_scale_facts,
+        vendor_apt_repository,
     )
 }
 
@@ -555,6 +557,44 @@ def run_package_version_floor(ansible_module, tmp_path, change, args=None, check
     return result, runner
 
 
+# `LC_ALL=C gpg --show-keys --with-colons /usr/share/keyrings/debian-archive-bookworm-automatic.gpg` on Debian 12
+# (GnuPG 2.2.40; tests/unit/module_utils/test_gpuforge_apt_sources.py): a primary key with revokers and a subkey.
+GPG_SHOW_KEYS = (
+    "pub:-:4096:1:B7C5D7D6350947F8:1674301461:1926589461::-:::scSC::::::23::0:\n"
+    "rvk:::1::::::80E976F14A508A48E9CA3FE9BC372252CA1CF964:80:\n"
+    "fpr:::::::::B8B80B5B623EAB6AD8775C45B7C5D7D6350947F8:\n"
+    "uid:-::::1674301461::100567F0EA7B90BC2ED03949BE60B7A6CFD8619F::Debian Archive Automatic Signing Key "
+    "(12/bookworm) <ftpmaster@debian.org>::::::::::0:\n"
+    "sub:-:4096:1:6ED0E7B82643E131:1674301461:1926589461:::::s::::::23:\n"
+    "fpr:::::::::4CB50190207B4758A3F73A796ED0E7B82643E131:\n"
+)
+
+
+def run_vendor_apt_repository(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    """The tool output is gpg --show-keys' colon listing; the key is served from a file:// URL, /etc/apt is
+    tmp_path/apt."""
+    output = change(GPG_SHOW_KEYS)
+    runner = Runner(answer or (lambda argv: (0, output, "")))
+    key = tmp_path / "srv" / "key.asc"
+    key.parent.mkdir(exist_ok=True)
+    key.write_bytes(b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nkey\n-----END PGP PUBLIC KEY BLOCK-----\n")
+    (tmp_path / "ansible-tmp").mkdir(exist_ok=True)
+    base = {
+        "name": "cuda",
+        "url": "http://mirror/cuda/repos/debian12/x86_64",
+        "key_url": key.as_uri(),
+        "key_fingerprint": "B8B80B5B623EAB6AD8775C45B7C5D7D6350947F8",
+        "preferences": "Package: cuda-drivers-550\nPin: version 550.90.07-*\nPin-Priority: 1001\n",
+        "keyring_dir": str(tmp_path / "apt" / "keyrings"),
+        "sources_dir": str(tmp_path / "apt" / "sources.list.d"),
+        "preferences_dir": str(tmp_path / "apt" / "preferences.d"),
+        "_ansible_tmpdir": str(tmp_path / "ansible-tmp"),
+    }
+    paths = paths or bins("gpg")
+    result = ansible_module(vendor_apt_repository, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
 RUNNERS = {
     "container_gpu_smoke": (run_container_gpu_smoke, ("podman",)),
     "dcgm_diag": (run_dcgm_diag, ("dcgmi",)),
@@ -581,6 +621,7 @@ RUNNERS = {
         run_spectrum_scale_facts,
         ("mmlscluster", "mmlsnodeclass", "mmgetstate", "mmremotecluster", "mmremotefs", "mmlsmount"),
     ),
+    "vendor_apt_repository": (run_vendor_apt_repository, ("gpg", "the key at")),
 }
 
 
@@ -684,6 +725,7 @@ def _missing_tool_cases():
             ("mmlsconfig not found at /usr/lpp/mmfs/bin on", "is IBM Storage Scale (gpfs.base) installed?"),
         ),
         "spectrum_scale_facts": ({}, None, None, ("mmlscluster not found at", "is IBM Storage Scale (gpfs.base)")),
+        "vendor_apt_repository": ({}, bins(), None, ("gpg not found in PATH on", "install gnupg")),
     }
 
 
@@ -740,6 +782,11 @@ def test_check_mode_writes_nothing(ansible_module, tmp_path, module):
         "slurm_node_state": {"state": "drain", "reason": "gpu 3 xid 79"},
         "spectrum_scale_config": {"settings": {"pagepool": "256G"}},
         "selinux_policy_module": {"build_dir": str(target / "selinux")},
+        "vendor_apt_repository": {
+            "keyring_dir": str(target / "apt" / "keyrings"),
+            "sources_dir": str(target / "apt" / "sources.list.d"),
+            "preferences_dir": str(target / "apt" / "preferences.d"),
+        },
     }.get(module, {})
     result, runner = run(ansible_module, tmp_path, _unchanged, args, check_mode=True)
     assert_handled(result, names)
@@ -991,6 +1038,18 @@ OPTION_CASES: dict[tuple[str, str], list[Case]] = {
         Case("both forms", {"name": "a", "source": "x"}, "parameters are mutually exclusive:", "name|modules"),
         Case("relative build_dir", {"build_dir": "selinux"}, "build_dir", "absolute path"),
         Case("dotted name", {"modules": [{"name": "gpu.forge-1", "source": "policy_module(gpu.forge-1, 1.0)\n"}]}),
+    ],
+    ("vendor_apt_repository", "options"): [
+        Case("suite with a space", {"suites": ["bookworm main"]}, "suites[0]", "one word without white space"),
+        Case("suites empty", {"suites": []}, "suites", "at least one suite"),
+        Case("suites comma string (-e)", {"suites": "bookworm,bookworm-updates"}),
+        Case("short sha256", {"key_sha256": "abc"}, "key_sha256", "64 hex digits"),
+        Case("neither check", {"key_fingerprint": ""}, "key_fingerprint", "or key_sha256 is required"),
+        Case("fingerprint word", {"key_fingerprint": "NVIDIA"}, "key_fingerprint", "hex fingerprint"),
+        Case("name a path", {"name": "../cuda"}, "name", "letter or digit"),
+        Case("relative keyring_dir", {"keyring_dir": "keyrings"}, "keyring_dir", "absolute path"),
+        Case("url without scheme", {"url": "mirror/cuda"}, "url", "http://, https:// or file:// URL"),
+        Case("timeout word", {"key_timeout": "soon"}, "argument 'key_timeout'"),
     ],
     ("selinux_relabel", "paths"): [
         Case("relative", {"paths": ["dev"]}, "paths[0]", "absolute path"),

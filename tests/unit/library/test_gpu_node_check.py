@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuforge.cluster.plugins.modules import gpu_node_check
+import yaml
+from ansible_collections.gpuforge.cluster.plugins.modules import gpu_node_check, nvidia_smi_facts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
 from gpuforge_sim import lspci
@@ -191,3 +193,114 @@ def test_systemctl_missing_fails_the_fabric_manager_check(tmp_path, monkeypatch,
     fabric = next(c for c in result["checks"] if c["name"] == "fabric_manager")
     assert fabric["status"] == "fail"
     assert "systemctl not found" in fabric["fault"]
+
+
+# A real single-GPU H200 VM (driver 580.159.04, Firecracker) that playbooks/validate.yml judged healthy on
+# 2026-11-26 (benchmarks/real_node/run.sh; tests/fixtures/*/SOURCES.md, rows gpuforge-device_1xh200_*).
+ROOT = Path(__file__).resolve().parents[3]
+FIXTURES = ROOT / "tests" / "fixtures"
+H200_SMI = FIXTURES / "nvidia-smi"
+H200_NAME = "gpuforge-device_1xh200_drv580.159.04_{}"
+H200_REPORT = FIXTURES / "validation" / "gpuforge-device_1xh200_real-node.json"
+H200_ANSWERS = {
+    ("-q", "-x"): "q_x_18-20.xml",  # the validated machine's own -q -x (18:20:58)
+    ("topo", "-m"): "topo_m.txt",  # byte for byte what the validated machine printed too
+    ("nvlink", "--status"): "nvlink_status_no_links.txt",  # empty, as there
+    ("nvlink", "-e"): "nvlink_e_no_links.txt",
+}
+
+
+def h200_vm_facts(ansible_module) -> dict:
+    """ansible_facts.nvidia_smi as nvidia_smi_facts gathers them from the captured outputs. The clock event
+    samples are the 18:14 idle capture of a machine of the same kind (same bus ID; the validated machine's own
+    samples are not among the fixtures), one csv output per query as nvidia-smi prints them."""
+    chunks = (
+        (H200_SMI / H200_NAME.format("clock_events_idle.csv")).read_text(encoding="utf-8").splitlines(keepends=True)
+    )
+    samples = iter("".join(chunks[i : i + 2]) for i in range(0, len(chunks), 2))
+
+    def run_command(argv, **_kwargs):
+        if argv[1].startswith("--query-gpu="):
+            return 0, next(samples), ""
+        return 0, (H200_SMI / H200_NAME.format(H200_ANSWERS[tuple(argv[1:])])).read_text(encoding="utf-8"), ""
+
+    args = {"fail_on_error": False, "clock_event_interval_ms": 0}
+    result = ansible_module(nvidia_smi_facts, args, run_command, bin_path=lambda n: f"/usr/bin/{n}")
+    return result["ansible_facts"]["nvidia_smi"]
+
+
+def h200_vm_expected(**system_changes) -> dict:
+    """The spec playbooks/tasks/validate_node.yml builds for benchmarks/real_node/hosts.yml's h200-1gpu-vm:
+    limits | SKU | system | globals (driver_branch "580" from hosts.yml). system_changes replace keys of the
+    system entry; None removes one (the SKU's value applies)."""
+    hardware = yaml.safe_load((ROOT / "roles/gpuforge/defaults/main/expected_hardware.yml").read_text("utf-8"))
+    hosts = yaml.safe_load((ROOT / "benchmarks/real_node/hosts.yml").read_text(encoding="utf-8"))["all"]["vars"]
+    system = {**hosts["gpuforge_expected_systems"]["h200-1gpu-vm"], **system_changes}
+    system = {k: v for k, v in system.items() if v is not None}
+    limits = {
+        **hardware["gpuforge_expected_memory_errors"],
+        **hardware["gpuforge_expected_clock_events"],
+        **hardware["gpuforge_expected_pcie_aer"],
+    }
+    # The SKU's xid_fatal is the template "{{ gpuforge_expected_xid_fatal }}": its value here.
+    sku = {
+        **hardware["gpuforge_expected_gpu_skus"][system["gpu_sku"]],
+        "xid_fatal": hardware["gpuforge_expected_xid_fatal"],
+    }
+    globals_ = {
+        "link_speeds": hardware["gpuforge_expected_link_speeds"],
+        "driver_branch": hosts["gpuforge_expected_driver_branch"],
+        "retired_pages_max": hardware["gpuforge_expected_retired_pages_max"],
+        "xid_fail_actions": hardware["gpuforge_expected_xid_fail_actions"],
+        "nvlink_error_max": hardware["gpuforge_expected_nvlink_error_max"],
+        "ib_link_flaps_max": hardware["gpuforge_expected_ib_link_flaps_max"],
+    }
+    return {**limits, **sku, **system, **globals_}
+
+
+def h200_vm_check(tmp_path, ansible_module, run_module, **system_changes):
+    """gpu_node_check over the real captures: the facts above, the real lspci -vvv -D and lsmod through the
+    module's options, an empty kernel log (the run's dmesg was not captured) and an empty sysfs tree."""
+    args = {
+        "nvidia_smi": h200_vm_facts(ansible_module),
+        "infiniband": None,
+        "lsmod": (FIXTURES / "lsmod" / "gpuforge-device_1xh200_drv580.159.04_firecracker.txt").read_text("utf-8"),
+        "kernel_log": "",
+        "lspci": (FIXTURES / "lspci" / "gpuforge-device_1xh200_firecracker_vvv_D.txt").read_text(encoding="utf-8"),
+        "sysfs_root": str(tmp_path),
+        "expected": h200_vm_expected(**system_changes),
+    }
+    result, calls = run_module(args, {})
+    assert calls == []  # every text was given: nothing is run
+    return result
+
+
+def test_real_h200_vm_is_healthy_with_the_checks_of_its_validation_report(tmp_path, ansible_module, run_module):
+    assert h200_vm_expected()["nvlink_links"] == 0 and h200_vm_expected()["driver_branch"] == "580"
+    result = h200_vm_check(tmp_path, ansible_module, run_module)
+    report = json.loads(H200_REPORT.read_text(encoding="utf-8"))
+    assert report["healthy"] is result["healthy"] is True
+    assert report["failed"] == result["failed_checks"] == []
+    assert result["caused_failures"] == {}
+    assert [(c["name"], c["status"]) for c in result["checks"]] == [(c["name"], c["status"]) for c in report["checks"]]
+    # No NVLink, no HCA, no peermem expected, a VM (no ACS): those checks are left out, here as there.
+    assert not {"nvlink_active", "nvlink_errors", "hcas_present", "peermem_loaded", "pcie_acs"} & {
+        c["name"] for c in result["checks"]
+    }
+    # What the module found and expected is what the playbook wrote for the machine, check by check.
+    assert result["checks"] == report["checks"]
+
+
+def test_real_h200_vm_fails_the_skus_nvlink_links_and_another_gpu_count(tmp_path, ansible_module, run_module):
+    """The same inputs against the H200 SKU's 18 NVLinks (no system override) fail nvlink_active; against 8 GPUs,
+    gpu_count."""
+    result = h200_vm_check(tmp_path, ansible_module, run_module, nvlink_links=None)
+    assert result["healthy"] is False
+    assert result["failed_checks"] == ["nvlink_active"]
+    nvlink = next(c for c in result["checks"] if c["name"] == "nvlink_active")
+    assert (nvlink["expected"], nvlink["observed"]) == (18, {"00000000:00:06.0": "0 of 18 active"})
+    assert "serial 1653724055631" in nvlink["fault"]
+    result = h200_vm_check(tmp_path, ansible_module, run_module, gpu_count=8)
+    assert result["failed_checks"] == ["gpu_count"]
+    count = next(c for c in result["checks"] if c["name"] == "gpu_count")
+    assert (count["status"], count["expected"], count["observed"]) == ("fail", 8, 1)

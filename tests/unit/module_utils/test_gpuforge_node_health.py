@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_kernel as kernel
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_nvidia_smi as nv
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import CHECK_NAMES, judge_node
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import parse_link_flaps
+from ansible_collections.gpuforge.cluster.plugins.modules import nvidia_smi_facts
 from node_sim_helpers import GPU_PROFILES, LAB_DRIVER_RELEASE, SimNode, expected_for
 from pcie_sim_helpers import pcie_inputs
 
@@ -525,3 +528,70 @@ def test_fabric_manager_unreadable_fails_and_nothing_read_leaves_it_out():
     assert "could not be read (systemctl not found" in check["fault"]
     bare = {"driver_version": "535.183.01", "gpus": [{"bus_id": "00000000:1B:00.0", "index": 0}]}
     assert "fabric_manager" not in by_name(judge_node(bare, None, None, [], {"nvswitch": True}))
+
+
+# A real single-GPU H200 VM (driver 580.159.04): nvlink --status and -e print nothing and exit 0 (SOURCES.md).
+H200_VM = Path(__file__).resolve().parents[2] / "fixtures" / "nvidia-smi" / "gpuforge-device_1xh200_drv580.159.04_{}"
+
+
+class _CapturedSmi:
+    """The AnsibleModule methods nvidia_smi_facts uses, answered by the H200 VM's captured outputs."""
+
+    answers = {
+        ("-q", "-x"): "q_x_18-15.xml",
+        ("topo", "-m"): "topo_m.txt",
+        ("nvlink", "--status"): "nvlink_status_no_links.txt",
+        ("nvlink", "-e"): "nvlink_e_no_links.txt",
+    }
+
+    def __init__(self, nvlink=True):
+        self.params = {
+            "executable": "nvidia-smi",
+            "topology": True,
+            "nvlink": nvlink,
+            "clock_event_samples": 0,
+            "clock_event_interval_ms": 0,
+            "fail_on_error": False,
+        }
+
+    def get_bin_path(self, name):
+        return "/usr/bin/nvidia-smi" if name == "nvidia-smi" else None
+
+    def run_command(self, argv, **_kwargs):
+        name = self.answers[tuple(argv[1:])]
+        return 0, Path(str(H200_VM).format(name)).read_text(encoding="utf-8"), ""
+
+
+def h200_vm_expected(links):
+    return {"gpu_count": 1, "gpu_model": "NVIDIA H200", "driver_branch": "580", "nvlink_links": links, "peermem": False}
+
+
+@pytest.mark.parametrize("links", [0, 18])
+def test_gpu_without_nvlink_has_zero_links_not_unreadable_facts(links):
+    """An empty nvlink view (the real H200 VM) reads as no links: ok where the spec has 0 links, and the link
+    count fails (expected 18, observed 0 on the one GPU) where it has 18; the facts are readable either way."""
+    facts = nvidia_smi_facts.NvidiaSmiFacts(_CapturedSmi()).gather()
+    assert facts["errors"] == []
+    assert facts["nvlink"] == facts["nvlink_errors"] == {"gpu_count": 0, "gpus": [], "errors": []}
+    assert facts["gpus"][0]["nvlink"] is None  # absent from the view
+    checks = by_name(judge_node(facts, None, {"modules": {}}, [], h200_vm_expected(links)))
+    assert checks["nvidia_smi_readable"]["status"] == "ok"
+    assert checks["gpu_count"]["status"] == checks["gpu_model"]["status"] == "ok"
+    if links == 0:
+        assert "nvlink_active" not in checks and "nvlink_errors" not in checks
+    else:
+        nvlink = checks["nvlink_active"]
+        assert (nvlink["status"], nvlink["expected"]) == ("fail", 18)
+        assert nvlink["observed"] == {"00000000:00:06.0": "0 of 18 active"}
+        assert nvlink["fault"] == "00000000:00:06.0 (GPU 0, serial 1654524125085) do not have 18 active NVLinks"
+        assert checks["nvlink_errors"]["status"] == "ok"
+
+
+def test_nvlink_view_not_gathered_is_not_read_as_zero_links():
+    facts = nvidia_smi_facts.NvidiaSmiFacts(_CapturedSmi(nvlink=False)).gather()
+    assert facts["nvlink"] is None
+    checks = by_name(judge_node(facts, None, {"modules": {}}, [], h200_vm_expected(18)))
+    assert checks["nvlink_active"]["status"] == "fail"
+    assert checks["nvlink_active"]["observed"] == {
+        "00000000:00:06.0": "NVLink state not read (no nvidia-smi nvlink --status view)"
+    }

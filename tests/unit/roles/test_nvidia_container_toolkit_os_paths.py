@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_apt_sources import repository_uri
 from gpu_stack_render import RoleRender
 
 BASE = "https://nvidia.github.io/libnvidia-container"
@@ -37,13 +38,13 @@ def test_apt_repository_key_and_packages(os_name):
         f"{BASE}/gpgkey",
         FINGERPRINT,
     )
-    key = vendor.task_args("setup-Debian.yml", "Download the signing key")
-    assert (key["url"], key["dest"]) == (f"{BASE}/gpgkey", "/etc/apt/keyrings/nvidia-container-toolkit.asc")
-    assert vendor.conditions("setup-Debian.yml", "Read the key fingerprint")[0] is True  # the fingerprint is checked
+    # One vendor_apt_repository call: key /etc/apt/keyrings/nvidia-container-toolkit.asc (its keyring_dir default),
+    # source nvidia-container-toolkit.sources trusting only that key.
     repo = vendor.task_args("setup-Debian.yml", "Add the repository, trusting only its key")
     assert repo["name"] == "nvidia-container-toolkit"
-    assert repo["signed_by"] == "/etc/apt/keyrings/nvidia-container-toolkit.asc"
-    assert (repo["uris"], repo["suites"]) == (f"{BASE}/stable/deb/amd64/", ["/"])
+    assert (repo["key_url"], repo["key_fingerprint"]) == (f"{BASE}/gpgkey", FINGERPRINT)  # the fingerprint is checked
+    assert vendor.conditions("setup-Debian.yml", "Install gnupg")[0] is True  # gpg is there to check it
+    assert (repository_uri(repo["url"]), repo["suites"], repo["components"]) == (f"{BASE}/stable/deb/amd64/", ["/"], [])
     packages = render.task("setup-Debian.yml", "Install the NVIDIA Container Toolkit")["name"]
     assert packages == [f"{name}=1.17.8-1" for name in PINNED]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ansible.template import trust_as_template
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_apt_sources import repository_uri
 from fabric_role_vars import render
 from gpu_stack_render import RoleRender
 
@@ -87,11 +88,12 @@ def test_apt_repository_path_installs_the_pins_from_gpuforge_gpfs(os_name):
     assert included["vendor_repository_name"] == "gpuforge-gpfs"
     assert included["vendor_repository_key_fingerprint"] == "27BC357DA1007FC4A52AAC7428AEB8EB2BEDA4EF"
     source = RoleRender("vendor_repository", os_name, **included).task_args("setup-Debian.yml", "Add the repository")
-    assert (source["uris"], source["suites"], source["signed_by"]) == (
+    assert (source["name"], repository_uri(source["url"]), source["suites"]) == (
+        "gpuforge-gpfs",
         "https://repo.example.com/gpfs/5.1.9.3/ubuntu/",
         ["/"],
-        "/etc/apt/keyrings/gpuforge-gpfs.asc",
     )
+    assert source["key_fingerprint"] == "27BC357DA1007FC4A52AAC7428AEB8EB2BEDA4EF"
     pins = role.task_args("setup-Debian.yml", "Install the pinned packages")["name"]
     assert pins == role.var("spectrum_scale_client_package_pins") and "gpfs.base=5.1.9-3" in pins
 

@@ -1,18 +1,35 @@
-"""vendor_repository: the apt preferences it writes parse back into the same pins, and the takeover regex finds
-the other sources of exactly its URI (cuda-keyring's .list, NVIDIA's nvidia-container-toolkit.list, deb822
-.sources) and nothing that only shares a prefix."""
+"""vendor_repository: the apt preferences it writes parse back into the same pins, the one
+vendor_apt_repository call per repository gets the values the role was given, and the takeover regex
+(module_utils/gpuforge_apt_sources.py, which that module applies) finds the other sources of exactly its URI
+(cuda-keyring's .list, NVIDIA's nvidia-container-toolkit.list, deb822 .sources) and nothing that only shares a
+prefix."""
 
 from __future__ import annotations
 
 import re
 
 import pytest
-from gpu_stack_render import RoleRender
+import yaml
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_apt_sources
+from gpu_stack_render import ROOT, RoleRender
 
 from gpuforge.vendor_facts import Pin, parse_preferences
 
+ROLE = ROOT / "roles" / "vendor_repository"
 CUDA = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64"
 NCT = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64"
+KEY_URL = f"{CUDA}/3bf863cc.pub"
+FINGERPRINT = "EB693B3035CD5710E231E123A4B469963BF863CC"
+CUDA_VARS = {
+    "vendor_repository_name": "cuda",
+    "vendor_repository_url": CUDA,
+    "vendor_repository_key_url": KEY_URL,
+    "vendor_repository_key_fingerprint": FINGERPRINT,
+}
+PINS = [
+    {"packages": ["cuda-drivers-550", "nvidia-driver*", "libnvidia-*"], "version": "550.90.07-*", "priority": 1001},
+    {"packages": ["nvidia-fabricmanager-550"], "version": "550.90.07-1", "priority": 990},
+]
 
 
 def test_preferences_round_trip():
@@ -39,10 +56,12 @@ def test_preferences_priority_defaults_to_1001():
 
 
 def takeover_pattern(url: str, os_name: str = "debian12") -> str:
-    """The `contains` regex tasks/setup-Debian.yml hands to ansible.builtin.find (which applies
-    re.compile(...).search to the whole file) for a repository URL."""
-    render = RoleRender("vendor_repository", os_name, vendor_repository_name="repo", vendor_repository_url=url)
-    return render.task_args("setup-Debian.yml", "Find other sources of the same repository")["contains"]
+    """The takeover regex vendor_apt_repository applies with re.search to each whole .list/.sources file, for the
+    URL tasks/setup-Debian.yml hands it."""
+    render = RoleRender("vendor_repository", os_name, **{**CUDA_VARS, "vendor_repository_url": url})
+    args = render.task_args("setup-Debian.yml", "Add the repository, trusting only its key")
+    assert args["take_over"] is True
+    return gpuforge_apt_sources.takeover_pattern(args["url"])
 
 
 @pytest.mark.parametrize("url", [CUDA, CUDA + "/", CUDA + "//"])
@@ -94,3 +113,80 @@ def test_takeover_finds_nvidia_container_toolkit_list_with_arch_variable():
     experimental_only = "deb https://nvidia.github.io/libnvidia-container/experimental/deb/$(ARCH) /\n"
     assert not re.search(takeover_pattern(NCT), experimental_only)
     assert not re.search(takeover_pattern(NCT), "deb https://nvidia.github.io/libnvidia-container/stable/deb/arm64 /\n")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# tasks/setup-Debian.yml: one vendor_apt_repository call per repository
+
+
+def test_debian_path_makes_one_remote_call_per_repository():
+    """gnupg (once per host), then the one module call; no get_url/command/find/deb822_repository/template."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "setup-Debian.yml").read_text(encoding="utf-8"))
+    modules = [next(key for key in task if key.startswith(("ansible.builtin.", "gpuforge.cluster."))) for task in tasks]
+    assert modules == [
+        "ansible.builtin.apt",
+        "ansible.builtin.set_fact",
+        "gpuforge.cluster.vendor_apt_repository",
+        "ansible.builtin.meta",
+    ]
+    task = tasks[2]
+    assert task["notify"] == "Refresh the apt package index"
+    handlers = yaml.safe_load((ROLE / "handlers" / "main.yml").read_text(encoding="utf-8"))
+    assert [handler["name"] for handler in handlers] == [task["notify"]]
+
+
+@pytest.mark.parametrize("os_name", ["debian12", "ubuntu2204", "ubuntu2404"])
+def test_the_module_gets_the_repository_and_the_rendered_pins(os_name):
+    render = RoleRender("vendor_repository", os_name, **CUDA_VARS, vendor_repository_apt_pins=PINS)
+    args = render.task_args("setup-Debian.yml", "Add the repository, trusting only its key")
+    preferences = args.pop("preferences")
+    assert args == {
+        "name": "cuda",
+        "url": CUDA,
+        "suites": ["/"],
+        "components": [],
+        "key_url": KEY_URL,
+        "key_sha256": "",
+        "key_fingerprint": FINGERPRINT,
+        "take_over": True,
+    }
+    # the template module's rendering of preferences.j2, byte for byte: pin files on hosts stay as they are
+    template = RoleRender("vendor_repository", os_name).template(
+        "preferences.j2", vendor_repository_name="cuda", vendor_repository_apt_pins=PINS
+    )
+    assert preferences == template
+    assert preferences.startswith("# Ansible managed\n# gpuforge vendor_repository 'cuda': ")
+    assert preferences.endswith("Pin: version 550.90.07-1\nPin-Priority: 990\n")
+    assert parse_preferences(preferences) == [
+        Pin(("cuda-drivers-550", "nvidia-driver*", "libnvidia-*"), "550.90.07-*", 1001),
+        Pin(("nvidia-fabricmanager-550",), "550.90.07-1", 990),
+    ]
+
+
+def test_without_pins_the_module_removes_the_pin_file():
+    render = RoleRender("vendor_repository", "debian12", **CUDA_VARS)
+    assert render.task_args("setup-Debian.yml", "Add the repository, trusting only its key")["preferences"] == ""
+
+
+def test_the_module_gets_suites_components_checksum_and_takeover():
+    render = RoleRender(
+        "vendor_repository",
+        "ubuntu2204",
+        vendor_repository_name="gpuforge-gpfs",
+        vendor_repository_url="https://repo.example.com/gpfs/5.1.9.3/ubuntu/",
+        vendor_repository_suites=["jammy"],
+        vendor_repository_components=["main", "contrib"],
+        vendor_repository_key_url="https://repo.example.com/gpfs/site-repo-key.asc",
+        vendor_repository_key_sha256="ab" * 32,
+        vendor_repository_take_over="no",
+    )
+    args = render.task_args("setup-Debian.yml", "Add the repository, trusting only its key")
+    assert (args["name"], args["url"], args["suites"], args["components"]) == (
+        "gpuforge-gpfs",
+        "https://repo.example.com/gpfs/5.1.9.3/ubuntu/",
+        ["jammy"],
+        ["main", "contrib"],
+    )
+    assert (args["key_sha256"], args["key_fingerprint"], args["take_over"]) == ("ab" * 32, "", False)
+    # no fingerprint: gnupg is not installed for this repository
+    assert render.conditions("setup-Debian.yml", "Install gnupg") == [False]

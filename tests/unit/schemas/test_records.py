@@ -415,3 +415,25 @@ def test_a_consequence_keeps_its_root_causes_and_the_verdict_names_them():
     host_file["checks"][1]["caused_by"] = 3
     with pytest.raises(records.RecordError, match="caused_by is int"):
         records.node_check_records(host_file)
+
+
+# The report playbooks/validate.yml wrote for a real NVIDIA H200 VM (benchmarks/real_node; tests/fixtures/validation).
+REAL_NODE_REPORT = ROOT / "tests" / "fixtures" / "validation" / "gpuforge-device_1xh200_real-node.json"
+
+
+def test_h200_vm_report_checks_are_valid_node_check_records():
+    """validation/real-node.json as the playbook wrote it: every check becomes a record schemas/ accepts."""
+    report = json.loads(REAL_NODE_REPORT.read_text(encoding="utf-8"))
+    assert (report["host"], report["system"], report["healthy"], report["failed"]) == (
+        "real-node",
+        "h200-1gpu-vm",
+        True,
+        [],
+    )
+    schema = json.loads((SCHEMAS / "node-check.schema.json").read_text(encoding="utf-8"))
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    built = records.node_check_records(report, "real-node-20261126")
+    assert [r["check"] for r in built] == [c["name"] for c in report["checks"]]
+    assert {r["verdict"] for r in built} == {"PASS"}
+    for record in built:
+        validator.validate(record)
