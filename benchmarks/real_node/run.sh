@@ -11,10 +11,13 @@ mkdir -p "$out"
 work=$(mktemp -d)
 cd "$work" || exit 1
 
+# stdout in NAME.txt between the `$ command` and `rc=N` lines, stderr apart in NAME.err (a parser reads stdout
+# only, as the modules do: the first H200 lspci capture had a libkmod warning mixed into it).
 run() {
   local name=$1
   shift
-  { echo "\$ $*"; timeout 120 "$@"; echo "rc=$?"; } >"$name.txt" 2>&1
+  { echo "\$ $*"; timeout 120 "$@" 2>"$name.err"; echo "rc=$?"; } >"$name.txt"
+  [ -s "$name.err" ] || rm -f "$name.err"
 }
 
 # Same as nvidia_smi_facts' clock event sample (library/nvidia_smi_facts.py, CLOCK_EVENT_FIELDS).

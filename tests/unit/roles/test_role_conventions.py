@@ -45,3 +45,46 @@ def test_site_installs_the_rdma_stack_before_the_gpu_driver():
     site = yaml.safe_load((ROOTS_PLAYBOOKS / "site.yml").read_text(encoding="utf-8"))
     order = [play["ansible.builtin.import_playbook"] for play in site]
     assert order.index("rdma_stack.yml") < order.index("gpu_stack.yml") < order.index("fabric_gpu.yml")
+
+
+def _tagged_includes(tasks, path):
+    """(path, task name, its tags, the tags it applies to what it includes) of every include_tasks/include_role with
+    tags, blocks descended."""
+    for task in tasks or []:
+        if not isinstance(task, dict):
+            continue
+        for key in ("block", "rescue", "always"):
+            yield from _tagged_includes(task.get(key), path)
+        for action in ("ansible.builtin.include_tasks", "ansible.builtin.include_role"):
+            if action in task and task.get("tags"):
+                args = task[action] if isinstance(task[action], dict) else {}
+                applied = (args.get("apply") or {}).get("tags") or []
+                yield path, task.get("name"), list(task["tags"]), list(applied)
+
+
+def test_role_tags_reach_the_included_tasks():
+    """Tags on include_tasks select only the include itself: the tasks it loads run under `--tags X` only through
+    `apply` (or tags on the role in the playbook). Every tagged include in the roles applies its tags, so
+    `gpuforge provision --tags nfs_client` runs the role however the playbook lists it."""
+    import yaml
+
+    found = [inc for path in _task_files() for inc in _tagged_includes(yaml.safe_load(path.read_text()), path)]
+    assert len(found) > 40
+    for path, name, tags, applied in found:
+        assert set(tags) <= set(applied), f"{path.parts[-3]}/tasks/{path.name}: '{name}' applies {applied}, not {tags}"
+
+
+def test_playbooks_tag_the_roles_they_apply():
+    """Every role a provisioning playbook applies carries tags there (`--tags ofed`, `--tags slurm`), which its
+    dynamically included tasks inherit (k8s_addons runs on the controller; benchmark and validate select by their
+    own task tags)."""
+    import yaml
+
+    for playbook in sorted(ROOTS_PLAYBOOKS.glob("*.yml")):
+        if playbook.name in ("k8s_addons.yml", "benchmark.yml", "validate.yml"):
+            continue
+        for play in yaml.safe_load(playbook.read_text()) or []:
+            for role in play.get("roles") or [] if isinstance(play, dict) else []:
+                name = role["role"] if isinstance(role, dict) else role
+                tags = role.get("tags") or [] if isinstance(role, dict) else []
+                assert tags, f"{playbook.name}: play '{play.get('name')}' applies role {name} without tags"

@@ -70,11 +70,17 @@ def _tasks(path: Path, block_when=(), block_keys=None):
             when = [*block_when, *_as_list(task.get("when"))]
             yield from _block(task["block"], when, {**(block_keys or {}), **inherited})
             continue
-        include = task.get("ansible.builtin.include_tasks")
+        include = _included_file(task)
         if include in STEPS:
             yield from _tasks(ROLE / "tasks" / include)
             continue
         yield {**(block_keys or {}), **task, "block_when": list(block_when)}
+
+
+def _included_file(task):
+    """The file an include_tasks task names (a string, or `file:` with `apply:`), else None."""
+    include = task.get("ansible.builtin.include_tasks")
+    return include.get("file") if isinstance(include, dict) else include
 
 
 def _block(tasks, when, keys):
@@ -208,7 +214,7 @@ def test_the_read_asks_for_what_the_steps_decide_on():
     assert without_remote.task_args("main.yml", READ)["gather"] == ["cluster", "nodeclass", "state", "mounts"]
     # Tagged with the role's tag only: skipping one of the two steps that decide on it must not skip it.
     main = yaml.safe_load((ROLE / "tasks" / "main.yml").read_text(encoding="utf-8"))
-    tags = {task.get("ansible.builtin.include_tasks"): set(task["tags"]) for task in main}
+    tags = {_included_file(task): set(task["tags"]) for task in main}
     assert set(task["tags"]) == tags["membership.yml"] & tags["start_mount.yml"] == {"spectrum_scale"}
     reread = role.find_task("start_mount.yml", REREAD)
     assert role.task_args("start_mount.yml", REREAD)["gather"] == ["mounts"]
