@@ -189,10 +189,10 @@ commands:
 
 import os
 import shlex
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_files import file_mode, write_atomic
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import show
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import (
     find_tool,
@@ -221,13 +221,6 @@ def _read(path: str):
     try:
         with open(path, encoding="utf-8", errors="surrogateescape") as handle:
             return handle.read()
-    except FileNotFoundError:
-        return None
-
-
-def _mode(path: str):
-    try:
-        return os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
         return None
 
@@ -334,20 +327,13 @@ class PolicyModules:
 
     def write(self, path: str, content: str, mode: int) -> None:
         """Replace path with content atomically, then set mode (atomic_move keeps the old file's mode)."""
-        tmp = None
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".gpuforge-", dir=os.path.dirname(path))
-            with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as handle:
-                handle.write(content)
-            self.module.atomic_move(tmp, path)
-            os.chmod(path, mode)
+            write_atomic(self.module, path, content.encode("utf-8", "surrogateescape"), mode)
         except OSError as exc:
-            if tmp and os.path.exists(tmp):
-                os.remove(tmp)
             self.fail(f"could not write {path} on {this_host()}: {exc}")
 
     def ensure_build_dir(self) -> None:
-        mode = _mode(self.build_dir)
+        mode = file_mode(self.build_dir)
         if mode == 0o700:
             return
         self.result["changed"] = True
@@ -375,7 +361,7 @@ class PolicyModules:
         changed = current != source
         if changed:
             self.diffs.append({"before_header": path, "after_header": path, "before": current or "", "after": source})
-        touched = changed or _mode(path) != 0o600
+        touched = changed or file_mode(path) != 0o600
         if touched and not self.module.check_mode:
             if changed:
                 self.write(path, source, 0o600)

@@ -242,6 +242,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_apt_sour
     same_repository,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_files import file_mode, write_atomic
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import show
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import (
     find_tool,
@@ -264,13 +265,6 @@ KEY_SCHEMES = ("http://", "https://", "ftp://", "file://")
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _mode(path: str):
-    try:
-        return os.stat(path).st_mode & 0o7777
-    except FileNotFoundError:
-        return None
 
 
 def _words(path: str, values) -> list:
@@ -368,18 +362,10 @@ class VendorAptRepository:
 
     def write(self, path: str, data: bytes) -> None:
         """Replace path with data atomically (a temporary file beside it, then a rename), mode 0644."""
-        directory = os.path.dirname(path)
-        self.ensure_dir(directory)
-        tmp = None
+        self.ensure_dir(os.path.dirname(path))
         try:
-            fd, tmp = tempfile.mkstemp(prefix=".gpuforge-", suffix=".tmp", dir=directory)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            self.module.atomic_move(tmp, path)
-            os.chmod(path, FILE_MODE)
+            write_atomic(self.module, path, data, FILE_MODE)
         except OSError as exc:
-            if tmp and os.path.exists(tmp):
-                os.remove(tmp)
             self.fail(f"could not write {path} on {this_host()}: {exc}")
 
     def remove(self, path: str) -> None:
@@ -394,7 +380,7 @@ class VendorAptRepository:
         """path holds data with mode 0644 (in check mode: would); whether that changed anything."""
         current = self.read(path)
         content_changed = current != data
-        changed = content_changed or _mode(path) != FILE_MODE
+        changed = content_changed or file_mode(path) != FILE_MODE
         if content_changed:
             self.diff(path, current, data)
         if changed and not self.module.check_mode:
