@@ -46,7 +46,7 @@ class Hub:
         handlers = [urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=self.context), _NoRedirect]
         self.opener = urllib.request.build_opener(*handlers)
 
-    def call(self, method, path, token=None, body=None):
+    def call(self, method, path, token=None, body=None, timeout=30):
         headers = {"Authorization": f"token {token}"} if token else {}
         data = None
         if body is not None:
@@ -54,7 +54,7 @@ class Hub:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(HUB + path, data=data, headers=headers, method=method)
         try:
-            with self.opener.open(request, timeout=30) as response:
+            with self.opener.open(request, timeout=timeout) as response:
                 status, text = response.status, response.read().decode()
         except urllib.error.HTTPError as error:
             status, text = error.code, error.read().decode(errors="replace")
@@ -119,7 +119,9 @@ def test_wrong_password_is_refused(hub):
 
 def test_spawn_through_slurm_on_the_gpu_node_and_stop(host, head, hub, token):
     gpu = host.get_host("ansible://jh-gpu", ansible_inventory=host.backend.ansible_inventory)
-    status, body = hub.call("POST", f"/hub/api/users/{USER}/server", token=token)
+    # The hub answers the spawn request once batchspawner's sbatch has returned (or after slow_spawn_timeout with
+    # 202): with three Molecule lanes on 2 cores that took over 30 s once (a fresh-clone CI run, 2026-11-26).
+    status, body = hub.call("POST", f"/hub/api/users/{USER}/server", token=token, timeout=120)
     assert status in (201, 202), body
 
     def ready():
