@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROLES = Path(__file__).resolve().parents[3] / "roles"
 OS_FAMILIES = ("Debian", "RedHat")
@@ -65,26 +66,9 @@ def _tagged_includes(tasks, path):
 def test_role_tags_reach_the_included_tasks():
     """Tags on include_tasks select only the include itself: the tasks it loads run under `--tags X` only through
     `apply` (or tags on the role in the playbook). Every tagged include in the roles applies its tags, so
-    `gpuforge provision --tags nfs_client` runs the role however the playbook lists it."""
-    import yaml
-
+    `gpuforge provision --tags nfs_client` runs the role however the playbook lists it (the playbooks' side:
+    tests/unit/test_playbook_roles.py)."""
     found = [inc for path in _task_files() for inc in _tagged_includes(yaml.safe_load(path.read_text()), path)]
     assert len(found) > 40
     for path, name, tags, applied in found:
         assert set(tags) <= set(applied), f"{path.parts[-3]}/tasks/{path.name}: '{name}' applies {applied}, not {tags}"
-
-
-def test_playbooks_tag_the_roles_they_apply():
-    """Every role a provisioning playbook applies carries tags there (`--tags ofed`, `--tags slurm`), which its
-    dynamically included tasks inherit (k8s_addons runs on the controller; benchmark and validate select by their
-    own task tags)."""
-    import yaml
-
-    for playbook in sorted(ROOTS_PLAYBOOKS.glob("*.yml")):
-        if playbook.name in ("k8s_addons.yml", "benchmark.yml", "validate.yml"):
-            continue
-        for play in yaml.safe_load(playbook.read_text()) or []:
-            for role in play.get("roles") or [] if isinstance(play, dict) else []:
-                name = role["role"] if isinstance(role, dict) else role
-                tags = role.get("tags") or [] if isinstance(role, dict) else []
-                assert tags, f"{playbook.name}: play '{play.get('name')}' applies role {name} without tags"
