@@ -3,7 +3,7 @@
 Enabled by benchmarks/toolkit/bench_toolkit.py only (ANSIBLE_CALLBACK_PLUGINS + ANSIBLE_CALLBACKS_ENABLED);
 writes to the file named by GPUFORGE_TOOLKIT_TASKS. A line: host, task, action, status (ok, changed,
 skipped, failed, unreachable), remote (whether the task ran a module on the node), items (module runs of a
-loop) and seconds.
+loop), seconds, and started (seconds since the epoch: the gaps between tasks are the strategy's own time).
 """
 
 from __future__ import annotations
@@ -59,13 +59,13 @@ class CallbackModule(CallbackBase):
     def __init__(self):
         super().__init__()
         self._path = os.environ.get("GPUFORGE_TOOLKIT_TASKS", "")
-        self._started: dict[tuple[str, str], float] = {}
+        self._started: dict[tuple[str, str], tuple[float, float]] = {}
 
     def _key(self, host, task) -> tuple[str, str]:
         return host.get_name(), task._uuid
 
     def v2_runner_on_start(self, host, task):
-        self._started[self._key(host, task)] = time.monotonic()
+        self._started[self._key(host, task)] = (time.monotonic(), time.time())
 
     def _record(self, result, status: str) -> None:
         if not self._path:
@@ -83,7 +83,8 @@ class CallbackModule(CallbackBase):
             "status": status,
             "remote": not local and status != "skipped",
             "items": len(items) if isinstance(items, list) else 1,
-            "seconds": round(time.monotonic() - started, 3) if started is not None else None,
+            "seconds": round(time.monotonic() - started[0], 3) if started is not None else None,
+            "started": round(started[1], 3) if started is not None else None,
         }
         with open(self._path, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(line) + "\n")

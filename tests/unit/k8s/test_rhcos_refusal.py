@@ -18,7 +18,7 @@ PLAY = """- hosts: localhost
 """
 
 
-def run_check(tmp_path, os_release):
+def run_check(tmp_path, os_release, *extra):
     (tmp_path / "os-release").write_text(os_release)
     (tmp_path / "play.yml").write_text(PLAY)
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_ROLES_PATH": str(ROOT / "roles")}
@@ -34,12 +34,15 @@ def run_check(tmp_path, os_release):
         f"ansible_python_interpreter={sys.executable}",
         "-e",
         f"gpuforge_os_release_path={tmp_path / 'os-release'}",
+        *extra,
     ]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
 
 
-def test_rhcos_is_refused_with_the_operator_path(tmp_path):
-    result = run_check(tmp_path, RHCOS)
+# The check is tagged always: re-running one component (--tags) on an RHCOS node is refused all the same.
+@pytest.mark.parametrize("extra", [(), ("--tags", "nfs_client")])
+def test_rhcos_is_refused_with_the_operator_path(tmp_path, extra):
+    result = run_check(tmp_path, RHCOS, *extra)
     assert result.returncode != 0
     assert "Red Hat Enterprise Linux CoreOS" in result.stdout
     assert "gpuforge_k8s_gpu_stack: operators" in result.stdout and "openshift_gpu_operators" in result.stdout

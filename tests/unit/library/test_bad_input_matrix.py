@@ -32,6 +32,7 @@ from ansible_collections.gpuforge.cluster.plugins.modules import (
     infiniband_facts,
     k8s_manifest_validate,
     kernel_module,
+    managed_files,
     nccl_tests,
     nvbandwidth,
     nvidia_smi_facts,
@@ -66,6 +67,7 @@ MODULES = {
         infiniband_facts,
         k8s_manifest_validate,
         kernel_module,
+        managed_files,
         nccl_tests,
         nvbandwidth,
         nvidia_smi_facts,
@@ -595,6 +597,28 @@ def run_vendor_apt_repository(ansible_module, tmp_path, change, args=None, check
     return result, runner
 
 
+# A CRI-O drop-in as the crio role renders it: the "tool output" of managed_files is the content it is handed.
+CRIO_DROPIN = (
+    '[crio.runtime]\ndefault_runtime = "nvidia"\n\n'
+    '[crio.runtime.runtimes.nvidia]\nruntime_path = "/usr/bin/nvidia-container-runtime"\n'
+)
+
+
+def run_managed_files(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    """No tool: the content written is what each family changes; /etc is tmp_path/etc."""
+    runner = Runner(answer or (lambda argv: AssertionError(f"managed_files ran {argv}")))
+    directory = tmp_path / "etc" / "crio" / "crio.conf.d"
+    # Module arguments come from the controller as JSON, always valid Unicode: bytes a family garbles arrive as
+    # replacement characters, never as the lone surrogates a decoded tool output can hold.
+    content = change(CRIO_DROPIN).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    base = {
+        "directories": [{"path": str(directory), "mode": "0755"}],
+        "files": [{"path": str(directory / "99-nvidia.conf"), "content": content, "mode": "0644"}],
+    }
+    result = ansible_module(managed_files, {**base, **(args or {})}, runner, None, check_mode)
+    return result, runner
+
+
 RUNNERS = {
     "container_gpu_smoke": (run_container_gpu_smoke, ("podman",)),
     "dcgm_diag": (run_dcgm_diag, ("dcgmi",)),
@@ -607,6 +631,7 @@ RUNNERS = {
     "infiniband_facts": (run_infiniband_facts, ("ibstat", "ibv_devinfo", "ibdev2netdev")),
     "k8s_manifest_validate": (run_k8s_manifest_validate, ("manifest", "YAML", "rendered.yaml", "node.yaml")),
     "kernel_module": (run_kernel_module, ("lsmod",)),
+    "managed_files": (run_managed_files, ("files[", "directories[")),
     "nccl_tests": (run_nccl_tests, ("nccl-tests", "NCCL", "benchmark", "result rows")),
     "nvbandwidth": (run_nvbandwidth, ("nvbandwidth",)),
     "nvidia_smi_facts": (run_nvidia_smi_facts, ("nvidia-smi",)),
@@ -782,6 +807,10 @@ def test_check_mode_writes_nothing(ansible_module, tmp_path, module):
         "slurm_node_state": {"state": "drain", "reason": "gpu 3 xid 79"},
         "spectrum_scale_config": {"settings": {"pagepool": "256G"}},
         "selinux_policy_module": {"build_dir": str(target / "selinux")},
+        "managed_files": {
+            "directories": [{"path": str(target / "etc" / "crio.conf.d"), "mode": "0755"}],
+            "files": [{"path": str(target / "etc" / "crio.conf.d" / "99-nvidia.conf"), "content": "x", "mode": "0644"}],
+        },
         "vendor_apt_repository": {
             "keyring_dir": str(target / "apt" / "keyrings"),
             "sources_dir": str(target / "apt" / "sources.list.d"),
@@ -1038,6 +1067,39 @@ OPTION_CASES: dict[tuple[str, str], list[Case]] = {
         Case("both forms", {"name": "a", "source": "x"}, "parameters are mutually exclusive:", "name|modules"),
         Case("relative build_dir", {"build_dir": "selinux"}, "build_dir", "absolute path"),
         Case("dotted name", {"modules": [{"name": "gpu.forge-1", "source": "policy_module(gpu.forge-1, 1.0)\n"}]}),
+    ],
+    ("managed_files", "options"): [
+        Case(
+            "unquoted mode",
+            {"files": [{"path": "/etc/a.conf", "content": "", "mode": 420}]},
+            "files[0].mode",
+            "quote it",
+        ),
+        Case("symbolic mode", {"directories": [{"path": "/etc/a", "mode": "u=rwx"}]}, "directories[0].mode"),
+        Case(
+            "relative path", {"files": [{"path": "a.conf", "content": "", "mode": "0644"}]}, "files[0].path", "absolute"
+        ),
+        Case(
+            "dotted path", {"directories": [{"path": "/etc/../a", "mode": "0755"}]}, "directories[0].path", "write /a"
+        ),
+        Case(
+            "path twice",
+            {
+                "directories": [{"path": "/etc/a", "mode": "0755"}],
+                "files": [{"path": "/etc/a", "content": "", "mode": "0644"}],
+            },
+            "files[0].path",
+            "a second time",
+        ),
+        Case("no mode", {"files": [{"path": "/etc/a.conf", "content": ""}]}, "missing required arguments:", "mode"),
+        Case(
+            "misspelt key",
+            {"files": [{"path": "/etc/a", "content": "", "mode": "0644", "owenr": "root"}]},
+            "Unsupported",
+        ),
+        Case(
+            "blank owner", {"files": [{"path": "/etc/a", "content": "", "mode": "0644", "owner": ""}]}, "files[0].owner"
+        ),
     ],
     ("vendor_apt_repository", "options"): [
         Case("suite with a space", {"suites": ["bookworm main"]}, "suites[0]", "one word without white space"),

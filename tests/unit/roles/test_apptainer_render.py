@@ -101,6 +101,10 @@ def test_bind_paths_come_from_the_hosts_own_shared_file_systems():
         "bind path = /var/tmp:/scratch",
     ]
     assert block["state"] == "present" and block["insertafter"] == "^bind path = "
+    # verify.yml looks for the host side of each bind path, in one stat(1)
+    assert role.var("apptainer_bind_sources") == ["/shared/home", "/shared/apps", "/gpfs/ess3000_4M", "/var/tmp"]
+    stat = role.task_args("verify.yml", "Look for the bind paths' sources")
+    assert stat["argv"] == ["stat", "--format=%n", "--", "/shared/home", "/shared/apps", "/gpfs/ess3000_4M", "/var/tmp"]
 
 
 def test_no_binds_from_file_systems_the_host_does_not_mount():

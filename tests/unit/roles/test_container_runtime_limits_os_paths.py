@@ -20,18 +20,56 @@ def test_dropin_text(os_name):
     ]
 
 
+# `systemctl show --property=Id,ActiveState crio.service containerd.service docker.service` on a Debian 12 lab node
+# (systemd 252): a block per unit in the order asked; containerd's state edited to active for the test.
+SYSTEMCTL_SHOW = (
+    "Id=crio.service\nActiveState=inactive\n\n"
+    "Id=containerd.service\nActiveState=active\n\n"
+    "Id=docker.service\nActiveState=failed\n"
+)
+
+
 def test_only_running_runtimes_are_restarted_and_checked():
-    services = {
-        "containerd.service": {"state": "running"},
-        "crio.service": {"state": "stopped"},
-    }
-    facts = {"os_family": "Debian", "distribution": "Debian", "distribution_major_version": "12", "services": services}
     render = RoleRender("container_runtime_limits", "debian12")
-    render.templar.available_variables = {**render.templar.available_variables, "ansible_facts": facts}
+    render.templar.available_variables = {
+        **render.templar.available_variables,
+        "container_runtime_limits_shown": {"stdout": SYSTEMCTL_SHOW},
+    }
     assert render.var("container_runtime_limits_active") == ["containerd"]
     assert render.var("container_runtime_limits_memlock_systemd") == "infinity"
+
+
+def test_no_runtime_runs_when_systemctl_printed_nothing():
+    render = RoleRender("container_runtime_limits", "debian12")
+    render.templar.available_variables = {
+        **render.templar.available_variables,
+        "container_runtime_limits_shown": {"stdout": ""},
+    }
+    assert render.var("container_runtime_limits_active") == []
 
 
 def test_size_limits_compare_in_bytes():
     render = RoleRender("container_runtime_limits", "rhel9", container_runtime_limits_memlock="64G")
     assert render.var("container_runtime_limits_memlock_systemd") == 68719476736
+
+
+def test_dropin_paths_per_runtime():
+    render = RoleRender("container_runtime_limits", "rhel9", container_runtime_limits_runtimes=["crio", "docker"])
+    assert render.var("container_runtime_limits_dropin_dirs") == [
+        "/etc/systemd/system/crio.service.d",
+        "/etc/systemd/system/docker.service.d",
+    ]
+    assert render.var("container_runtime_limits_dropin_files") == {
+        "crio": "/etc/systemd/system/crio.service.d/50-gpuforge-memlock.conf",
+        "docker": "/etc/systemd/system/docker.service.d/50-gpuforge-memlock.conf",
+    }
+
+
+def test_one_managed_files_call_writes_every_dropin_and_its_directory():
+    render = RoleRender("container_runtime_limits", "debian12", container_runtime_limits_runtimes=["containerd"])
+    args = render.task_args("main.yml", "Set LimitMEMLOCK for the container runtimes")
+    assert args["directories"] == [{"path": "/etc/systemd/system/containerd.service.d", "mode": "0755"}]
+    [dropin] = args["files"]
+    assert dropin["path"] == "/etc/systemd/system/containerd.service.d/50-gpuforge-memlock.conf"
+    assert dropin["mode"] == "0644"
+    assert dropin["content"].splitlines()[-2:] == ["[Service]", "LimitMEMLOCK=infinity"]

@@ -69,3 +69,15 @@ def test_servers_listed_once():
         "10.10.11.1",
         "10.10.11.2",
     ]
+
+
+def test_one_stat_looks_for_showmount_and_every_mount_point():
+    from gpu_stack_render import RoleRender
+
+    role = RoleRender(
+        "nfs_client",
+        "debian12",
+        nfs_client_mounts=[HOME, {"path": "/shared/apps", "server": "10.10.11.1", "export": "/export/apps"}],
+    )
+    stat = role.task_args("main.yml", "Look for showmount and the mount points")
+    assert stat["argv"] == ["stat", "--format=%n", "--", role.var("nfs_client_showmount"), "/home", "/shared/apps"]

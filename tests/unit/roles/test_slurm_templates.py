@@ -141,7 +141,7 @@ def test_handlers_restart_slurmd_only_for_gres_conf():
     tasks = _load_list(ROLE / "tasks" / "config.yml")
     by_name = {task["name"]: task for task in tasks}
     assert by_name["Write gres.conf from this node's GPUs"]["notify"] == "Restart slurmd"
-    assert "Restart slurmd" not in by_name["Write slurm.conf"]["notify"]
+    assert "Restart slurmd" not in by_name["Slurm directories and slurm.conf"]["notify"]
     handlers = [h["name"] for h in _load_list(ROLE / "handlers" / "main.yml")]
     assert handlers.index("Restart slurmd") < handlers.index("Restart slurmctld") < handlers.index("Reconfigure slurm")
 

@@ -29,6 +29,7 @@ CONTROLLER = {
     "ansible.builtin.assert",
     "ansible.builtin.include_vars",
     "ansible.builtin.include_tasks",
+    "ansible.builtin.import_tasks",
     "ansible.builtin.set_fact",
     "ansible.builtin.debug",
 }
@@ -78,8 +79,8 @@ def _tasks(path: Path, block_when=(), block_keys=None):
 
 
 def _included_file(task):
-    """The file an include_tasks task names (a string, or `file:` with `apply:`), else None."""
-    include = task.get("ansible.builtin.include_tasks")
+    """The file an include_tasks or import_tasks task names (a string, or `file:` with `apply:`), else None."""
+    include = task.get("ansible.builtin.include_tasks") or task.get("ansible.builtin.import_tasks")
     return include.get("file") if isinstance(include, dict) else include
 
 
