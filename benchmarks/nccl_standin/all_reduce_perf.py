@@ -315,11 +315,11 @@ class Bench:
         peer = (me + 1) % self.nranks
         if self.nprocs > 1:
             lines.append(f"Channel 00/0 : {me}[{self.args.ngpus - 1}] -> {peer}[0] [send] via NET/Socket/0")
-        # All INFO lines before the table, one process after the other, so no line is split.
-        for turn in range(self.nprocs):
-            if turn == self.rank:
-                print("\n".join(f"{prefix} {line}" for line in lines), flush=True)
-            self.barrier()
+        # Rank 0 writes every process's INFO lines (each keeps its own host:pid prefix) in one write.
+        # mpirun forwards each process's stdout in chunks as they are read, so lines printed by two
+        # processes can be spliced mid-line under load even with a barrier between the prints.
+        everyone = self.gather("\n".join(f"{prefix} {line}" for line in lines))
+        self.out("\n".join(everyone))
 
     def device_lines(self) -> list[str] | None:
         host, pid = socket.gethostname(), os.getpid()
@@ -353,10 +353,7 @@ class Bench:
                     flush=True,
                 )
             return 2
-        for lines in everyone:
-            for line in lines:
-                self.out(line)
-        self.barrier()
+        self.out("\n".join(line for lines in everyone for line in lines))
         self.print_info_lines()
         self.out("#\n" + TABLE_HEADER)
         type_name = PRINT_NAMES.get(args.datatype, args.datatype)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import ipaddress
 import json
 import shutil
 import time
@@ -18,9 +19,12 @@ from gpuforge.lab.spec import LabSpec, NodeSpec
 from gpuforge.paths import LAB_STATE_DIR
 
 NETWORK = "gpuforge-lab"
-# Static addresses (.2-.127) for the mirror and nodes; podman hands out .128-.254 to others (Molecule).
+# Static addresses (.2-.127) for the mirror and nodes; podman hands out .129-.191 to others (Molecule).
+# Not .128/25: podman 4.3 turns that range into leases .129-.255 and so gives a container the subnet's
+# broadcast address, which can send but never gets a TCP answer (Molecule's first download from the
+# mirror timed out for minutes whenever a scenario's container drew .255).
 SUBNET = "10.242.0.0/24"
-DYNAMIC_RANGE = "10.242.0.128/25"
+DYNAMIC_RANGE = "10.242.0.128/26"
 MIRROR_IP = "10.242.0.2"
 MIRROR_CONTAINER = "gpuforge-lab-mirror"
 FIRST_NODE_HOST = 11
@@ -58,17 +62,33 @@ class NodeStatus:
     state: str
 
 
+def network_faults(info: dict) -> list[str]:
+    """What an existing lab network lacks: internal, and leases that stop short of the broadcast address."""
+    faults = [] if info.get("internal") else ["is not internal"]
+    broadcast = str(ipaddress.ip_network(SUBNET).broadcast_address)
+    for subnet in info.get("subnets") or []:
+        if (subnet.get("lease_range") or {}).get("end_ip", broadcast) == broadcast:
+            faults.append(f"leases the broadcast address {broadcast}")
+    return faults
+
+
 def ensure_network(log=print) -> bool:
     """The lab network is internal: nodes reach each other and the mirror, nothing outside the lab."""
     if exists("network", NETWORK):
-        if inspect("network", [NETWORK])[0].get("internal"):
+        faults = network_faults(inspect("network", [NETWORK])[0])
+        if not faults:
             return False
         users = podman("ps", "-a", "--filter", f"network={NETWORK}", "--format", "{{.Names}}").split()
-        if users:
-            # Recreating it would cut running containers off; nodes use only the mirror's sources anyway.
-            log(f"lab: WARNING network {NETWORK} is not internal (older gpuforge) and is used by {', '.join(users)};")
-            log("lab: run 'gpuforge lab down' when they are done so that it is recreated internal")
+        nodes = [user for user in users if user != MIRROR_CONTAINER]
+        if nodes:
+            # Recreating it would cut running containers off.
+            log(f"lab: WARNING network {NETWORK} {' and '.join(faults)} (older gpuforge); used by {', '.join(nodes)};")
+            log("lab: run 'gpuforge lab down' when they are done so that it is recreated")
             return False
+        if users:
+            # The mirror is ours: ensure_mirror starts it again on the new network.
+            podman("rm", "-f", "-t", "5", MIRROR_CONTAINER)
+        log(f"lab: recreating network {NETWORK}, it {' and '.join(faults)}")
         podman("network", "rm", NETWORK)
     podman(
         "network", "create", "--internal", "--subnet", SUBNET, "--ip-range", DYNAMIC_RANGE,
@@ -82,6 +102,15 @@ def _serves(info: dict, root: Path, tag: str) -> bool:
     return mounts.get("/srv/mirror") == str(root) and info.get("ImageName") == tag
 
 
+def _server_gone(info: dict) -> bool:
+    """Podman says running but the server process is gone: with cgroupfs and no systemd, killing the
+    session that started the mirror kills its processes without podman noticing (seen after a CI job
+    was stopped: `podman ps` said Up, connections were refused, `podman exec` said stopped)."""
+    state = info.get("State", {})
+    pid = state.get("Pid") or 0
+    return bool(state.get("Running")) and not (pid > 0 and Path(f"/proc/{pid}").exists())
+
+
 def ensure_mirror(tag: str, log=print) -> str:
     """Build the signed package mirror if its inputs changed, and serve it on the lab network."""
     repo = mirror.build(tag, log=log)
@@ -90,6 +119,9 @@ def ensure_mirror(tag: str, log=print) -> str:
         if not _serves(info, repo.root, tag):
             # Another checkout's (or an older image's) mirror: its key is not the one this lab's nodes trust.
             log(f"lab: replacing {MIRROR_CONTAINER}, it served another checkout or image")
+            podman("rm", "-f", "-t", "5", MIRROR_CONTAINER)
+        elif _server_gone(info):
+            log(f"lab: replacing {MIRROR_CONTAINER}, podman lists it running but its server process is gone")
             podman("rm", "-f", "-t", "5", MIRROR_CONTAINER)
         elif info["State"]["Running"]:
             return repo.url

@@ -1,0 +1,97 @@
+"""The lab network's leases and the mirror's liveness (src/gpuforge/lab/cluster.py)."""
+
+import ipaddress
+import os
+from pathlib import Path
+
+from gpuforge.lab import cluster
+
+
+def test_running_with_live_pid_is_kept():
+    assert not cluster._server_gone({"State": {"Running": True, "Pid": os.getpid()}})
+
+
+def test_running_with_dead_pid_is_gone():
+    # A pid above the kernel's pid_max cannot be a live process.
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text(encoding="utf-8"))
+    assert cluster._server_gone({"State": {"Running": True, "Pid": pid_max + 1}})
+
+
+def test_running_without_pid_is_gone():
+    assert cluster._server_gone({"State": {"Running": True, "Pid": 0}})
+
+
+def test_stopped_is_not_gone_it_is_started():
+    assert not cluster._server_gone({"State": {"Running": False, "Pid": 0}})
+
+
+def test_ensure_mirror_replaces_a_dead_server(monkeypatch, tmp_path):
+    calls = []
+    repo = type("Repo", (), {"root": tmp_path, "url": "http://mirror"})()
+    monkeypatch.setattr(cluster.mirror, "build", lambda tag, log=print: repo)
+    monkeypatch.setattr(cluster, "exists", lambda kind, name: True)
+    info = {
+        "Mounts": [{"Destination": "/srv/mirror", "Source": str(tmp_path)}],
+        "ImageName": "lab:tag",
+        "State": {"Running": True, "Pid": 0},
+    }
+    monkeypatch.setattr(cluster, "inspect", lambda kind, names: [info])
+    monkeypatch.setattr(cluster, "podman", lambda *argv: calls.append(argv) or "")
+    logged = []
+    assert cluster.ensure_mirror("lab:tag", log=logged.append) == "http://mirror"
+    assert calls[0] == ("rm", "-f", "-t", "5", cluster.MIRROR_CONTAINER)
+    assert calls[1][:3] == ("run", "-d", "--name")
+    assert "server process is gone" in logged[0]
+
+
+def test_dynamic_range_leaves_out_static_addresses_and_the_broadcast():
+    subnet = ipaddress.ip_network(cluster.SUBNET)
+    dynamic = ipaddress.ip_network(cluster.DYNAMIC_RANGE)
+    assert dynamic.subnet_of(subnet)
+    assert subnet.broadcast_address not in dynamic
+    assert ipaddress.ip_address(cluster.MIRROR_IP) not in dynamic
+    assert ipaddress.ip_address(cluster.node_ip(0)) not in dynamic
+
+
+def _network(end_ip, internal=True):
+    # The shape `podman network inspect` printed for the lab network with podman 4.3.1 (Debian 12).
+    return {
+        "internal": internal,
+        "subnets": [{"subnet": "10.242.0.0/24", "lease_range": {"start_ip": "10.242.0.129", "end_ip": end_ip}}],
+    }
+
+
+def test_network_faults():
+    assert cluster.network_faults(_network("10.242.0.191")) == []
+    assert cluster.network_faults(_network("10.242.0.255")) == ["leases the broadcast address 10.242.0.255"]
+    assert cluster.network_faults(_network("10.242.0.191", internal=False)) == ["is not internal"]
+
+
+def test_ensure_network_recreates_when_only_the_mirror_uses_it(monkeypatch):
+    calls = []
+    monkeypatch.setattr(cluster, "exists", lambda kind, name: True)
+    monkeypatch.setattr(cluster, "inspect", lambda kind, names: [_network("10.242.0.255")])
+
+    def podman(*argv):
+        calls.append(argv)
+        return cluster.MIRROR_CONTAINER + "\n" if argv[0] == "ps" else ""
+
+    monkeypatch.setattr(cluster, "podman", podman)
+    assert cluster.ensure_network(log=lambda line: None) is True
+    assert ("rm", "-f", "-t", "5", cluster.MIRROR_CONTAINER) in calls
+    assert ("network", "rm", cluster.NETWORK) in calls
+    create = next(call for call in calls if call[:2] == ("network", "create"))
+    assert create[create.index("--ip-range") + 1] == cluster.DYNAMIC_RANGE
+
+
+def test_ensure_network_keeps_a_faulty_network_that_nodes_use(monkeypatch):
+    calls, logged = [], []
+    monkeypatch.setattr(cluster, "exists", lambda kind, name: True)
+    monkeypatch.setattr(cluster, "inspect", lambda kind, names: [_network("10.242.0.255")])
+    monkeypatch.setattr(
+        cluster, "podman", lambda *argv: calls.append(argv) or "gpuforge-lab-gpu01\ngpuforge-lab-mirror\n"
+    )
+    assert cluster.ensure_network(log=logged.append) is False
+    assert [call[0] for call in calls] == ["ps"]
+    assert "gpuforge-lab-gpu01" in logged[0] and "gpuforge-lab-mirror" not in logged[0]
+    assert "gpuforge lab down" in logged[1]
