@@ -103,6 +103,21 @@ def config_changes(config: dict[str, dict[str, str]], scope: str, wanted: dict[s
     return changes
 
 
+def apply_changes(config: dict[str, dict[str, str]], scope: str, changes: dict[str, dict]) -> dict[str, dict[str, str]]:
+    """The configuration as mmlsconfig shows it once `mmchconfig` has set `changes` (as config_changes returns
+    them) for `scope`: a new {scope: {attribute: value}}, `config` left as it was. Each attribute's value goes
+    into the scope's own stanza (the cluster-wide one for "common"); DEFAULT removes it from that stanza, so the
+    value that applies falls back to [common], as mmchconfig does."""
+    updated = {name: dict(values) for name, values in config.items()}
+    stanza = updated.setdefault(scope, {})
+    for attribute, change in changes.items():
+        if change["after"].upper() == "DEFAULT":
+            stanza.pop(attribute, None)
+        else:
+            stanza[attribute] = change["after"]
+    return updated
+
+
 def _y_sections(text: str, command: str) -> dict[str, list[dict[str, str]]]:
     """Read `<command> -Y` output: {section: [record as {field: value}]}, fields named by each HEADER."""
     headers: dict[str, list[str]] = {}

@@ -44,6 +44,7 @@ from ansible_collections.gpuforge.cluster.plugins.modules import (
     slurm_node_state,
     spectrum_scale_config,
     spectrum_scale_facts,
+    systemd_units,
     vendor_apt_repository,
 )
 
@@ -79,6 +80,7 @@ MODULES = {
         slurm_node_state,
         spectrum_scale_config,
         spectrum_scale_facts,
+        systemd_units,
         vendor_apt_repository,
     )
 }
@@ -401,6 +403,8 @@ def run_spectrum_scale_config(ansible_module, tmp_path, change, args=None, check
 
     runner = Runner(answer or default)
     base = {"settings": {"pagepool": "128G"}, "node_class": "dgx"}
+    if "scopes" in (args or {}):  # the several-scope form takes neither (a case adds one back to be refused)
+        base = {}
     result = ansible_module(spectrum_scale_config, {**base, **(args or {})}, runner, None, check_mode)
     return result, runner
 
@@ -619,6 +623,37 @@ def run_managed_files(ansible_module, tmp_path, change, args=None, check_mode=Fa
     return result, runner
 
 
+# `systemctl show --property=Id,LoadState,ActiveState,UnitFileState -- NAME...` as systemd prints it: a block per
+# unit asked, an empty line between two (tests/unit/module_utils/test_gpuforge_systemd.py says where from).
+SYSTEMCTL_BLOCKS = {
+    "munge.service": "Id=munge.service\nLoadState=loaded\nActiveState=active\nUnitFileState=enabled\n",
+    "slurmd.service": "Id=slurmd.service\nLoadState=loaded\nActiveState=inactive\nUnitFileState=disabled\n",
+}
+
+
+def run_systemd_units(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    """The tool output is systemctl show's blocks for the units asked (a unit it does not hold is not-found);
+    enable/start answer success."""
+
+    def default(argv):
+        if argv[1] != "show":
+            return 0, "", ""
+        names = argv[argv.index("--") + 1 :]
+        missing = "Id={}\nLoadState=not-found\nActiveState=inactive\nUnitFileState=\n"
+        return 0, change("\n".join(SYSTEMCTL_BLOCKS.get(name, missing.format(name)) for name in names)), ""
+
+    runner = Runner(answer or default)
+    base = {
+        "units": [
+            {"name": "munge", "enabled": True, "state": "started"},
+            {"name": "slurmd", "enabled": True, "state": "started"},
+        ]
+    }
+    paths = paths or bins("systemctl")
+    result = ansible_module(systemd_units, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
 RUNNERS = {
     "container_gpu_smoke": (run_container_gpu_smoke, ("podman",)),
     "dcgm_diag": (run_dcgm_diag, ("dcgmi",)),
@@ -646,6 +681,7 @@ RUNNERS = {
         run_spectrum_scale_facts,
         ("mmlscluster", "mmlsnodeclass", "mmgetstate", "mmremotecluster", "mmremotefs", "mmlsmount"),
     ),
+    "systemd_units": (run_systemd_units, ("systemctl",)),
     "vendor_apt_repository": (run_vendor_apt_repository, ("gpg", "the key at")),
 }
 
@@ -750,6 +786,7 @@ def _missing_tool_cases():
             ("mmlsconfig not found at /usr/lpp/mmfs/bin on", "is IBM Storage Scale (gpfs.base) installed?"),
         ),
         "spectrum_scale_facts": ({}, None, None, ("mmlscluster not found at", "is IBM Storage Scale (gpfs.base)")),
+        "systemd_units": ({}, bins(), None, ("systemctl not found in PATH on", "needs systemd")),
         "vendor_apt_repository": ({}, bins(), None, ("gpg not found in PATH on", "install gnupg")),
     }
 
@@ -827,6 +864,7 @@ def test_check_mode_writes_nothing(ansible_module, tmp_path, module):
         argv for argv in runner.calls if Path(argv[0]).name == "make" or argv[:2] == ["/usr/sbin/semodule", "-i"]
     ]
     changing += [argv for argv in runner.calls if Path(argv[0]).name == "restorecon" and "-n" not in argv]
+    changing += [argv for argv in runner.calls if Path(argv[0]).name == "systemctl" and argv[1] != "show"]
     assert changing == [], f"check mode ran {changing}"
 
 
@@ -1007,6 +1045,52 @@ OPTION_CASES: dict[tuple[str, str], list[Case]] = {
         Case("empty", {"settings": {"pagepool": ""}}, "settings.pagepool", "must not be empty"),
         Case("list and bool", {"settings": {"verbsPorts": ["mlx5_0/1", "mlx5_1/1"], "verbsRdma": True}}),
     ],
+    ("spectrum_scale_config", "scopes"): [
+        Case(
+            "null in the second",
+            {"scopes": [{"settings": {"maxMBpS": 20000}}, {"node_class": "dgx", "settings": {"pagepool": None}}]},
+            "scopes[1].settings.pagepool",
+            "has no value",
+        ),
+        Case("comma", {"scopes": [{"settings": {"pagepool": "1G,2G"}}]}, "scopes[0].settings.pagepool", "','"),
+        Case("bad name", {"scopes": [{"settings": {"page pool": "1G"}}]}, "scopes[0].settings.page pool", "name"),
+        Case(
+            "class twice",
+            {"scopes": [{"node_class": "dgx", "settings": {}}, {"node_class": "dgx", "settings": {"a": 1}}]},
+            "scopes[1].node_class",
+            "names dgx a second time (scopes[0])",
+        ),
+        Case(
+            "common twice",
+            {"scopes": [{"settings": {}}, {"node_class": "common", "settings": {"a": 1}}]},
+            "scopes[1].node_class",
+            "names common a second time",
+        ),
+        Case("with node_class", {"node_class": "dgx", "scopes": [{"settings": {}}]}, "node_class", "settings only"),
+        Case(
+            "with settings",
+            {"settings": {"pagepool": "1G"}, "scopes": [{"settings": {}}]},
+            "parameters are mutually exclusive:",
+            "settings|scopes",
+        ),
+        Case("no settings", {"scopes": [{"node_class": "dgx"}]}, "missing required arguments:", "settings found in"),
+        Case("null settings", {"scopes": [{"settings": {}}, {"settings": None}]}, "argument", "NoneType found in"),
+        Case("no scope", {"scopes": []}, "scopes", "at least one scope"),
+        Case("neither form", {"scopes": None}, "one", "is required: settings, scopes"),
+        Case("settings a list", {"scopes": [{"settings": ["pagepool=1G"]}]}, "argument", "list found in 'scopes'"),
+        Case("a scope a word", {"scopes": ["dgx"]}, "dictionary", "requested, could not parse"),  # Ansible's words
+        Case("misspelt key", {"scopes": [{"settings": {}, "node_clas": "dgx"}]}, "Unsupported", "scopes.node_clas"),
+        Case(
+            "three scopes",
+            {
+                "scopes": [
+                    {"node_class": "dgx", "settings": {"pagepool": "128G", "verbsRdma": True}},
+                    {"node_class": "dgx01", "settings": {"verbsPorts": ["mlx5_0/1", "mlx5_1/1"]}},
+                    {"node_class": "", "settings": {"maxMBpS": 20000}},
+                ]
+            },
+        ),
+    ],
     ("spectrum_scale_facts", "gather"): [
         Case("unknown item", {"gather": ["cluster", "mount"]}, "value of gather", "must be one or more of"),
         Case("comma string (-e)", {"gather": "cluster,state,mounts", "node_classes": []}),
@@ -1112,6 +1196,21 @@ OPTION_CASES: dict[tuple[str, str], list[Case]] = {
         Case("relative keyring_dir", {"keyring_dir": "keyrings"}, "keyring_dir", "absolute path"),
         Case("url without scheme", {"url": "mirror/cuda"}, "url", "http://, https:// or file:// URL"),
         Case("timeout word", {"key_timeout": "soon"}, "argument 'key_timeout'"),
+    ],
+    ("systemd_units", "units"): [
+        Case("pattern", {"units": [{"name": "nvidia-*"}]}, "units[0].name", "not a pattern"),
+        Case("path", {"units": [{"name": "/dev/sda"}]}, "units[0].name", "not a path"),
+        Case("two names in one", {"units": [{"name": "munge slurmd"}]}, "units[0].name", "must be a unit name"),
+        Case("template", {"units": [{"name": "getty@.service"}]}, "units[0].name", "name an instance"),
+        Case("name twice", {"units": [{"name": "munge"}, {"name": "munge.service"}]}, "units[1].name", "second time"),
+        Case("no unit", {"units": []}, "units", "at least one unit"),
+        Case("no name", {"units": [{"enabled": True}]}, "missing required arguments:", "name found in units"),
+        Case("state word", {"units": [{"name": "munge", "state": "running"}]}, "value", "state must be one of"),
+        Case("enabled word", {"units": [{"name": "munge", "enabled": "maybe"}]}, "argument 'enabled'", "units"),
+        Case("misspelt key", {"units": [{"name": "munge", "enabeld": True}]}, "Unsupported", "units.enabeld"),
+        Case("a unit a word (-e)", {"units": "munge"}, "dictionary", "requested, could not parse"),  # Ansible's words
+        Case("bool word (-e)", {"units": [{"name": "munge", "enabled": "yes", "state": "started"}]}),
+        Case("left alone", {"units": [{"name": "slurmd"}]}),
     ],
     ("selinux_relabel", "paths"): [
         Case("relative", {"paths": ["dev"]}, "paths[0]", "absolute path"),

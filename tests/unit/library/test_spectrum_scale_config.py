@@ -21,10 +21,13 @@ MMCHCONFIG = "/usr/lpp/mmfs/bin/mmchconfig"
 
 
 class Runner:
-    """mmlsconfig -Y answers y_out (rc y_rc), plain mmlsconfig answers plain_out, mmchconfig chg_rc."""
+    """mmlsconfig -Y answers y_out (rc y_rc), plain mmlsconfig answers plain_out, mmchconfig chg_rc (a list:
+    one rc per mmchconfig call, in order)."""
 
     def __init__(self, y_out=Y_TEXT, y_rc=0, plain_out="", chg_rc=0):
-        self.y_out, self.y_rc, self.plain_out, self.chg_rc = y_out, y_rc, plain_out, chg_rc
+        self.y_out, self.y_rc, self.plain_out = y_out, y_rc, plain_out
+        self.chg_rcs = list(chg_rc) if isinstance(chg_rc, list) else None
+        self.chg_rc = chg_rc
         self.calls = []
 
     def __call__(self, args, **kwargs):
@@ -38,7 +41,14 @@ class Runner:
                 if self.plain_out
                 else (1, "", "mmlsconfig: This node does not belong to a GPFS cluster.")
             )
-        return self.chg_rc, "", "mmchconfig: Incorrect attribute" if self.chg_rc else ""
+        rc = self.chg_rcs.pop(0) if self.chg_rcs is not None else self.chg_rc
+        return rc, "", "mmchconfig: Incorrect attribute" if rc else ""
+
+    def mmchconfig(self):
+        return [call for call in self.calls if call[0].endswith("mmchconfig")]
+
+    def mmlsconfig(self):
+        return [call for call in self.calls if call[0].endswith("mmlsconfig")]
 
 
 @pytest.fixture
@@ -101,3 +111,196 @@ def test_truncated_output_fails_naming_mmlsconfig(run_module):
 def test_mmchconfig_failure(run_module):
     result = run_module({"settings": {"bogus": "1"}}, Runner(chg_rc=1), expect_failure=True)
     assert result["msg"] == "mmchconfig failed (rc=1): mmchconfig: Incorrect attribute"
+
+
+# --- scopes: several node classes and the cluster-wide values in one run -------------------------------------
+
+
+def test_scopes_converged_seed_reads_mmlsconfig_once_and_runs_nothing_else(run_module):
+    runner = Runner(y_rc=1, y_out="", plain_out=SEED)  # the real output, through the plain fallback
+    scopes = [
+        {
+            "node_class": "dgx",
+            "settings": {
+                "pagepool": "128G",
+                "workerThreads": 1024,
+                "verbsRdma": "enable",
+                "verbsRdmaSend": True,
+                "verbsPorts": ["mlx5_0/1", "mlx5_1/1", "mlx5_2/1", "mlx5_3/1"],
+            },
+        },
+        {"node_class": "common", "settings": {"maxMBpS": 20000, "enforceFilesetQuotaOnRoot": True}},
+    ]
+    result = run_module({"scopes": scopes}, runner, diff=True)
+    assert result["changed"] is False
+    assert runner.calls == [["/usr/lpp/mmfs/bin/mmlsconfig", "-Y"], ["/usr/lpp/mmfs/bin/mmlsconfig"]]
+    assert result["scopes"] == [
+        {"scope": "dgx", "changes": {}, "command": []},
+        {"scope": "common", "changes": {}, "command": []},
+    ]
+    assert (result["changes"], result["command"], result["scope"]) == ({}, [], ["dgx", "common"])
+    assert "diff" not in result
+
+
+def test_scopes_one_mmchconfig_per_differing_scope_in_order(run_module):
+    runner = Runner()
+    scopes = [
+        {"node_class": "dgx", "settings": {"pagepool": "128G", "workerThreads": 1024}},
+        {"node_class": "dgx02", "settings": {"verbsRdma": "enable"}},  # no stanza, no common value: differs
+        {"node_class": "dgx01", "settings": {"pagepool": "1G"}},
+        {"settings": {"maxMBpS": 20000}},
+    ]
+    result = run_module({"scopes": scopes, "immediate": True}, runner, diff=True)
+    assert result["changed"] is True
+    assert runner.mmlsconfig() == [["/usr/lpp/mmfs/bin/mmlsconfig", "-Y"]]
+    commands = [
+        [MMCHCONFIG, "workerThreads=1024", "-N", "dgx", "-i"],
+        [MMCHCONFIG, "verbsRdma=enable", "-N", "dgx02", "-i"],
+        [MMCHCONFIG, "maxMBpS=20000", "-i"],
+    ]
+    assert runner.mmchconfig() == commands
+    assert result["command"] == commands
+    assert result["scope"] == ["dgx", "dgx02", "dgx01", "common"]
+    assert result["changes"] == {
+        "dgx": {"workerThreads": {"before": None, "after": "1024"}},
+        "dgx02": {"verbsRdma": {"before": None, "after": "enable"}},
+        "common": {"maxMBpS": {"before": None, "after": "20000"}},
+    }
+    assert [entry["scope"] for entry in result["scopes"]] == ["dgx", "dgx02", "dgx01", "common"]
+    assert result["scopes"][2] == {"scope": "dgx01", "changes": {}, "command": []}  # 1G from [common]
+    assert result["scopes"][0]["command"] == commands[0]
+    assert result["diff"] == {
+        "before": "[dgx]\n[dgx02]\n[common]\n",
+        "after": "[dgx]\nworkerThreads 1024\n[dgx02]\nverbsRdma enable\n[common]\nmaxMBpS 20000\n",
+        "before_header": "mmlsconfig",
+        "after_header": "mmlsconfig",
+    }
+
+
+def test_scopes_a_later_scope_compares_with_what_an_earlier_one_set(run_module):
+    # [common] pagepool 1G -> 64G first; dgx01 has no stanza, so 64G from [common] is what applies to it then:
+    # comparing with the configuration as read (1G) would run a needless `mmchconfig pagepool=64G -N dgx01`.
+    # dgx keeps its own 128G stanza value, so its 64G is still a change.
+    runner = Runner()
+    scopes = [
+        {"node_class": "", "settings": {"pagepool": "64G"}},
+        {"node_class": "dgx01", "settings": {"pagepool": "64G"}},
+        {"node_class": "dgx", "settings": {"pagepool": "64G"}},
+    ]
+    result = run_module({"scopes": scopes}, runner, diff=True)
+    assert runner.mmchconfig() == [[MMCHCONFIG, "pagepool=64G"], [MMCHCONFIG, "pagepool=64G", "-N", "dgx"]]
+    assert result["scopes"][1] == {"scope": "dgx01", "changes": {}, "command": []}
+    assert result["changes"]["dgx"] == {"pagepool": {"before": "128G", "after": "64G"}}
+    assert result["diff"]["before"] == "[common]\npagepool 1G\n[dgx]\npagepool 128G\n"
+
+
+def test_scopes_check_mode_runs_only_mmlsconfig_and_predicts_the_same_commands(run_module):
+    runner = Runner()
+    scopes = [
+        {"settings": {"pagepool": "64G"}},
+        {"node_class": "dgx01", "settings": {"pagepool": "64G"}},
+        {"node_class": "dgx", "settings": {"workerThreads": 512}},
+    ]
+    result = run_module({"scopes": scopes}, runner, check_mode=True)
+    assert runner.calls == [["/usr/lpp/mmfs/bin/mmlsconfig", "-Y"]]
+    assert result["changed"] is True
+    assert result["command"] == [[MMCHCONFIG, "pagepool=64G"], [MMCHCONFIG, "workerThreads=512", "-N", "dgx"]]
+    assert list(result["changes"]) == ["common", "dgx"]
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "message"),
+    [
+        ("dgx", "dgx", "scopes[1].node_class names dgx a second time (scopes[0]): merge their settings"),
+        ("", "common", "scopes[1].node_class names common a second time (scopes[0])"),
+    ],
+)
+def test_scopes_the_same_node_class_twice_is_refused(run_module, first, second, message):
+    runner = Runner()
+    scopes = [{"node_class": first, "settings": {"pagepool": "1G"}}, {"node_class": second, "settings": {}}]
+    result = run_module({"scopes": scopes}, runner, expect_failure=True)
+    assert result["msg"].startswith(message), result["msg"]
+    assert runner.calls == []
+
+
+def test_scopes_with_node_class_is_refused(run_module):
+    runner = Runner()
+    args = {"node_class": "dgx", "scopes": [{"node_class": "dgx", "settings": {"pagepool": "1G"}}]}
+    result = run_module(args, runner, expect_failure=True)
+    assert result["msg"] == (
+        "node_class goes with settings only: with scopes, give each scope its own (scopes[].node_class)"
+    )
+    assert runner.calls == []
+
+
+def test_scopes_with_settings_is_refused(run_module):
+    runner = Runner()
+    args = {"settings": {"pagepool": "1G"}, "scopes": [{"settings": {"pagepool": "1G"}}]}
+    result = run_module(args, runner, expect_failure=True)
+    assert result["msg"] == "parameters are mutually exclusive: settings|scopes"
+    assert runner.calls == []
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({}, "one of the following is required: settings, scopes"),
+        ({"settings": None}, "one of the following is required: settings, scopes"),
+        ({"scopes": []}, "scopes must list at least one scope"),
+        ({"scopes": [{"node_class": "dgx"}]}, "missing required arguments: settings found in scopes"),
+        ({"scopes": [{"node_class": "dgx", "settings": None}]}, "argument 'settings' is of type NoneType found in"),
+    ],
+)
+def test_neither_settings_nor_a_scope(run_module, args, message):
+    runner = Runner()
+    result = run_module(args, runner, expect_failure=True)
+    assert result["msg"].startswith(message), result["msg"]
+    assert runner.calls == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"pagepool": "1G,2G"}, "scopes[1].settings.pagepool cannot hold ','"),
+        ({"pagepool": None}, "scopes[1].settings.pagepool has no value (null)"),
+        ({"page pool": "1G"}, "scopes[1].settings.page pool is not a configuration attribute name"),
+    ],
+)
+def test_scopes_an_invalid_setting_in_the_second_scope_fails_before_anything_runs(run_module, settings, message):
+    runner = Runner()
+    scopes = [{"node_class": "dgx", "settings": {"workerThreads": 512}}, {"settings": settings}]
+    result = run_module({"scopes": scopes}, runner, expect_failure=True)
+    assert result["msg"].startswith(message), result["msg"]
+    assert runner.calls == []
+    assert result["changed"] is False
+
+
+def test_scopes_a_failed_mmchconfig_reports_the_scopes_applied_before_it(run_module):
+    runner = Runner(chg_rc=[0, 1])
+    scopes = [
+        {"node_class": "dgx", "settings": {"workerThreads": 512}},
+        {"node_class": "dgx01", "settings": {"pagepool": "1G"}},  # unchanged: 1G from [common]
+        {"settings": {"bogus": "1"}},
+        {"node_class": "dgx02", "settings": {"verbsRdma": "enable"}},
+    ]
+    result = run_module({"scopes": scopes}, runner, expect_failure=True)
+    assert result["msg"] == (
+        "mmchconfig failed for scope common (rc=1): mmchconfig: Incorrect attribute - scopes applied before it: dgx"
+    )
+    applied = [MMCHCONFIG, "workerThreads=512", "-N", "dgx"]
+    assert runner.mmchconfig() == [applied, [MMCHCONFIG, "bogus=1"]]  # dgx02 is not tried
+    assert result["scopes"] == [
+        {"scope": "dgx", "changes": {"workerThreads": {"before": None, "after": "512"}}, "command": applied},
+        {"scope": "dgx01", "changes": {}, "command": []},
+    ]
+    assert result["changes"] == {"dgx": {"workerThreads": {"before": None, "after": "512"}}}
+    assert result["command"] == [applied]
+    assert (result["failed_scope"], result["failed_command"]) == ("common", [MMCHCONFIG, "bogus=1"])
+    assert result["stderr"] == "mmchconfig: Incorrect attribute"
+    assert result["changed"] is True
+
+
+def test_scopes_the_first_mmchconfig_failing_reports_none_applied(run_module):
+    result = run_module({"scopes": [{"settings": {"bogus": "1"}}]}, Runner(chg_rc=1), expect_failure=True)
+    assert result["msg"].endswith("- scopes applied before it: none")
+    assert (result["scopes"], result["changes"], result["command"]) == ([], {}, [])

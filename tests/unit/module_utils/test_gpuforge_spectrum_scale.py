@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_spectrum_scale import (
     ParseError,
+    apply_changes,
     config_changes,
     effective_value,
     filesystem_uid,
@@ -73,6 +74,42 @@ def test_changes_only_for_differing_keys():
 def test_list_value_whitespace_is_not_a_change():
     config = parse_mmlsconfig(SEED)
     assert config_changes(config, "dgx", {"verbsPorts": "mlx5_0/1  mlx5_1/1 mlx5_2/1 mlx5_3/1"}) == {}
+
+
+def test_apply_changes_sets_the_scope_stanza_and_leaves_the_input_alone():
+    config = parse_mmlsconfig(SEED)
+    before = {scope: dict(values) for scope, values in config.items()}
+    changes = config_changes(config, "dgx", {"workerThreads": "512", "maxStatCache": "1M", "nsdBufSpace": "30"})
+    updated = apply_changes(config, "dgx", changes)
+    assert config == before
+    assert updated["dgx"]["workerThreads"] == "512"
+    assert updated["dgx"]["nsdBufSpace"] == "30"
+    assert updated["common"] == config["common"]
+    assert config_changes(updated, "dgx", {"workerThreads": "512", "nsdBufSpace": "30"}) == {}
+
+
+def test_apply_changes_to_common_is_what_a_class_without_its_own_value_compares_with():
+    config = parse_mmlsconfig(SEED)
+    wanted = {"maxMBpS": "40000"}
+    updated = apply_changes(config, "common", config_changes(config, "common", wanted))
+    assert updated["common"]["maxMBpS"] == "40000"
+    assert config_changes(config, "dgx", wanted) == {"maxMBpS": {"before": "20000", "after": "40000"}}
+    assert config_changes(updated, "dgx", wanted) == {}  # dgx has no maxMBpS of its own
+    # A class with its own value keeps it: setting [common] does not change what applies to dgx.
+    updated = apply_changes(config, "common", config_changes(config, "common", {"pagepool": "4G"}))
+    assert effective_value(updated, "dgx", "pagepool") == "128G"
+
+
+def test_apply_changes_creates_a_stanza_and_default_falls_back_to_common():
+    config = parse_mmlsconfig_y(Y_TEXT)
+    updated = apply_changes(config, "dgx01", config_changes(config, "dgx01", {"pagepool": "64G"}))
+    assert updated["dgx01"] == {"pagepool": "64G"}
+    assert "dgx01" not in config
+    reset = apply_changes(updated, "dgx", config_changes(updated, "dgx", {"pagepool": "DEFAULT"}))
+    assert "pagepool" not in reset["dgx"]
+    assert effective_value(reset, "dgx", "pagepool") == "1G"
+    assert reset["dgx"]["verbsPorts"] == "mlx5_0/1 mlx5_1/1"
+    assert apply_changes(config, "dgx", {}) == config
 
 
 @pytest.mark.parametrize(

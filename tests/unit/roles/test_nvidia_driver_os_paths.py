@@ -124,6 +124,18 @@ def test_fabricmanager_package_names():
     assert driver("debian12").var("nvidia_driver_fabricmanager") is False
 
 
+def test_services_start_in_order_persistenced_fabric_manager_dcgm():
+    """One systemd_units call (tasks/services.yml) after DCGM's install: each daemon only when its feature is on."""
+    started = {"enabled": True, "state": "started"}
+    assert driver("debian12").var("nvidia_driver_services") == [{"name": "nvidia-persistenced", **started}]
+    assert driver("debian12", nvidia_driver_persistenced=False).var("nvidia_driver_services") == []
+    units = driver("debian12", gpuforge_gpu_nvswitch=True, nvidia_driver_dcgm_enabled=True).var(
+        "nvidia_driver_services"
+    )
+    assert [unit["name"] for unit in units] == ["nvidia-persistenced", "nvidia-fabricmanager", "nvidia-dcgm"]
+    assert all(unit["enabled"] is True and unit["state"] == "started" for unit in units)
+
+
 def test_lab_overrides_point_at_the_mirror():
     from gpu_stack_render import ROOT, load_yaml
 

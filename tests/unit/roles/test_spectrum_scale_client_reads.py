@@ -104,7 +104,14 @@ def remote_calls(facts, reread=None, check_mode=False, class_create_rc=0, **extr
         module = role.module_of(task)
         if module in CONTROLLER or task["name"].startswith(("Install the Storage Scale", "Load OS-specific")):
             continue
-        scope = {**registered, "ansible_check_mode": check_mode, "ansible_facts": {**role.var("ansible_facts"), **IB}}
+        scope = {
+            **registered,
+            "ansible_check_mode": check_mode,
+            "ansible_facts": {**role.var("ansible_facts"), **IB},
+            # The configuration call gathers every play host's scopes (set_fact, not run here): this node's class.
+            "ansible_play_hosts": ["dgx01"],
+            "hostvars": {"dgx01": {"spectrum_scale_client_config_scopes": [{"node_class": "x", "settings": {"a": 1}}]}},
+        }
         templar = role.task_templar(task, **scope)
         items = templar.template(trusted(task["loop"])) if "loop" in task else [None]
         ran = []
@@ -138,9 +145,7 @@ READ = "Read the cluster, node class, daemon state, remote definitions and mount
 BUILD = "Build the portability layer (mmbuildgpl) and stamp it with the kernel and release"
 CONFIG = [
     "Gather InfiniBand facts (verbsPorts)",
-    "Apply the node class attributes where mmlsconfig differs",
-    "Apply this node's verbsPorts (its Active InfiniBand ports) where mmlsconfig differs",
-    "Apply the cluster-wide attributes where mmlsconfig differs",
+    "Apply the node class, node (verbsPorts) and cluster-wide attributes where mmlsconfig differs",
 ]
 REREAD = "Re-read the mounts after the daemon was started or a file system defined (one call on the member)"
 
@@ -229,3 +234,23 @@ def test_no_task_reads_with_a_command_of_its_own():
         assert gone not in text, gone
     assert text.count("/mmgetstate -Y") == 1
     assert "ansible.builtin.file:" not in (ROLE / "tasks" / "portability_layer.yml").read_text(encoding="utf-8")
+
+
+def test_one_configuration_call_lists_each_class_once_each_node_and_common_last():
+    task = next(t for t in _tasks(ROLE / "tasks" / "main.yml") if t["name"] == CONFIG[1])
+    lab = {**LAB_VARS, **HOST, "spectrum_scale_client_common_config": {"maxMBpS": 20000}}
+    role = RoleRender("spectrum_scale_client", "debian12", **lab)
+    dgx = {"node_class": "dgx", "settings": {"pagepool": "128G"}}
+    ports = {"dgx01": "mlx5_0/1", "dgx02": "mlx5_1/1"}
+    hostvars = {
+        name: {"spectrum_scale_client_config_scopes": [dgx, {"node_class": name, "settings": {"verbsPorts": port}}]}
+        for name, port in ports.items()
+    }
+    hostvars["head01"] = {}
+    templar = role.task_templar(task, ansible_play_hosts=["dgx01", "dgx02", "head01"], hostvars=hostvars)
+    assert templar.template(trusted("{{ spectrum_scale_client_play_scopes }}")) == [
+        dgx,
+        {"node_class": "dgx01", "settings": {"verbsPorts": "mlx5_0/1"}},
+        {"node_class": "dgx02", "settings": {"verbsPorts": "mlx5_1/1"}},
+        {"node_class": "common", "settings": {"maxMBpS": 20000}},
+    ]
