@@ -34,6 +34,9 @@ description:
   - For each unit the boot state is set before the running state; units are handled in list order, so list a
     unit before the units that need it (C(munge) before C(slurmd)).
   - An alias is acted on through the unit it names (the C(Id) systemctl show reports).
+  - "An entry with neither I(enabled) nor I(state) is only read (its state is returned in RV(units)); a unit
+    that does not exist is then no error (C(load_state=not-found), C(running=false)): a role can ask which of
+    several optional daemons run."
 options:
   units:
     description: The units and the state each should be in, in the order they are handled.
@@ -142,12 +145,13 @@ changed_units:
   sample: [munge.service, slurmd.service]
 units:
   description:
-    - Each unit's state as C(systemctl show) read it before anything ran, by complete name.
+    - Each unit's state as C(systemctl show) read it before anything ran, by complete name; C(running) is true
+      for an C(active_state) that I(state=started) accepts (C(active), C(activating), C(reloading), C(refreshing)).
   returned: when systemctl show was read
   type: dict
   sample:
-    munge.service: {load_state: loaded, active_state: inactive, unit_file_state: disabled}
-    slurmd.service: {load_state: loaded, active_state: active, unit_file_state: enabled}
+    munge.service: {load_state: loaded, active_state: inactive, unit_file_state: disabled, running: false}
+    slurmd.service: {load_state: loaded, active_state: active, unit_file_state: enabled, running: true}
 actions:
   description:
     - The systemctl command lines run (in check mode, that would run), in order; C(systemctl show) is not one.
@@ -166,6 +170,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run impo
     this_host,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_systemd import (
+    RUNNING,
     SHOW_PROPERTIES,
     ParseError,
     UnitError,
@@ -248,7 +253,10 @@ class SystemdUnits:
     def apply(self) -> dict:
         states = self.read()
         self.result["units"] = {
-            unit["name"]: {key: state[key] for key in ("load_state", "active_state", "unit_file_state")}
+            unit["name"]: {
+                **{key: state[key] for key in ("load_state", "active_state", "unit_file_state")},
+                "running": state["active_state"] in RUNNING,
+            }
             for unit, state in zip(self.units, states)
         }
         try:

@@ -187,7 +187,10 @@ def unit_states(names: list, blocks: list) -> list:
 
 
 def _load_problem(name: str, unit: dict, state: dict):
-    """Why the unit cannot be brought to its wanted state, from its LoadState; None when it can."""
+    """Why the unit cannot be brought to its wanted state, from its LoadState; None when it can. A unit that is
+    only read (neither enabled nor state wanted) has no problem: a missing one reads as not running."""
+    if unit["enabled"] is None and unit["state"] is None:
+        return None
     load = state["load_state"]
     if load == NOT_FOUND:
         return (

@@ -111,8 +111,18 @@ def test_enables_and_starts_in_list_order(run):
     assert result["changed_units"] == ["munge.service", "slurmd.service"]
     assert result["actions"] == systemctl.argvs[1:]
     assert result["units"] == {
-        "munge.service": {"load_state": "loaded", "active_state": "inactive", "unit_file_state": "disabled"},
-        "slurmd.service": {"load_state": "loaded", "active_state": "inactive", "unit_file_state": "disabled"},
+        "munge.service": {
+            "load_state": "loaded",
+            "active_state": "inactive",
+            "unit_file_state": "disabled",
+            "running": False,
+        },
+        "slurmd.service": {
+            "load_state": "loaded",
+            "active_state": "inactive",
+            "unit_file_state": "disabled",
+            "running": False,
+        },
     }
     assert "diff" not in result
 
@@ -130,6 +140,7 @@ def test_second_run_changes_nothing(run):
         "load_state": "loaded",
         "active_state": "active",
         "unit_file_state": "enabled",
+        "running": True,
     }
 
 
@@ -251,6 +262,7 @@ def test_a_missing_unit_fails_before_anything_runs(run):
         "load_state": "not-found",
         "active_state": "inactive",
         "unit_file_state": "",
+        "running": False,
     }
 
 
@@ -323,3 +335,21 @@ def test_a_fake_systemctl_binary_gets_the_argv_and_the_c_locale(ansible_module, 
     ]
     assert result["changed_units"] == ["munge.service"]
     assert result["actions"] == [[str(fake), "start", "--", "munge.service"]]
+
+
+def test_units_only_read_report_which_run_and_a_missing_one_is_no_error(run):
+    """Entries without enabled or state are read, not changed (container_runtime_limits asks which runtimes run)."""
+    units = {
+        "containerd.service": {"LoadState": "loaded", "ActiveState": "active", "UnitFileState": "enabled"},
+        "docker.service": {"LoadState": "loaded", "ActiveState": "failed", "UnitFileState": "enabled"},
+    }
+    systemctl = FakeSystemctl(units)
+    result = run([{"name": "crio.service"}, {"name": "containerd.service"}, {"name": "docker"}], systemctl)
+    assert len(systemctl.calls) == 1
+    assert result["changed"] is False and result["actions"] == []
+    assert {name: unit["running"] for name, unit in result["units"].items()} == {
+        "crio.service": False,
+        "containerd.service": True,
+        "docker.service": False,
+    }
+    assert result["units"]["crio.service"]["load_state"] == "not-found"

@@ -345,6 +345,11 @@ def test_not_found_is_refused_with_the_fix():
     )
 
 
+@pytest.mark.parametrize("load", ["not-found", "masked", "error"])
+def test_a_unit_only_read_has_no_load_problem(load):
+    assert one(load=load, active="inactive", file_state="") == []
+
+
 @pytest.mark.parametrize(
     ("enabled", "wanted", "words"),
     [(True, None, "enabled"), (None, "started", "started"), (True, "started", "enabled or started")],

@@ -20,30 +20,38 @@ def test_dropin_text(os_name):
     ]
 
 
-# `systemctl show --property=Id,ActiveState crio.service containerd.service docker.service` on a Debian 12 lab node
-# (systemd 252): a block per unit in the order asked; containerd's state edited to active for the test.
-SYSTEMCTL_SHOW = (
-    "Id=crio.service\nActiveState=inactive\n\n"
-    "Id=containerd.service\nActiveState=active\n\n"
-    "Id=docker.service\nActiveState=failed\n"
-)
+def _states(running: dict) -> dict:
+    """The registered systemd_units result: its `units` by complete name (tests/unit/library/test_systemd_units.py
+    covers how it reads systemctl show)."""
+    return {"units": {name: {"running": value} for name, value in running.items()}}
+
+
+def test_the_units_are_read_without_a_wanted_state():
+    render = RoleRender("container_runtime_limits", "debian12")
+    assert render.var("container_runtime_limits_unit_reads") == [
+        {"name": "crio.service"},
+        {"name": "containerd.service"},
+        {"name": "docker.service"},
+    ]
 
 
 def test_only_running_runtimes_are_restarted_and_checked():
     render = RoleRender("container_runtime_limits", "debian12")
     render.templar.available_variables = {
         **render.templar.available_variables,
-        "container_runtime_limits_shown": {"stdout": SYSTEMCTL_SHOW},
+        "container_runtime_limits_unit_states": _states(
+            {"crio.service": False, "containerd.service": True, "docker.service": False}
+        ),
     }
     assert render.var("container_runtime_limits_active") == ["containerd"]
     assert render.var("container_runtime_limits_memlock_systemd") == "infinity"
 
 
-def test_no_runtime_runs_when_systemctl_printed_nothing():
+def test_no_runtime_runs_when_nothing_was_read():
     render = RoleRender("container_runtime_limits", "debian12")
     render.templar.available_variables = {
         **render.templar.available_variables,
-        "container_runtime_limits_shown": {"stdout": ""},
+        "container_runtime_limits_unit_states": {"skipped": True},
     }
     assert render.var("container_runtime_limits_active") == []
 
