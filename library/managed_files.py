@@ -88,6 +88,17 @@ options:
       group:
         description: Group name or gid of the file. Left as it is when not given.
         type: str
+      validate:
+        description:
+          - A command that checks the new content before it replaces the file, as C(ansible.builtin.copy)'s
+            I(validate) does; C(%s) in it stands for the path of the temporary file that holds the new content
+            (in the file's directory, so paths relative to the file resolve the same), for example
+            C(promtool check config %s).
+          - Runs only when the content changes, and not in check mode. The command is split into words like a
+            shell would (no shell runs it) and must hold C(%s). When it exits non-zero, the module fails naming
+            the file, the command and its output, and leaves that file, and the files after it, as they were
+            (the files before it in I(files) are written).
+        type: str
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -97,6 +108,7 @@ attributes:
       - Reads the paths, writes nothing and reports what would change (RV(changed_paths)).
       - An I(owner) or I(group) that does not exist yet (created by an earlier task that check mode did not run)
         gives a warning, and the path is reported as to be changed.
+      - I(validate) commands are not run (there is no new file to check).
   diff_mode:
     support: full
     details:
@@ -161,10 +173,12 @@ changed_paths:
   sample: [/etc/systemd/system/crio.service.d, /etc/systemd/system/crio.service.d/10-gpuforge.conf]
 """
 
+import functools
 import grp
 import os
 import pwd
 import re
+import shlex
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
@@ -217,6 +231,21 @@ def _name(where: str, path: str, value):
     return value
 
 
+def _validate(where: str, path: str, value):
+    """The validate command as argv words with "%s" kept for the temporary file, or None when not given."""
+    if value is None:
+        return None
+    try:
+        words = shlex.split(value)
+    except ValueError as exc:
+        raise OptionError(where, f"({path}) cannot be split into words: {exc}") from None
+    if not words or not any("%s" in word for word in words):
+        raise OptionError(
+            where, f"({path}) must be a command holding %s (the file to check), got {show(value)}: e.g. 'visudo -cf %s'"
+        )
+    return words
+
+
 def check_entries(params: dict) -> tuple:
     """(directories, files): lists of {where, path, mode, owner, group[, text, data]} from the options, checked;
     raises OptionError naming the option path."""
@@ -250,6 +279,7 @@ def check_entries(params: dict) -> tuple:
                 except UnicodeEncodeError as exc:
                     raise OptionError(f"{where}.content", f"({path}) cannot be written as UTF-8: {exc}") from None
                 item["text"] = content
+                item["validate"] = _validate(f"{where}.validate", path, entry.get("validate"))
             checked[option].append(item)
     return checked["directories"], checked["files"]
 
@@ -414,13 +444,31 @@ class ManagedFiles:
             before = "" if new else current.decode("utf-8", "replace")
             self.diffs.append({"before_header": path, "after_header": path, "before": before, "after": entry["text"]})
             if not self.module.check_mode:
+                check = functools.partial(self.validate, entry) if entry["validate"] else None
                 try:
-                    write_atomic(self.module, path, entry["data"], entry["mode"])
+                    write_atomic(self.module, path, entry["data"], entry["mode"], check=check)
                 except OSError as exc:
                     self.fail(f"{entry['where']}: could not write {path} on {this_host()}: {exc}")
         if new:
             self.attributes(entry, new=True)
         return changed
+
+    def validate(self, entry: dict, tmp: str) -> None:
+        """Run the entry's validate command on the temporary file; fail (the temporary file is then removed by
+        write_atomic and the file left as it was) when it exits non-zero."""
+        argv = [word.replace("%s", tmp) for word in entry["validate"]]
+        try:
+            rc, out, err = self.module.run_command(argv, environ_update={"LC_ALL": "C"}, handle_exceptions=False)
+        except OSError as exc:  # the command is not there or cannot run
+            rc, out, err = 127, "", str(exc)
+        if rc != 0:
+            shown = " ".join(shlex.quote(word) for word in entry["validate"])
+            output = (err.strip() or out.strip() or "no output")[-2000:]
+            self.fail(
+                f"{entry['where']}: the new content of {entry['path']} on {this_host()} did not pass validate "
+                f"({shown}, exit {rc}): {output}. The file was left as it was: fix the content (or the command)",
+                validate_rc=rc,
+            )
 
     def apply(self) -> dict:
         self.plan()
@@ -458,6 +506,7 @@ def main() -> None:
                     "path": {"type": "str", "required": True},
                     "content": {"type": "str", "required": True},
                     "mode": {"type": "raw", "required": True},
+                    "validate": {"type": "str"},
                     **owner,
                 },
             },

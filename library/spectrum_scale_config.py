@@ -28,6 +28,8 @@ options:
     description:
       - "Attributes to set, as C(name: value). Numbers are passed as written; booleans become C(yes)/C(no)."
       - List values (C(verbsPorts)) are one space-separated string.
+      - C(DEFAULT) removes the scope's own value (mmchconfig's reset); it is met when the scope's stanza does
+        not list the attribute, whatever value then applies from C([common]) or the built-in default.
       - One of O(settings) and O(scopes) is required; they are mutually exclusive.
     type: dict
   node_class:

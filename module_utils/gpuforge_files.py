@@ -20,14 +20,18 @@ def file_mode(path: str):
         return None
 
 
-def write_atomic(module, path: str, data: bytes, mode: int) -> None:
+def write_atomic(module, path: str, data: bytes, mode: int, check=None) -> None:
     """Replace path with data: a temporary file in the same folder, renamed over it with module.atomic_move,
-    then chmod to mode. The temporary file is removed when a step fails; the OSError is raised again."""
+    then chmod to mode. check, when given, is called with the temporary file's path before the rename (it
+    validates the new content and fails the module, or raises, to keep path as it was). The temporary file is
+    removed when a step fails; the OSError is raised again."""
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=".gpuforge-", suffix=".tmp", dir=os.path.dirname(path) or ".")
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
+        if check is not None:
+            check(tmp)
         module.atomic_move(tmp, path)
         tmp = None
         os.chmod(path, mode)

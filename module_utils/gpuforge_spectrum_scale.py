@@ -93,10 +93,26 @@ def _same(current: str | None, wanted: str) -> bool:
     return " ".join(current.split()).lower() == " ".join(wanted.split()).lower()
 
 
+def is_default(value: str) -> bool:
+    """mmchconfig's reset value: "To restore the GPFS default setting for any given attribute, specify DEFAULT
+    as its value" (mmchconfig man page)."""
+    return value.strip().upper() == "DEFAULT"
+
+
 def config_changes(config: dict[str, dict[str, str]], scope: str, wanted: dict[str, str]) -> dict[str, dict]:
-    """Attributes whose effective value for `scope` differs from `wanted`: {attr: {before, after}}."""
+    """Attributes whose effective value for `scope` differs from `wanted`: {attr: {before, after}}.
+
+    DEFAULT asks that `scope` has no value of its own: mmchconfig removes the attribute from the scope's stanza
+    (mmlsconfig lists only attributes set away from their default), so it is met when the scope's own stanza does
+    not list the attribute, whatever [common] says for a node class. Compared with the effective value instead,
+    DEFAULT would never match and every run would reset the attribute again."""
     changes = {}
     for attribute, value in wanted.items():
+        if is_default(value):
+            own = config.get(scope, {}).get(attribute)
+            if own is not None:
+                changes[attribute] = {"before": own, "after": value}
+            continue
         current = effective_value(config, scope, attribute)
         if not _same(current, value):
             changes[attribute] = {"before": current, "after": value}
@@ -111,7 +127,7 @@ def apply_changes(config: dict[str, dict[str, str]], scope: str, changes: dict[s
     updated = {name: dict(values) for name, values in config.items()}
     stanza = updated.setdefault(scope, {})
     for attribute, change in changes.items():
-        if change["after"].upper() == "DEFAULT":
+        if is_default(change["after"]):
             stanza.pop(attribute, None)
         else:
             stanza[attribute] = change["after"]

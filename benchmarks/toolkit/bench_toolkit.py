@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -50,6 +51,7 @@ class PlaybookRun:
     hosts: dict[str, dict[str, int]] = field(default_factory=dict)  # host -> status counts + remote calls
     changed_tasks: list[str] = field(default_factory=list)  # "host: task" of every changed result
     log: str = ""
+    controller_cpu_s: float = 0.0  # CPU seconds of ansible-playbook, its workers and their ssh (controller_cpu)
 
     @property
     def remote_calls(self) -> dict[str, int]:
@@ -130,6 +132,41 @@ def environment(tasks_file: Path) -> dict[str, str]:
     return env
 
 
+def _ssh_masters() -> dict[int, float]:
+    """CPU seconds so far of each ssh ControlPersist master ("ssh: <socket> [mux]"): the master detaches from
+    the ansible worker that started it, so its time is not in the workers' rusage, and it outlives a playbook."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    masters = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if b"[mux]" not in (proc / "cmdline").read_bytes():
+                continue
+            fields = (proc / "stat").read_text(encoding="ascii").rsplit(")", 1)[1].split()
+        except OSError:  # gone since the listing
+            continue
+        # Fields 14 and 15 of /proc/<pid>/stat (utime, stime; proc(5)) are the 12th and 13th after the ")".
+        masters[int(proc.name)] = (int(fields[11]) + int(fields[12])) / ticks
+    return masters
+
+
+def controller_cpu(before: tuple[resource.struct_rusage, dict[int, float]]) -> float:
+    """CPU seconds the controller spent since `before` (taken with controller_cpu_mark): the finished child
+    processes (ansible-playbook, its forks, their ssh clients) plus what the ssh masters used meanwhile. The lab
+    nodes' own processes run in containers, not under the controller, and are not counted: on a real site they
+    run on the nodes' CPUs, so this is the figure that says how the controller itself scales with nodes."""
+    usage_before, masters_before = before
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    children = (usage.ru_utime - usage_before.ru_utime) + (usage.ru_stime - usage_before.ru_stime)
+    masters = sum(seconds - masters_before.get(pid, 0.0) for pid, seconds in _ssh_masters().items())
+    return round(children + masters, 2)
+
+
+def controller_cpu_mark() -> tuple[resource.struct_rusage, dict[int, float]]:
+    return resource.getrusage(resource.RUSAGE_CHILDREN), _ssh_masters()
+
+
 def run_playbook(phase: str, args: list[str], out: Path, extra_vars: list[str]) -> PlaybookRun:
     tasks_file = out / f"{phase}.tasks.jsonl"
     log = out / f"{phase}.log"
@@ -137,18 +174,20 @@ def run_playbook(phase: str, args: list[str], out: Path, extra_vars: list[str]) 
     command = ["ansible-playbook", *args]
     for value in extra_vars:
         command += ["-e", value]
+    mark = controller_cpu_mark()
     started = time.monotonic()
     with open(log, "w", encoding="utf-8") as handle:
         proc = subprocess.run(command, cwd=ROOT, env=environment(tasks_file), stdout=handle, stderr=subprocess.STDOUT)
     wall = time.monotonic() - started
+    cpu = controller_cpu(mark)
     records = []
     if tasks_file.is_file():
         records = [json.loads(line) for line in tasks_file.read_text(encoding="utf-8").splitlines() if line]
     hosts, changed = summarise_tasks(records)
-    run = PlaybookRun(phase, round(wall, 2), proc.returncode, hosts, changed, str(log))
+    run = PlaybookRun(phase, round(wall, 2), proc.returncode, hosts, changed, str(log), cpu)
     (out / f"{phase}.json").write_text(json.dumps(asdict(run), indent=2) + "\n", encoding="utf-8")
     print(
-        f"  {phase:<15} {wall:7.1f}s rc={proc.returncode} changed={run.changed} "
+        f"  {phase:<15} {wall:7.1f}s controller cpu {cpu:7.1f}s rc={proc.returncode} changed={run.changed} "
         f"remote calls/host={max(run.remote_calls.values(), default=0)}",
         flush=True,
     )
@@ -212,9 +251,12 @@ def aggregate(gpus: int, labs: list[dict[str, list[PlaybookRun]]]) -> dict:
             "remote_calls_per_host_max": max(calls),
             "remote_calls_total": statistics.median(total),
         }
+        cpu = [run.controller_cpu_s for run in samples]
+        entry["controller_cpu_s"] = spread(cpu)
         if statistics.median(total):
             # Seconds per host-task: wall time over every remote module run of every host.
             entry["s_per_host_task"] = round(statistics.median(walls) / statistics.median(total), 4)
+            entry["controller_cpu_s_per_host_task"] = round(statistics.median(cpu) / statistics.median(total), 4)
         result["phases"][phase] = entry
     for phase in ("rerun", "validate"):
         floor = result["phases"][f"floor_{phase}"]["wall_s"]["median"]
@@ -270,11 +312,13 @@ def markdown(document: dict) -> str:
         f"({info['cpu_model']}), {info['ansible_core']}, {info['podman']}: {document['runs']} fresh lab(s) per "
         f"size (`gpuforge lab down` + `up`, then services and first converge), each followed by "
         f"{document.get('repeats', 1)} round(s) of rerun, check, validate and floors. Lab size = GPU nodes; every "
-        "lab also has head01 and storage01. Wall seconds: median (min-max) over all samples.",
+        "lab also has head01 and storage01. Wall seconds: median (min-max) over all samples. Controller CPU: CPU "
+        "seconds of ansible-playbook, its forks and their ssh (median); the lab nodes' own work, which shares these "
+        "cores here and runs on the nodes' CPUs at a real site, is not in it.",
         "",
         "| GPU nodes | hosts | phase | wall s median (min-max) | remote calls/host | s per host-task "
-        "| x floor | changed per run |",
-        "|---:|---:|---|---|---:|---:|---:|---|",
+        "| x floor | controller CPU s | controller CPU s per host-task | changed per run |",
+        "|---:|---:|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for size in sizes:
         for phase in PHASES:
@@ -284,7 +328,8 @@ def markdown(document: dict) -> str:
             lines.append(
                 f"| {size['gpu_nodes']} | {size['hosts']} | {phase} | {wall['median']:.1f} ({wall['min']:.1f}-"
                 f"{wall['max']:.1f}) | {entry['remote_calls_per_host_max']} | {entry.get('s_per_host_task', '')} "
-                f"| {ratio if ratio is not None else ''} | {', '.join(str(c) for c in entry['changed'])} |"
+                f"| {ratio if ratio is not None else ''} | {_cpu(entry)} "
+                f"| {entry.get('controller_cpu_s_per_host_task', '')} | {', '.join(str(c) for c in entry['changed'])} |"
             )
     lines += ["", "Idempotent re-run and first converge by lab size (median, spread):", "", "```text"]
     for phase in ("converge", "rerun", "validate", "floor_rerun"):
@@ -292,23 +337,33 @@ def markdown(document: dict) -> str:
     lines[-1:] = ["```"]
     growth = _growth(sizes)
     if growth:
-        lines += ["", "Growth with nodes (s per host-task at this size / at the smallest size):", ""]
+        lines += [
+            "",
+            "Growth with nodes (s per host-task at this size / at the smallest size; wall time, then the "
+            "controller's CPU time):",
+            "",
+        ]
         lines += [f"- {phase}: " + ", ".join(f"{g} GPU: x{v}" for g, v in values) for phase, values in growth.items()]
     lines.append(END)
     return "\n".join(lines) + "\n"
+
+
+def _cpu(entry: dict) -> str:
+    cpu = entry.get("controller_cpu_s")  # absent from results written before it was measured
+    return f"{cpu['median']:.1f}" if cpu else ""
 
 
 def _growth(sizes: list[dict]) -> dict[str, list[tuple[int, float]]]:
     if len(sizes) < 2:
         return {}
     growth = {}
-    for phase in ("converge", "rerun", "validate", "floor_rerun"):
-        base = sizes[0]["phases"][phase].get("s_per_host_task")
-        if base:
-            growth[phase] = [
-                (size["gpu_nodes"], round(size["phases"][phase].get("s_per_host_task", 0) / base, 2))
-                for size in sizes[1:]
-            ]
+    for key, label in (("s_per_host_task", "{}"), ("controller_cpu_s_per_host_task", "{}, controller CPU")):
+        for phase in ("converge", "rerun", "validate", "floor_rerun"):
+            base = sizes[0]["phases"][phase].get(key)
+            if base:
+                growth[label.format(phase)] = [
+                    (size["gpu_nodes"], round(size["phases"][phase].get(key, 0) / base, 2)) for size in sizes[1:]
+                ]
     return growth
 
 

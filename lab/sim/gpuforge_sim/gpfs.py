@@ -15,6 +15,8 @@ header, mmlsfs table, -Y colon-separated records).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -82,6 +84,29 @@ def state_dir() -> str:
 
 def cluster_path() -> str:
     return os.path.join(state_dir(), "shared", "gpfs-cluster.json")
+
+
+def lock_path() -> str:
+    return os.path.join(state_dir(), "shared", "gpfs-cluster.lock")
+
+
+@contextlib.contextmanager
+def ccr_lock():
+    """One command at a time on the cluster document, across every lab node: GPFS keeps its configuration in the
+    CCR, which agrees on each change among the quorum nodes, so concurrent commands from several nodes (16 clients
+    running mmstartup at once) all take effect. The document here is a file every node reads, changes and writes
+    back; without the lock, two nodes writing at once lose one change (a started node reads `down`). An flock on a
+    file in the shared directory serialises the commands of all containers (one kernel, one inode)."""
+    path = lock_path()
+    if not os.path.isdir(os.path.dirname(path)):  # no cluster directory yet: nothing to serialise
+        yield
+        return
+    with open(path, "a", encoding="utf-8") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def node_path() -> str:
@@ -763,7 +788,8 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
         print(f"gpuforge_sim.gpfs: unknown command {name!r} (set GPUFORGE_SIM_PROG)", file=sys.stderr)
         return 2
     try:
-        return command(args)
+        with ccr_lock():
+            return command(args)
     except MmError as exc:
         print(str(exc), file=sys.stderr)
         print(f"{name}: Command failed. Examine previous error messages to determine cause.", file=sys.stderr)

@@ -311,10 +311,10 @@ def test_the_cli_and_the_playbooks_agree_on_names():
     assert "gpuforge_bench_report_only" in (tasks / "ib_counters_after.yml").read_text(encoding="utf-8")
     assert "gpuforge_bench_fail_on_failed_runs" in (tasks / "summary.yml").read_text(encoding="utf-8")
     dcgm = ROOT / "playbooks" / "tasks" / "validate_dcgm.yml"
-    if dcgm.is_file():  # written by the DCGM work (issue 17 item 8): its level and folder variables
+    if dcgm.is_file():  # written by the DCGM work (issue 17 item 8): the level it reads, the result burn-in writes
         text = dcgm.read_text(encoding="utf-8")
-        for name in ("gpuforge_dcgm_level", "gpuforge_validation_dir"):
-            assert name in text and f"{name}:" in playbook, name
+        assert "gpuforge_dcgm_level" in text and "gpuforge_dcgm_level:" in playbook
+        assert "gpuforge_dcgm_result:" in text and "gpuforge_dcgm_result | to_nice_json" in playbook
 
 
 def test_exports_read_the_rounds_and_the_trend(tmp_path):

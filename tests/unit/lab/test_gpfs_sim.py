@@ -142,3 +142,37 @@ def test_program_name_from_environment(nodes, capsys, monkeypatch):
     assert "mmgetstate: This node does not belong" in capsys.readouterr().err
     monkeypatch.setenv("GPUFORGE_SIM_PROG", "mmbogus")
     assert gpfs.main([]) == 2
+
+
+def _change_from_another_process(state: str, index: int, barrier) -> None:
+    os.environ["GPUFORGE_LAB_STATE"] = state
+    os.environ["GPUFORGE_LAB_NODE"] = "storage01"
+    barrier.wait()
+    for attempt in range(3):
+        rc = gpfs.main([f"gpuforgeTest{index}x{attempt}=yes"], prog="mmchconfig")
+        assert rc == 0
+
+
+def test_concurrent_commands_from_many_nodes_all_take_effect(nodes, capsys, tmp_path):
+    # 16 clients started GPFS at once on the 16-node lab and one read `down` afterwards: every node rewrote the
+    # shared cluster document, and a write based on an older read lost another node's change. The CCR of the real
+    # product agrees on each change; the lab serialises the commands with a lock in the shared directory.
+    import multiprocessing
+
+    _cluster_with_client(nodes, capsys)
+    context = multiprocessing.get_context("fork")
+    barrier = context.Barrier(8)
+    workers = [
+        context.Process(target=_change_from_another_process, args=(str(tmp_path / "storage01"), index, barrier))
+        for index in range(8)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    assert [worker.exitcode for worker in workers] == [0] * 8
+    capsys.readouterr()
+    rc, out, _ = _run(nodes, capsys, "storage01", "mmlsconfig", "-Y")
+    assert rc == 0
+    common = parse_mmlsconfig_y(out)["common"]
+    assert {f"gpuforgeTest{index}x{attempt}" for index in range(8) for attempt in range(3)} <= set(common)

@@ -64,6 +64,8 @@ def test_markdown_section_replaces_only_the_generated_part(tmp_path):
             "changed": [0, 0, 0],
             "remote_calls_per_host_max": 100,
             "s_per_host_task": 0.05,
+            "controller_cpu_s": bench.spread([4.0, 6.0, 5.0]),
+            "controller_cpu_s_per_host_task": 0.02,
         }
         for phase in bench.PHASES
     }
@@ -82,8 +84,9 @@ def test_markdown_section_replaces_only_the_generated_part(tmp_path):
     text = docs.read_text()
     assert text.startswith("# Title\n\nkept\n\n") and text.endswith("\n\nafter\n")
     assert "old" not in text
-    assert "| 1 | 3 | rerun | 11.0 (10.0-12.0) | 100 | 0.05 | 1.2 | 0, 0, 0 |" in text
+    assert "| 1 | 3 | rerun | 11.0 (10.0-12.0) | 100 | 0.05 | 1.2 | 5.0 | 0.02 | 0, 0, 0 |" in text
     assert "- rerun: 4 GPU: x1.0" in text
+    assert "- rerun, controller CPU: 4 GPU: x1.0" in text
     assert bench.spread([3.0, 1.0, 2.0]) == {
         "median": 2.0,
         "min": 1.0,
@@ -110,3 +113,29 @@ def test_callback_records_are_json_lines(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     records = [json.loads(line) for line in tasks.read_text().splitlines()]
     assert [(r["host"], r["status"], r["remote"]) for r in records] == [("localhost", "ok", True)]
+
+
+def test_controller_cpu_counts_the_finished_children_and_not_before():
+    # A child that burns CPU is counted once it is waited for; the mark before it excludes earlier children.
+    mark = bench.controller_cpu_mark()
+    burn = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
+    subprocess.run([sys.executable, "-c", burn], check=True)
+    first = bench.controller_cpu(mark)
+    assert first >= 0.3
+    mark = bench.controller_cpu_mark()
+    assert bench.controller_cpu(mark) < 0.3
+
+
+def test_ssh_masters_reads_only_mux_processes(monkeypatch, tmp_path):
+    # /proc/<pid>/stat: utime and stime are the 14th and 15th fields (proc(5)); the comm in parentheses may hold
+    # spaces and parentheses, so fields are counted after the last ")".
+    root = tmp_path / "proc"
+    for pid, cmdline, comm in (("41", b"ssh: /root/.ansible/cp/ab12 [mux]\0", "ssh"), ("42", b"sshd\0", "sshd")):
+        (root / pid).mkdir(parents=True)
+        (root / pid / "cmdline").write_bytes(cmdline)
+        (root / pid / "stat").write_text(f"{pid} ({comm} (x)) S 1 1 1 0 -1 0 0 0 0 0 250 50 0 0 20 0 1 0\n")
+    (root / "self").mkdir()
+    real_path = bench.Path
+    monkeypatch.setattr(bench, "Path", lambda path: root if path == "/proc" else real_path(path))
+    ticks = bench.os.sysconf("SC_CLK_TCK")
+    assert bench._ssh_masters() == {41: 300 / ticks}

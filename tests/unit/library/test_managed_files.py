@@ -7,6 +7,7 @@ import grp
 import os
 import platform
 import pwd
+import sys
 from pathlib import Path
 
 import pytest
@@ -409,7 +410,7 @@ def test_a_missing_required_suboption_fails(run, tree):
 def test_an_unwritable_directory_fails_naming_the_path(run, tree, monkeypatch):
     tree.conf_dir.mkdir(parents=True)
 
-    def refuse(module, path, data, mode):
+    def refuse(module, path, data, mode, check=None):
         raise PermissionError(13, "Permission denied", path)
 
     monkeypatch.setattr(managed_files, "write_atomic", refuse)
@@ -425,3 +426,116 @@ def test_a_file_below_a_file_fails(run, tree):
     assert result["msg"] == (
         f"files[0].path: cannot write {tree.runtime} on {HOST}: {tree.conf_dir} is not a directory"
     )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# validate: a command checks the new content before it replaces the file
+
+
+def etc_state(tree) -> dict:
+    """tree.state() of the etc tree only, without the directories' mtimes."""
+    return {path: state[:2] if state[0] is None else state for path, state in tree.state().items() if path[:3] == "etc"}
+
+
+@pytest.fixture
+def recorder(tmp_path):
+    """A validate command that records the path it was given and the bytes there, then exits with the code in
+    the file `rc` beside it (0 when there is none)."""
+    script = tmp_path / "record.py"
+    log = tmp_path / "validated.log"
+    script.write_text(
+        "import pathlib, sys\n"
+        f"log = pathlib.Path({str(log)!r})\n"
+        "with log.open('a') as handle:\n"
+        "    handle.write(sys.argv[1] + '\\n' + pathlib.Path(sys.argv[1]).read_text() + '\\n--\\n')\n"
+        f"rc = pathlib.Path({str(tmp_path / 'rc')!r})\n"
+        "sys.stderr.write('line 2: bad value\\n' if rc.exists() else '')\n"
+        "sys.exit(int(rc.read_text()) if rc.exists() else 0)\n",
+        encoding="utf-8",
+    )
+    return {"command": f"{sys.executable} {script} %s", "log": log, "rc": tmp_path / "rc"}
+
+
+def test_validate_checks_the_new_content_in_a_temporary_file_beside_the_file(run, tree, recorder):
+    files = tree.files()
+    files[1]["validate"] = recorder["command"]
+    result = run(tree.directories(), files)
+    assert result["changed"] is True and tree.runtime.read_bytes() == RUNTIME.encode("utf-8")
+    checked, content = recorder["log"].read_text(encoding="utf-8").split("\n", 1)
+    assert Path(checked).parent == tree.conf_dir and Path(checked).name.startswith(".gpuforge-")
+    assert content == RUNTIME + "\n--\n"
+    assert sorted(p.name for p in tree.conf_dir.iterdir()) == ["99-nvidia.conf"]
+
+
+def test_validate_runs_only_when_the_content_changes(run, tree, recorder):
+    files = tree.files()
+    files[1]["validate"] = recorder["command"]
+    run(tree.directories(), files)
+    recorder["rc"].write_text("1", encoding="utf-8")  # a failing check would fail the module if it ran
+    result = run(tree.directories(), files)
+    assert result["changed"] is False
+    assert recorder["log"].read_text(encoding="utf-8").count("--") == 1
+
+
+def test_a_failed_validate_leaves_the_file_and_the_ones_after_it(run, tree, recorder):
+    run(tree.directories(), tree.files())
+    recorder["rc"].write_text("3", encoding="utf-8")
+    # Files keep their bytes, modes and mtimes; the directories' mtimes move (the temporary file came and went).
+    before = etc_state(tree)
+    files = tree.files(dropin=DROPIN + "# changed\n", runtime="broken")
+    files[0]["validate"] = recorder["command"]
+    result = run(tree.directories(), files, expect_failure=True)
+    assert result["msg"].startswith(
+        f"files[0]: the new content of {tree.dropin} on {HOST} did not pass validate ({sys.executable} "
+    )
+    assert "exit 3): line 2: bad value. The file was left as it was" in result["msg"]
+    assert result["validate_rc"] == 3
+    after = etc_state(tree)
+    assert after == before  # neither file replaced, no temporary file left
+
+
+def test_a_failed_validate_after_a_written_file_reports_it(run, tree, recorder):
+    run(tree.directories(), tree.files())
+    recorder["rc"].write_text("1", encoding="utf-8")
+    files = tree.files(dropin=DROPIN + "# changed\n", runtime="broken")
+    files[1]["validate"] = recorder["command"]
+    result = run(tree.directories(), files, expect_failure=True)
+    assert result["changed_paths"] == [str(tree.dropin)]
+    assert tree.dropin.read_text(encoding="utf-8").endswith("# changed\n")
+    assert tree.runtime.read_bytes() == RUNTIME.encode("utf-8")
+
+
+def test_a_missing_validate_command_fails_naming_the_file(run, tree):
+    files = tree.files()
+    files[0]["validate"] = "/nonexistent/promtool check config %s"
+    result = run(tree.directories(), files, expect_failure=True)
+    assert result["msg"].startswith(f"files[0]: the new content of {tree.dropin} on {HOST} did not pass validate")
+    assert "exit 127" in result["msg"]
+    assert not tree.dropin.exists()
+    assert sorted(p.name for p in tree.dropin_dir.iterdir()) == []
+
+
+def test_check_mode_runs_no_validate(run, tree, recorder):
+    recorder["rc"].write_text("1", encoding="utf-8")
+    files = tree.files()
+    files[0]["validate"] = recorder["command"]
+    result = run(tree.directories(), files, check_mode=True)
+    assert result["changed"] is True
+    assert not recorder["log"].exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "fragment"),
+    [
+        ("promtool check config", "must be a command holding %s (the file to check)"),
+        ("", "must be a command holding %s"),
+        ("sh -c 'unclosed %s", "cannot be split into words: No closing quotation"),
+    ],
+)
+def test_a_bad_validate_fails_before_anything_is_written(run, tree, value, fragment):
+    files = tree.files()
+    files[1]["validate"] = value
+    result = run(tree.directories(), files, expect_failure=True)
+    assert result["msg"].startswith(f"files[1].validate ({tree.runtime}) ")
+    assert fragment in result["msg"]
+    assert not tree.root.joinpath("etc").exists()

@@ -74,6 +74,19 @@ def test_no_change_runs_no_mmchconfig(run_module):
     assert len(runner.calls) == 1
 
 
+def test_default_resets_only_a_value_the_class_has_and_is_then_met(run_module):
+    # dgx has its own pagepool: DEFAULT removes it. verbsRdmaSend is not in dgx's stanza: nothing to reset,
+    # although [common]'s or the built-in value applies (the old comparison reset it on every run).
+    runner = Runner()
+    result = run_module({"node_class": "dgx", "settings": {"pagepool": "DEFAULT", "verbsRdmaSend": "DEFAULT"}}, runner)
+    assert runner.mmchconfig() == [[MMCHCONFIG, "pagepool=DEFAULT", "-N", "dgx"]]
+    assert result["changes"] == {"pagepool": {"before": "128G", "after": "DEFAULT"}}
+    converged = Runner(y_out="\n".join(line for line in Y_TEXT.splitlines() if ":pagepool:128G:" not in line) + "\n")
+    result = run_module({"node_class": "dgx", "settings": {"pagepool": "DEFAULT"}}, converged)
+    assert result["changed"] is False
+    assert converged.mmchconfig() == []
+
+
 def test_common_scope_and_immediate(run_module):
     runner = Runner()
     result = run_module({"settings": {"pagepool": "4G"}, "immediate": True}, runner)

@@ -418,3 +418,21 @@ def test_a_long_garbage_line_is_shortened_in_the_message():
 def test_same_node(listed, node, same):
     assert same_node(listed, node) is same
     assert same_node(node, listed) is same
+
+
+def test_default_is_met_when_the_scope_has_no_value_of_its_own():
+    # DEFAULT removes the scope's own value (mmchconfig man page); the value that then applies comes from
+    # [common], so comparing it with "DEFAULT" would reset the attribute again on every run.
+    config = parse_mmlsconfig_y(Y_TEXT)
+    assert "pagepool" in config["common"]
+    assert config_changes(config, "dgx01", {"pagepool": "DEFAULT"}) == {}
+    assert config_changes(config, "common", {"noSuchAttribute": "default"}) == {}
+    own = apply_changes(config, "dgx", config_changes(config, "dgx", {"pagepool": "64G"}))
+    reset = config_changes(own, "dgx", {"pagepool": " DEFAULT "})
+    assert reset == {"pagepool": {"before": "64G", "after": " DEFAULT "}}
+    after = apply_changes(own, "dgx", reset)
+    assert config_changes(after, "dgx", {"pagepool": "DEFAULT"}) == {}
+    # [common] itself: DEFAULT removes the cluster-wide value, and is met once it is gone.
+    common = config_changes(config, "common", {"pagepool": "DEFAULT"})
+    assert common == {"pagepool": {"before": config["common"]["pagepool"], "after": "DEFAULT"}}
+    assert config_changes(apply_changes(config, "common", common), "common", {"pagepool": "DEFAULT"}) == {}

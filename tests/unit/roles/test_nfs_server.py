@@ -96,3 +96,15 @@ def test_ganesha_refuses_options_it_cannot_express():
     role = RoleRender("nfs_server", "debian12", nfs_server_exports=exports, nfs_server_implementation="ganesha")
     raw = role.find_task("main.yml", "The ganesha server is given options it can express")
     assert role.expr(raw["vars"]["unsupported"]) == ["fsid=0", "crossmnt"]
+
+
+def test_export_directories_carry_each_exports_owner_group_and_mode_or_the_spec_defaults():
+    # managed_files refuses keys it does not know: the clients must not reach it.
+    exports = [*SEED_002, {"path": "/scratch", "owner": "nobody", "mode": "1777", "clients": [{"network": "x"}]}]
+    role = RoleRender("nfs_server", "debian12", nfs_server_exports=exports)
+    assert role.var("nfs_server_export_directories") == [
+        {"path": "/home", "owner": "root", "group": "root", "mode": "0755"},
+        {"path": "/opt/apps", "owner": "root", "group": "root", "mode": "0755"},
+        {"path": "/scratch", "owner": "nobody", "group": "root", "mode": "1777"},
+    ]
+    assert RoleRender("nfs_server", "rhel9").var("nfs_server_export_directories") == []
