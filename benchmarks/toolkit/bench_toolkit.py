@@ -201,12 +201,6 @@ def gpuforge(*args: str) -> None:
         raise SystemExit(f"gpuforge {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
 
 
-def forget_facts(hosts: list[str]) -> None:
-    """A fresh lab's nodes are new machines: drop what the fact cache remembers of the previous ones."""
-    for host in hosts:
-        (ROOT / ".gpuforge" / "facts" / host).unlink(missing_ok=True)
-
-
 def one_run(gpus: int, index: int, out: Path, extra: list[str], repeats: int = 1) -> dict[str, list[PlaybookRun]]:
     """A fresh lab, its services and first converge, then `repeats` times: rerun, check, validate, floors."""
     out.mkdir(parents=True, exist_ok=True)
@@ -217,7 +211,6 @@ def one_run(gpus: int, index: int, out: Path, extra: list[str], repeats: int = 1
     started = time.monotonic()
     gpuforge("lab", "up", "--spec", str(spec))
     print(f"  {'lab up':<15} {time.monotonic() - started:7.1f}s", flush=True)
-    forget_facts(["head01", "storage01", *[f"gpu{i:02d}" for i in range(1, gpus + 1)]])
     runs: dict[str, list[PlaybookRun]] = {phase: [] for phase in PHASES}
     runs["services"].append(run_playbook("services", ["lab/playbooks/services.yml"], out, extra))
     runs["converge"].append(run_playbook("converge", ["playbooks/site.yml"], out, extra))
@@ -271,6 +264,24 @@ def aggregate(gpus: int, labs: list[dict[str, list[PlaybookRun]]]) -> dict:
     return result
 
 
+def tree_commit() -> str:
+    """The measured tree: the checkout's commit, with "+changes" when the tree differs from it."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    if head.returncode != 0:
+        return "?"
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True
+    )
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+
+
+def merge_sizes(measured: list[dict], earlier: list[dict]) -> list[dict]:
+    """The sizes just measured, plus the earlier results' other sizes (each keeps its own date and commit)."""
+    sizes = {size["gpu_nodes"]: size for size in earlier}
+    sizes.update({size["gpu_nodes"]: size for size in measured})
+    return [sizes[gpus] for gpus in sorted(sizes)]
+
+
 def machine() -> dict:
     def version(command: list[str]) -> str:
         proc = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -316,6 +327,7 @@ def markdown(document: dict) -> str:
         "seconds of ansible-playbook, its forks and their ssh (median); the lab nodes' own work, which shares these "
         "cores here and runs on the nodes' CPUs at a real site, is not in it.",
         "",
+        *_trees(sizes),
         "| GPU nodes | hosts | phase | wall s median (min-max) | remote calls/host | s per host-task "
         "| x floor | controller CPU s | controller CPU s per host-task | changed per run |",
         "|---:|---:|---|---|---:|---:|---:|---:|---:|---|",
@@ -343,9 +355,27 @@ def markdown(document: dict) -> str:
             "controller's CPU time):",
             "",
         ]
-        lines += [f"- {phase}: " + ", ".join(f"{g} GPU: x{v}" for g, v in values) for phase, values in growth.items()]
+        # A size measured on another tree than the smallest: its growth includes the trees' difference.
+        other = {s["gpu_nodes"]: s["commit"] for s in sizes if s.get("commit") != sizes[0].get("commit")}
+        lines += [
+            f"- {phase}: "
+            + ", ".join(f"{g} GPU: x{v}" + (f" (commit {other[g]})" if g in other else "") for g, v in values)
+            for phase, values in growth.items()
+        ]
     lines.append(END)
     return "\n".join(lines) + "\n"
+
+
+def _trees(sizes: list[dict]) -> list[str]:
+    """Which tree and day each size was measured on (merged results mix runs), or nothing for older results."""
+    trees: dict[tuple[str, str], list[str]] = {}
+    for size in sizes:
+        if "commit" in size:
+            trees.setdefault((size["commit"], size["date"]), []).append(str(size["gpu_nodes"]))
+    if not trees:
+        return []
+    parts = [f"{', '.join(gpus)} GPU: commit {commit} ({date})" for (commit, date), gpus in trees.items()]
+    return ["Tree measured, by lab size: " + "; ".join(parts) + ".", ""]
 
 
 def _cpu(entry: dict) -> str:
@@ -385,20 +415,32 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--connection", choices=["ssh", "podman"], default="ssh", help="podman: the old lab way")
     parser.add_argument("--docs", action="store_true", help="write the results into docs/performance.md")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="keep the other sizes of the latest results (each names the date and commit it was measured on)",
+    )
     options = parser.parse_args(argv)
     if shutil.which("ansible-playbook") is None:
         raise SystemExit("ansible-playbook not found: put the checkout's .venv/bin on PATH (make bench-toolkit does)")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = ROOT / "artifacts" / "toolkit-bench" / stamp
     extra = PODMAN_VARS if options.connection == "podman" else []
+    commit = tree_commit()
     sizes = []
     for gpus in options.gpus:
         runs = [
             one_run(gpus, i, out / f"gpus{gpus}" / f"run{i}", extra, options.repeats)
             for i in range(1, options.runs + 1)
         ]
-        sizes.append(aggregate(gpus, runs))
+        size = aggregate(gpus, runs)
+        size["date"] = datetime.now(UTC).strftime("%Y-%m-%d")
+        size["commit"] = commit
+        sizes.append(size)
         (out / "results.partial.json").write_text(json.dumps(sizes, indent=2) + "\n", encoding="utf-8")
+    results_file = RESULTS_DIR / f"{options.connection}.json"
+    if options.merge and results_file.exists():
+        sizes = merge_sizes(sizes, json.loads(results_file.read_text(encoding="utf-8"))["sizes"])
     document = {
         "schema_version": 1,
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
@@ -412,13 +454,14 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(document, indent=2) + "\n"
     (out / "results.json").write_text(text, encoding="utf-8")
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    (RESULTS_DIR / f"{options.connection}.json").write_text(text, encoding="utf-8")
+    results_file.write_text(text, encoding="utf-8")
     print(markdown(document))
     if options.docs:
         write_docs(document)
     failed = [
         f"{size['gpu_nodes']} GPU: {phase} changed {size['idempotent'][phase]['changed_tasks']}"
         for size in sizes
+        if size["gpu_nodes"] in options.gpus
         for phase in ("rerun", "check")
         if any(size["idempotent"][phase]["changed_per_run"])
     ]

@@ -7,6 +7,7 @@ import fcntl
 import hashlib
 import ipaddress
 import json
+import re
 import shutil
 import time
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from pathlib import Path
 from gpuforge.lab import image, inventory, mirror, ssh, wheelhouse
 from gpuforge.lab.podman import PodmanError, exists, inspect, podman
 from gpuforge.lab.spec import LabSpec, NodeSpec
-from gpuforge.paths import LAB_STATE_DIR
+from gpuforge.paths import FACT_CACHE_DIR, LAB_STATE_DIR
 
 NETWORK = "gpuforge-lab"
 # Static addresses (.2-.127) for the mirror and nodes; podman hands out .129-.191 to others (Molecule).
@@ -47,6 +48,24 @@ def lab_lock() -> Iterator[None]:
 
 def container_name(node: str) -> str:
     return f"gpuforge-lab-{node}"
+
+
+def forget_facts(hosts: list[str], cache_dir: Path = FACT_CACHE_DIR) -> list[str]:
+    """Drop the controller's cached facts of `hosts`: a new lab node is a new machine (addresses, packages, units).
+
+    The jsonfile cache names a host's file after it, with a schema prefix (`s1_<host>` with ansible-core 2.19);
+    both forms are removed so that a cache written by another ansible-core is dropped too. Returns the files removed.
+    """
+    if not cache_dir.is_dir():
+        return []
+    wanted = set(hosts)
+    removed = []
+    for path in sorted(cache_dir.iterdir()):
+        match = re.fullmatch(r"(?:s\d+_)?(.+)", path.name)
+        if match and match.group(1) in wanted and path.is_file():
+            path.unlink()
+            removed.append(path.name)
+    return removed
 
 
 def node_ip(index: int) -> str:
@@ -196,6 +215,9 @@ def ensure_node(spec: LabSpec, node: NodeSpec, index: int, tag: str, hosts: list
             ssh.wait_for_port(ip)
             return True
         podman("rm", "-f", "-t", "5", container)
+    # A fact cache of the node this one replaces (of this lab or an earlier one) would tell the playbooks its
+    # address, packages and units: stale facts once failed the demo's NFS check against another node's address.
+    forget_facts([node.name])
     SHARED_DIR.mkdir(parents=True, exist_ok=True)
     args = [
         "run", "-d", "--name", container, "--hostname", node.name,
@@ -309,6 +331,7 @@ def _down(log) -> None:
     if names:
         podman("rm", "-f", "-t", "5", *names)
         log(f"lab: removed {', '.join(sorted(names))}")
+        forget_facts([name.removeprefix(container_name("")) for name in names])
     if exists("network", NETWORK):
         others = podman("ps", "-a", "--filter", f"network={NETWORK}", "--format", "{{.Names}}").split()
         if others:

@@ -95,3 +95,38 @@ def test_ensure_network_keeps_a_faulty_network_that_nodes_use(monkeypatch):
     assert [call[0] for call in calls] == ["ps"]
     assert "gpuforge-lab-gpu01" in logged[0] and "gpuforge-lab-mirror" not in logged[0]
     assert "gpuforge lab down" in logged[1]
+
+
+def test_forget_facts_drops_both_cache_file_names_of_the_hosts_only(tmp_path):
+    # ansible-core 2.19's jsonfile cache wrote s1_<host>; older releases wrote <host>.
+    for name in ("s1_gpu01", "gpu01", "s1_gpu010", "s1_head01", "s1_localhost", ".hidden"):
+        (tmp_path / name).write_text("{}", encoding="utf-8")
+    assert cluster.forget_facts(["gpu01", "head01"], cache_dir=tmp_path) == ["gpu01", "s1_gpu01", "s1_head01"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".hidden", "s1_gpu010", "s1_localhost"]
+
+
+def test_forget_facts_without_a_cache_is_nothing(tmp_path):
+    assert cluster.forget_facts(["gpu01"], cache_dir=tmp_path / "absent") == []
+
+
+def test_fact_cache_dir_is_the_one_ansible_cfg_names():
+    import configparser
+
+    from gpuforge.paths import FACT_CACHE_DIR, PROJECT_ROOT
+
+    config = configparser.ConfigParser()
+    config.read(PROJECT_ROOT / "ansible.cfg")
+    assert PROJECT_ROOT / config["defaults"]["fact_caching_connection"] == FACT_CACHE_DIR
+
+
+def test_down_forgets_the_removed_nodes_facts(monkeypatch, tmp_path):
+    (tmp_path / "s1_gpu01").write_text("{}", encoding="utf-8")
+    (tmp_path / "s1_head01").write_text("{}", encoding="utf-8")
+    monkeypatch.setattr(cluster.forget_facts, "__defaults__", (tmp_path,))
+    monkeypatch.setattr(cluster, "podman", lambda *argv: "gpuforge-lab-gpu01" if argv[0] == "ps" else "")
+    monkeypatch.setattr(cluster, "exists", lambda kind, name: False)
+    monkeypatch.setattr(cluster, "SHARED_DIR", tmp_path / "shared")
+    monkeypatch.setattr(cluster.inventory, "remove", lambda: None)
+    monkeypatch.setattr(cluster.ssh, "remove", lambda: None)
+    cluster._down(log=lambda line: None)
+    assert [p.name for p in tmp_path.iterdir()] == ["s1_head01"]

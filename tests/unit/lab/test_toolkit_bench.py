@@ -57,6 +57,31 @@ def test_summarise_counts_loop_items_as_remote_calls_and_controller_tasks_as_non
     assert changed == ["a: t2"]
 
 
+def test_merge_keeps_other_sizes_and_replaces_the_measured_ones():
+    earlier = [{"gpu_nodes": 1, "commit": "old"}, {"gpu_nodes": 16, "commit": "old"}]
+    measured = [{"gpu_nodes": 8, "commit": "new"}, {"gpu_nodes": 1, "commit": "new"}]
+    merged = bench.merge_sizes(measured, earlier)
+    assert [(s["gpu_nodes"], s["commit"]) for s in merged] == [(1, "new"), (8, "new"), (16, "old")]
+
+
+def test_markdown_names_each_sizes_tree_and_marks_growth_across_trees():
+    phases = {
+        phase: {"wall_s": bench.spread([1.0]), "changed": [0], "remote_calls_per_host_max": 1, "s_per_host_task": 0.1}
+        for phase in bench.PHASES
+    }
+    size = {"gpu_nodes": 1, "hosts": 3, "phases": phases, "idempotent": {}, "commit": "aaa", "date": "2026-11-27"}
+    document = {
+        "date": "2026-11-27",
+        "connection": "ssh",
+        "runs": 1,
+        "machine": {"cpus": 2, "cpu_model": "cpu", "ansible_core": "core", "podman": "podman"},
+        "sizes": [size, {**size, "gpu_nodes": 4}, {**size, "gpu_nodes": 16, "commit": "bbb"}],
+    }
+    text = bench.markdown(document)
+    assert "Tree measured, by lab size: 1, 4 GPU: commit aaa (2026-11-27); 16 GPU: commit bbb (2026-11-27)." in text
+    assert "- rerun: 4 GPU: x1.0, 16 GPU: x1.0 (commit bbb)" in text
+
+
 def test_markdown_section_replaces_only_the_generated_part(tmp_path):
     phases = {
         phase: {
