@@ -19,6 +19,8 @@ description:
     ports get their network device and its carrier state.
   - C(active_ports) lists the Active ports as C(mlx5_0/1), the format of IBM Spectrum Scale's
     C(verbsPorts) setting.
+  - When C(ofed_info) (MLNX_OFED, DOCA-OFED) is present, C(ofed_release) is the release line of C(ofed_info -s),
+    so one module run reads both the adapters and the installed OFED release.
   - ibstat exits 255 after printing part of its output when it cannot read one adapter
     (C(ibpanic:)); the adapters it did print are returned and the panic line is in C(errors).
   - Reads only; check mode runs the same commands.
@@ -116,6 +118,13 @@ ansible_facts:
           type: list
           elements: str
           sample: [mlx5_3/1]
+        ofed_release:
+          description:
+            - The release line C(ofed_info -s) prints, as printed (C(MLNX_OFED_LINUX-<version>:) from the MLNX_OFED
+              tarball, C(OFED-internal-<version>:) from DOCA-OFED packages); null without C(ofed_info) or when it
+              failed (then in C(errors)).
+          type: str
+          sample: "OFED-internal-24.10-1.1.4.0.200:"
         errors:
           description:
             - Messages from the tools (C(ibpanic:) lines, cut-short blocks, optional tools that failed).
@@ -130,6 +139,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_infiniba
     parse_ibdev2netdev,
     parse_ibstat,
     parse_ibv_devinfo,
+    parse_ofed_info_release,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import run_tool, this_host
 
@@ -228,6 +238,21 @@ class InfinibandFacts:
                 if mapping:
                     port["netdev"], port["netdev_state"] = mapping["netdev"], mapping["netdev_state"]
 
+    def ofed_release(self) -> str | None:
+        """`ofed_info -s` when OFED is installed (inbox rdma-core has no ofed_info); a failure is an error entry."""
+        path = self.module.get_bin_path("ofed_info")
+        if not path:
+            return None
+        rc, out, err = self.run(path, ["-s"])
+        if rc != 0:
+            self.errors.append(f"ofed_info -s failed (rc={rc}): {(err or out).strip()[:200]}")
+            return None
+        try:
+            return parse_ofed_info_release(out)
+        except ParseError as exc:
+            self.errors.append(str(exc))
+            return None
+
     def gather(self) -> dict:
         params = self.module.params
         # ibstat exits 255 after an ibpanic but has printed every CA before it: keep those.
@@ -261,6 +286,7 @@ class InfinibandFacts:
 
     def main(self):
         facts = self.gather()
+        facts["ofed_release"] = self.ofed_release()
         facts["errors"] = self.errors
         for message in self.errors:
             self.module.warn(message)

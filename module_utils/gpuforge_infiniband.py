@@ -29,6 +29,7 @@ __all__ = [
     "parse_ibstat",
     "parse_ibstatus",
     "parse_ibv_devinfo",
+    "parse_ofed_info_release",
 ]
 
 
@@ -442,6 +443,20 @@ def parse_ibdev2netdev(text: str) -> dict:
     if text.strip() and not result["mappings"]:
         raise ParseError("no `<ca> port <n> ==> <netdev> (<state>)` line in ibdev2netdev output")
     return result
+
+
+def parse_ofed_info_release(text: str) -> str | None:
+    """The release line of `ofed_info -s`, as printed: "MLNX_OFED_LINUX-24.10-1.1.4.0:" from the MLNX_OFED
+    tarball installer, "OFED-internal-24.10-1.1.4.0.200:" from DOCA-OFED packages (vendor_facts/mlnx-ofed/
+    tarball.yml and vendor_facts/nvidia-doca/*.yml, ofed_info_s, with their sources). None when it printed nothing;
+    a first line that is not one token ending in ":" is a ParseError (another tool answered, or an error)."""
+    lines = [line.strip() for line in str(text or "").splitlines() if line.strip()]
+    if not lines:
+        return None
+    if not re.fullmatch(r"[A-Za-z][\w.+-]*-\d[\w.+-]*:", lines[0]):
+        example = "MLNX_OFED_LINUX-24.10-1.1.4.0:"
+        raise ParseError(f"ofed_info -s printed {lines[0][:80]!r}, not a release such as {example!r}")
+    return lines[0]
 
 
 _PARSERS = {

@@ -14,13 +14,10 @@ lab/profiles/SCHEMA.md are applied in every view. Exit codes: 9 when the nvidia 
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
-import socket
 import sys
 import time
-from xml.sax.saxutils import escape
 
 from gpuforge_sim import driver_state
 from gpuforge_sim.hardware import load_hardware, run_dir, visible_gpus, visible_hcas
@@ -147,6 +144,11 @@ def _next_sample(current: int) -> None:
         handle.write(f"{current + 1}\n")
 
 
+def _xml_escape(text: str) -> str:
+    """&, < and > as entities (what xml.sax.saxutils.escape does, without importing xml.sax and urllib)."""
+    return text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
+
+
 class Context:
     """Everything a view needs: hardware, faults applied, driver constants, selected GPUs."""
 
@@ -162,7 +164,9 @@ class Context:
         self.persistence = "Enabled" if driver_state.persistence_enabled() else "Disabled"
         self.ecc_mode = None if self.vgpu else "Enabled"
         self.mig_mode = "Disabled" if self.arch["remap"] else None
-        self.host = hw.get("hostname") or socket.gethostname()
+        # os.uname: gethostname(2) is the nodename; socket (and hashlib, xml.sax) cost each query their import
+        # time, and validate.yml's clock-event sampling runs this tool ten times per node.
+        self.host = hw.get("hostname") or os.uname().nodename
         gpus = visible_gpus(hw)
         if selected is not None:
             gpus = [g for g in gpus if g["index"] in selected]
@@ -181,6 +185,8 @@ class Context:
         return math.floor((k + 1) * fraction + 1e-9) > math.floor(k * fraction + 1e-9)
 
     def uuid(self, gpu) -> str:
+        import hashlib  # only the views that print UUIDs pay its import (OpenSSL's _hashlib)
+
         digest = hashlib.md5(f"{self.host}/{self.hw.get('name')}/{gpu['profile_index']}".encode()).hexdigest()
         return f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
 
@@ -682,7 +688,7 @@ def _render_xml(nodes, depth: int, lines: list) -> None:
         elif tag == "mig_devices":
             lines.extend([f"{pad}<{tag}>", f"{pad}\t{payload}", f"{pad}</{tag}>"])
         else:
-            lines.append(f"{pad}<{tag}>{escape(payload)}</{tag}>")
+            lines.append(f"{pad}<{tag}>{_xml_escape(payload)}</{tag}>")
 
 
 def _render_text(nodes, depth: int, lines: list) -> None:

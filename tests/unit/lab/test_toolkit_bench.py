@@ -77,7 +77,20 @@ def test_markdown_names_each_sizes_tree_and_marks_growth_across_trees():
         "machine": {"cpus": 2, "cpu_model": "cpu", "ansible_core": "core", "podman": "podman"},
         "sizes": [size, {**size, "gpu_nodes": 4}, {**size, "gpu_nodes": 16, "commit": "bbb"}],
     }
+    kinds = {
+        "remote": {"tasks": 80, "seconds": 30.3},
+        "controller": {"tasks": 120, "seconds": 6.2},
+        "skipped": {"tasks": 75, "seconds": 2.6},
+    }
+    document["sizes"][2] = {
+        **size,
+        "gpu_nodes": 16,
+        "commit": "bbb",
+        "phases": {**phases, "rerun": {**phases["rerun"], "time_by_kind": kinds}},
+    }
     text = bench.markdown(document)
+    assert "| 16 | rerun | 30.3 (80) | 6.2 (120) | 2.6 (75) | 1.0 |" in text
+    assert "| 1 | rerun |" not in text  # no task records, no row
     assert "Tree measured, by lab size: 1, 4 GPU: commit aaa (2026-11-27); 16 GPU: commit bbb (2026-11-27)." in text
     assert "- rerun: 4 GPU: x1.0, 16 GPU: x1.0 (commit bbb)" in text
 
@@ -164,3 +177,112 @@ def test_ssh_masters_reads_only_mux_processes(monkeypatch, tmp_path):
     monkeypatch.setattr(bench, "Path", lambda path: root if path == "/proc" else real_path(path))
     ticks = bench.os.sysconf("SC_CLK_TCK")
     assert bench._ssh_masters() == {41: 300 / ticks}
+
+
+def _record(task, host, status, remote, started, seconds=0.1, action="ansible.builtin.command"):
+    return {
+        "host": host,
+        "task": task,
+        "action": action,
+        "status": status,
+        "remote": remote,
+        "items": 1,
+        "seconds": seconds,
+        "started": started,
+    }
+
+
+RECORDS = [
+    # A remote task on two hosts, 2 s to the next task; a controller-only assert (1 s); a task skipped on both
+    # hosts (0.5 s); a task one host skips and the other runs on the controller (0.5 s); the last remote task
+    # (its slowest host ends 1.5 s after it started).
+    _record("install", "gpu01", "ok", True, 100.0),
+    _record("install", "gpu02", "ok", True, 100.2),
+    _record("check", "gpu01", "ok", False, 102.0, action="ansible.builtin.assert"),
+    _record("check", "gpu02", "ok", False, 102.1, action="ansible.builtin.assert"),
+    _record("legacy", "gpu01", "skipped", False, 103.0),
+    _record("legacy", "gpu02", "skipped", False, 103.0),
+    _record("fact", "gpu01", "skipped", False, 103.5, action="ansible.builtin.set_fact"),
+    _record("fact", "gpu02", "ok", False, 103.6, action="ansible.builtin.set_fact"),
+    _record("start", "gpu02", "ok", True, 104.0, seconds=1.5),
+    _record("start", "gpu01", "ok", True, 104.1, seconds=0.2),
+]
+
+
+def test_time_by_kind_splits_the_wall_time_by_what_each_task_did():
+    assert bench.time_by_kind(list(reversed(RECORDS))) == {
+        "remote": {"tasks": 2, "seconds": 3.5},
+        "controller": {"tasks": 2, "seconds": 1.5},
+        "skipped": {"tasks": 1, "seconds": 0.5},
+    }
+
+
+def test_from_artifacts_adds_time_by_kind_to_a_finished_run(tmp_path, monkeypatch):
+    folder = tmp_path / "20261127T000000Z"
+    run = folder / "gpus1" / "run1"
+    run.mkdir(parents=True)
+    lines = "\n".join(json.dumps(r) for r in RECORDS) + "\n"
+    (run / "rerun.1.tasks.jsonl").write_text(lines)
+    (run / "rerun.2.tasks.jsonl").write_text(lines)
+    (run / "floor_rerun.1.tasks.jsonl").write_text(json.dumps(_record("ping", "gpu01", "ok", True, 1.0)) + "\n")
+    run_result = bench.PlaybookRun("rerun", 6.0, 0, {"gpu01": {"ok": 2, "remote": 2}}, [], "log", 1.0)
+    size = bench.aggregate(1, [{phase: [run_result] for phase in bench.PHASES}])
+    machine = {"cpus": 2, "cpu_model": "cpu", "ansible_core": "core"}
+    document = {
+        "schema_version": 1,
+        "date": "2026-11-27",
+        "connection": "ssh",
+        "runs": 1,
+        "machine": machine,
+        "sizes": [size],
+    }
+    (folder / "results.json").write_text(json.dumps(document))
+    monkeypatch.setattr(bench, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(bench, "markdown", lambda document: "")
+    assert bench.main(["--from-artifacts", str(folder)]) == 0
+    written = json.loads((tmp_path / "results" / "ssh.json").read_text())["sizes"][0]["phases"]
+    assert written["rerun"]["time_by_kind"]["remote"] == {"tasks": 2, "seconds": 3.5}
+    assert written["floor_rerun"]["time_by_kind"]["remote"]["tasks"] == 1
+    with pytest.raises(SystemExit, match=r"results\.json is missing"):
+        bench.main(["--from-artifacts", str(tmp_path)])
+
+
+def _toolkit_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((PROJECT_ROOT / "schemas" / "toolkit-bench.schema.json").read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_the_kept_results_validate_against_their_schema():
+    validator = _toolkit_schema()
+    for path in sorted((PROJECT_ROOT / "benchmarks" / "toolkit" / "results").glob("*.json")):
+        errors = [
+            f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
+            for e in validator.iter_errors(json.loads(path.read_text(encoding="utf-8")))
+        ]
+        assert errors == [], path
+
+
+def test_an_aggregated_size_validates_and_a_wrong_one_does_not(tmp_path, monkeypatch):
+    validator = _toolkit_schema()
+    hosts = {"gpu01": {"ok": 3, "remote": 2}}
+    run = bench.PlaybookRun("rerun", 10.0, 0, hosts, [], "log", 4.0, bench.time_by_kind(RECORDS))
+    size = bench.aggregate(1, [{phase: [run] for phase in bench.PHASES}])
+    size.update(date="2026-11-27", commit="76b6350+changes")
+    document = {
+        "schema_version": 1,
+        "date": "2026-11-27",
+        "connection": "ssh",
+        "runs": 1,
+        "repeats": 1,
+        "machine": {"cpus": 2, "cpu_model": "cpu", "ansible_core": "core"},
+        "sizes": [size],
+    }
+    assert list(validator.iter_errors(document)) == []
+    size["phases"]["rerun"]["wall_s"]["median"] = -1
+    size["commit"] = "HEAD"
+    assert {tuple(e.absolute_path)[-1] for e in validator.iter_errors(document)} == {"median", "commit"}
+    monkeypatch.setattr(bench, "RESULTS_DIR", tmp_path)
+    with pytest.raises(SystemExit, match="do not match"):
+        bench.publish(document, merge=False, docs=False)
+    assert not (tmp_path / "ssh.json").exists()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_infiniband import parse_ofed_info_release
 from ansible_collections.gpuforge.cluster.plugins.modules import infiniband_facts
 from gpuforge_sim import ibdev2netdev, ibstat, ibv_devinfo
 
@@ -154,3 +155,36 @@ def test_check_mode_gathers_the_same(run_module, real_output):
     tools = FakeTools({"ibstat": (0, real_output(IBSTAT_PANIC), "")})
     facts = run_module({}, FakeTools(tools.tools), check_mode=True)["ansible_facts"]["infiniband"]
     assert len(facts["hcas"]) == 8
+
+
+def test_ofed_release_from_ofed_info_s_with_the_adapters(run_module, real_output):
+    release = "OFED-internal-24.10-1.1.4.0.200:"  # DOCA-OFED's, vendor_facts/nvidia-doca/debian12.yml
+    tools = FakeTools({"ibstat": (0, real_output(IBSTAT_H100), ""), "ofed_info": (0, f"{release}\n", "")})
+    facts = run_module({}, tools)["ansible_facts"]["infiniband"]
+    assert facts["ofed_release"] == release and facts["errors"] == []
+    assert [call[0][1:] for call in tools.calls][-1] == ["-s"]
+
+
+def test_ofed_release_absent_failed_or_unreadable(run_module, real_output):
+    ibstat = (0, real_output(IBSTAT_H100), "")
+    assert run_module({}, FakeTools({"ibstat": ibstat}))["ansible_facts"]["infiniband"]["ofed_release"] is None
+    failed = run_module({}, FakeTools({"ibstat": ibstat, "ofed_info": (1, "", "broken\n")}))
+    assert failed["ansible_facts"]["infiniband"]["ofed_release"] is None
+    assert failed["ansible_facts"]["infiniband"]["errors"] == ["ofed_info -s failed (rc=1): broken"]
+    garbled = run_module({}, FakeTools({"ibstat": ibstat, "ofed_info": (0, "Segmentation fault\n", "")}))
+    assert "not a release" in garbled["ansible_facts"]["infiniband"]["errors"][0]
+    # Without ibstat or ibv_devinfo (fail_on_missing false) the OFED release is still read.
+    bare = run_module({"fail_on_missing": False}, FakeTools({"ofed_info": (0, "MLNX_OFED_LINUX-24.10-1.1.4.0:\n", "")}))
+    assert bare["ansible_facts"]["infiniband"]["ofed_release"] == "MLNX_OFED_LINUX-24.10-1.1.4.0:"
+
+
+def _vendor_ofed_info_s() -> list[str]:
+    """Every `ofed_info -s` line the vendor facts registry records (with its sources), tarball and DOCA."""
+    root = PROFILES.parents[1] / "vendor_facts"
+    files = [root / "mlnx-ofed" / "tarball.yml", *sorted((root / "nvidia-doca").glob("*.yml"))]
+    return [yaml.safe_load(path.read_text(encoding="utf-8"))["facts"]["ofed_info_s"]["value"] for path in files]
+
+
+@pytest.mark.parametrize("line", _vendor_ofed_info_s())
+def test_ofed_info_release_is_the_line_as_printed(line):
+    assert parse_ofed_info_release(f"{line}\n") == line

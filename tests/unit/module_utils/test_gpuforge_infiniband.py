@@ -1,4 +1,6 @@
-"""Parsers for ibstat, ibstatus, ibv_devinfo and ibdev2netdev over real outputs and seed fixtures."""
+"""Parsers for ibstat, ibstatus, ibv_devinfo, ibdev2netdev and ofed_info -s over real outputs and seed fixtures
+(the `ofed_info -s` lines of the vendor facts registry: tests/unit/library/test_infiniband_facts.py, which may
+read YAML; these tests also run under the nodes' oldest Python, without PyYAML)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_infiniba
     parse_ibstat,
     parse_ibstatus,
     parse_ibv_devinfo,
+    parse_ofed_info_release,
 )
 
 IBSTAT_H100 = "ibstat__leptonai-gpud__h100_cx7_roce400_some_down_polling.txt"
@@ -257,3 +260,9 @@ def test_dispatch_by_kind(real_output):
     assert parse("ibdev2netdev", "mlx5_0 port 1 ==> ib0 (Up)\n")["mappings"][0]["netdev"] == "ib0"
     with pytest.raises(ParseError):
         parse("ibnetdiscover", "")
+
+
+def test_ofed_info_release_empty_and_not_a_release():
+    assert parse_ofed_info_release("") is None and parse_ofed_info_release("\n\n") is None
+    with pytest.raises(ParseError, match="not a release"):
+        parse_ofed_info_release("bash: ofed_info: command not found\n")
