@@ -176,6 +176,12 @@ key_changed:
   returned: always
   type: bool
   sample: false
+gpg_found:
+  description: Whether C(gpg) is on the host's path. The role installs gnupg until a run says it is there, so a
+    host's later repositories skip that task.
+  returned: always
+  type: bool
+  sample: true
 fingerprints:
   description: The fingerprints C(gpg --show-keys) found in the key (primary key and subkeys); empty when
     I(key_fingerprint) is not given or gpg could not be run in check mode.
@@ -321,6 +327,7 @@ class VendorAptRepository:
             "key_file": os.path.join(self.params["keyring_dir"], f"{name}.asc"),
             "key_downloaded": False,
             "key_changed": False,
+            "gpg_found": False,
             "fingerprints": [],
             "removed_sources": [],
             "sources_file": os.path.join(self.params["sources_dir"], f"{deb822_slug(name)}.sources"),
@@ -331,10 +338,16 @@ class VendorAptRepository:
             "index_stale": False,
         }
         self.diffs: list = []
+        self.result["gpg_found"] = bool(module.get_bin_path("gpg"))
         try:
             self.options = check_options(self.params)
         except OptionError as exc:
-            self.fail(str(exc))
+            # The option first, as every gpuforge module's option failure; then where and the fix (the role has
+            # no assert of its own on Debian).
+            self.fail(
+                f"{exc} (vendor repository {show(name)} on {this_host()}). Set the base-URL, key and checksum "
+                "variables for this source in the inventory (docs/operator-guide.md)."
+            )
 
     def fail(self, msg: str, **extra) -> None:
         self.module.fail_json(msg=msg, **extra, **self.result)

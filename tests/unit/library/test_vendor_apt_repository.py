@@ -517,8 +517,23 @@ def test_a_key_change_alone_is_a_change_but_not_a_stale_index(run, host):
 )
 def test_bad_options_fail_naming_the_option(run, host, args, message):
     result, gpg = run(expect_failure=True, **args)
+    # The host, the repository, the option and what to change: the role has no assert of its own on Debian.
+    name = args.get("name", "cuda")
     assert result["msg"].startswith(message), result["msg"]
+    assert f"(vendor repository {name!r} on {platform.node()}). " in result["msg"]
+    assert result["msg"].endswith(
+        "Set the base-URL, key and checksum variables for this source in the inventory (docs/operator-guide.md)."
+    )
     assert gpg.calls == [] and not (host.root / "etc").exists()
+
+
+@pytest.mark.parametrize("gpg_on_path", [True, False])
+def test_gpg_found_says_whether_gpg_is_on_the_path(run, host, gpg_on_path):
+    """The role installs gnupg on a host until a run says gpg is there (tasks/setup-Debian.yml)."""
+    host.make_dirs()
+    found = "/usr/bin/{}".format if gpg_on_path else (lambda name: None if name == "gpg" else f"/usr/bin/{name}")
+    result, _ = run(key_fingerprint="", key_sha256=sha256(host.served.read_bytes()), bin_path=found)
+    assert result["gpg_found"] is gpg_on_path
 
 
 def test_the_module_runs_without_python_debian():

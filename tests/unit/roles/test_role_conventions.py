@@ -69,6 +69,6 @@ def test_role_tags_reach_the_included_tasks():
     `gpuforge provision --tags nfs_client` runs the role however the playbook lists it (the playbooks' side:
     tests/unit/test_playbook_roles.py)."""
     found = [inc for path in _task_files() for inc in _tagged_includes(yaml.safe_load(path.read_text()), path)]
-    assert len(found) > 40
+    assert len(found) > 25  # the collector still finds the tagged includes (32 on 2026-11-27)
     for path, name, tags, applied in found:
         assert set(tags) <= set(applied), f"{path.parts[-3]}/tasks/{path.name}: '{name}' applies {applied}, not {tags}"

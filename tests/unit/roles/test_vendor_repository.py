@@ -120,16 +120,18 @@ def test_takeover_finds_nvidia_container_toolkit_list_with_arch_variable():
 
 
 def test_debian_path_makes_one_remote_call_per_repository():
-    """gnupg (once per host), then the one module call; no get_url/command/find/deb822_repository/template."""
+    """gnupg (until the module reports gpg on the host), then the one module call; no get_url/command/find/
+    deb822_repository/template, and no set_fact or assert (the module checks the definition itself)."""
     tasks = yaml.safe_load((ROLE / "tasks" / "setup-Debian.yml").read_text(encoding="utf-8"))
     modules = [next(key for key in task if key.startswith(("ansible.builtin.", "gpuforge.cluster."))) for task in tasks]
     assert modules == [
         "ansible.builtin.apt",
-        "ansible.builtin.set_fact",
         "gpuforge.cluster.vendor_apt_repository",
         "ansible.builtin.meta",
     ]
-    task = tasks[2]
+    task = tasks[1]
+    assert task["register"] == "vendor_repository_apt"
+    assert "not (vendor_repository_apt.gpg_found | default(false))" in tasks[0]["when"]
     assert task["notify"] == "Refresh the apt package index"
     handlers = yaml.safe_load((ROLE / "handlers" / "main.yml").read_text(encoding="utf-8"))
     assert [handler["name"] for handler in handlers] == [task["notify"]]
