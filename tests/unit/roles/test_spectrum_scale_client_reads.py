@@ -62,9 +62,9 @@ CONVERGED = state()
 FRESH = state(member=False, classes=(), class_exists=False, remote=False, defined=False, mounted=False)
 
 
-def _tasks(path: Path, block_when=(), block_keys=None):
+def _tasks(path: Path, block_when=(), block_keys=None, gates=True):
     """The tasks of a task file in order, blocks flattened (their `when` first, run_once/delegate_to inherited),
-    the step files of tasks/main.yml included in place."""
+    the step files of tasks/main.yml included in place (without the include's own condition when not gates)."""
     for task in yaml.safe_load(path.read_text(encoding="utf-8")) or []:
         if "block" in task:
             inherited = {key: task[key] for key in ("run_once", "delegate_to") if key in task}
@@ -73,7 +73,9 @@ def _tasks(path: Path, block_when=(), block_keys=None):
             continue
         include = _included_file(task)
         if include in STEPS:
-            yield from _tasks(ROLE / "tasks" / include)
+            # An include's condition decides every task it loads (an import's is added to each task's own).
+            gate = _as_list(task.get("when")) if gates else []
+            yield from _tasks(ROLE / "tasks" / include, [*block_when, *gate], block_keys)
             continue
         yield {**(block_keys or {}), **task, "block_when": list(block_when)}
 
@@ -95,12 +97,12 @@ def _as_list(value):
     return value if isinstance(value, list) else [value]
 
 
-def remote_calls(facts, reread=None, check_mode=False, class_create_rc=0, **extra):
+def remote_calls(facts, reread=None, check_mode=False, class_create_rc=0, gates=True, **extra):
     """[task name (item)] of every remote call the role makes from its read on, in order."""
     role = RoleRender("spectrum_scale_client", "debian12", **LAB_VARS, **HOST, **extra)
     registered = {"spectrum_scale_client_read": {"ansible_facts": {"spectrum_scale": facts}}}
     calls = []
-    for task in _tasks(ROLE / "tasks" / "main.yml"):
+    for task in _tasks(ROLE / "tasks" / "main.yml", gates=gates):
         module = role.module_of(task)
         if module in CONTROLLER or task["name"].startswith(("Install the Storage Scale", "Load OS-specific")):
             continue
@@ -174,6 +176,53 @@ def test_a_fresh_node_joins_starts_defines_rereads_and_mounts():
         REREAD,
         "Mount the remote file systems on the node (mmmount) (ess3000_4M)",
     ]
+
+
+STATES = {
+    "converged": CONVERGED,
+    "fresh": FRESH,
+    "member outside the class": state(classes=()),
+    "class missing": state(classes=(), class_exists=False),
+    "daemon down": state(state="down"),
+    "not mounted": state(mounted=False),
+    "remote cluster not defined": state(remote=False),
+    "file system not defined": state(defined=False),
+}
+
+
+@pytest.mark.parametrize("name", STATES)
+@pytest.mark.parametrize("check_mode", [False, True], ids=["run", "check"])
+def test_a_step_include_never_hides_a_call_its_tasks_would_make(name, check_mode):
+    """membership.yml and start_mount.yml are included only when the read says they have work
+    (vars/main.yml): with and without those conditions the role makes the same calls."""
+    facts = STATES[name]
+    gated = remote_calls(facts, reread=facts, check_mode=check_mode)
+    assert gated == remote_calls(facts, reread=facts, check_mode=check_mode, gates=False)
+
+
+@pytest.mark.parametrize(
+    ("name", "join", "start_mount"),
+    [
+        ("converged", False, False),
+        ("fresh", True, True),
+        ("member outside the class", True, False),
+        ("class missing", True, False),
+        ("daemon down", False, True),
+        ("not mounted", False, True),
+        ("remote cluster not defined", False, True),
+        ("file system not defined", False, True),
+    ],
+)
+def test_a_converged_node_skips_each_step_in_one_decision(name, join, start_mount):
+    role = RoleRender("spectrum_scale_client", "debian12", **LAB_VARS, **HOST)
+    read = {"spectrum_scale_client_read": {"ansible_facts": {"spectrum_scale": STATES[name]}}}
+    task = role.find_task("main.yml", READ)
+    templar = role.task_templar(task, **read)
+    assert templar.evaluate_conditional(trust_as_template("spectrum_scale_client_join_needed | bool")) is join
+    assert (
+        templar.evaluate_conditional(trust_as_template("spectrum_scale_client_start_mount_needed | bool"))
+        is start_mount
+    )
 
 
 def test_the_second_client_joins_the_class_the_first_created():

@@ -1,0 +1,98 @@
+"""Values the roles derive from facts, the inventory and earlier reads are role variables (vars/main.yml), not
+set_fact tasks (gpuforge issue 18: every task costs a worker per host, on the controller too). These render them
+as the tasks that use them would see them."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from gpu_stack_render import OS_FACTS, ROOT, RoleRender
+from role_yaml import load_yaml
+
+SLURM_PINS = load_yaml(ROOT / "roles" / "gpuforge" / "defaults" / "main" / "slurm.yml")["gpuforge_slurm_packages"]
+GROUPS = {"slurm_controller": ["head01"], "slurm_compute": ["gpu01", "gpu02"]}
+
+
+def slurm(os_name: str, release: str = "", **extra) -> RoleRender:
+    facts = {**OS_FACTS[os_name], "distribution_release": release}
+    return RoleRender("slurm", os_name, **{"groups": GROUPS, "ansible_facts": facts, **extra})
+
+
+@pytest.mark.parametrize(
+    ("os_name", "release", "key"),
+    [("debian12", "bookworm", "bookworm"), ("ubuntu2404", "noble", "noble"), ("rhel9", "Plow", "9")],
+)
+def test_slurm_pins_are_those_of_the_release(os_name, release, key):
+    assert slurm(os_name, release).var("slurm_pins") == SLURM_PINS[key]
+
+
+def test_slurm_pins_are_empty_for_a_release_without_pins():
+    # The role's assert then names the release (tasks/main.yml).
+    assert slurm("debian12", "trixie").var("slurm_pins") == {}
+
+
+@pytest.mark.parametrize(("host", "controller", "compute"), [("head01", True, False), ("gpu02", False, True)])
+def test_slurm_roles_of_a_host(host, controller, compute):
+    render = slurm("debian12", "bookworm", inventory_hostname=host)
+    assert (render.var("slurm_is_controller"), render.var("slurm_is_compute")) == (controller, compute)
+
+
+@pytest.mark.parametrize(
+    ("setting", "virtualization", "enabled"),
+    [("auto", "kvm", True), ("auto", "podman", False), (True, "podman", True), ("false", "kvm", False)],
+)
+def test_slurm_cgroups_follow_the_setting_or_the_compute_nodes(setting, virtualization, enabled):
+    hostvars = {name: {"ansible_facts": {"virtualization_type": virtualization}} for name in GROUPS["slurm_compute"]}
+    render = slurm("debian12", "bookworm", slurm_cgroup=setting, hostvars=hostvars)
+    assert render.var("slurm_cgroup_enabled") is enabled
+
+
+@pytest.mark.parametrize(
+    ("extra", "driver", "module"),
+    [
+        ({"gpudirect_rdma_smi": {"stdout_lines": ["550.90.07", "550.90.07"]}}, "550.90.07", "nvidia_peermem"),
+        ({"gpudirect_rdma_smi": {"stdout_lines": ["460.106.00"]}}, "460.106.00", "nv_peer_mem"),
+        (
+            {"gpudirect_rdma_driver_version": "535.183.01", "gpudirect_rdma_smi": {"skipped": True}},
+            "535.183.01",
+            "nvidia_peermem",
+        ),
+        (
+            {"gpudirect_rdma_method": "nv_peer_mem", "gpudirect_rdma_smi": {"stdout_lines": ["550.90.07"]}},
+            "550.90.07",
+            "nv_peer_mem",
+        ),
+        # nvidia-smi printed nothing: the driver is '' and the role's assert on it fails with the fix.
+        ({"gpudirect_rdma_smi": {"stdout_lines": []}}, "", "nv_peer_mem"),
+    ],
+)
+def test_gpudirect_rdma_module_for_the_driver(extra, driver, module):
+    render = RoleRender("gpudirect_rdma", "debian12", **extra)
+    assert (render.var("gpudirect_rdma_driver"), render.var("gpudirect_rdma_module")) == (driver, module)
+
+
+@pytest.mark.parametrize(
+    ("nouveau", "required"),
+    [
+        ({"changed": True, "loaded": False}, False),
+        ({"failed": True, "msg": "in use"}, True),
+        ({"loaded": True}, True),
+        ({"skipped": True, "changed": False}, False),
+    ],
+)
+def test_nvidia_driver_reboot_required_after_the_nouveau_unload(nouveau, required):
+    assert (
+        RoleRender("nvidia_driver", "debian12", nvidia_driver_nouveau=nouveau).var("nvidia_driver_reboot_required")
+        is required
+    )
+
+
+@pytest.mark.parametrize(
+    ("filesystems", "has_nfs"),
+    [("nodev\tsysfs\nnodev\tnfs\nnodev\tnfs4\n\text4\n", True), ("nodev\tnfsd\n\text4\n", False)],
+)
+def test_nfs_client_kernel_nfs_from_proc_filesystems(filesystems, has_nfs):
+    content = base64.b64encode(filesystems.encode()).decode()
+    render = RoleRender("nfs_client", "debian12", nfs_client_proc_filesystems={"content": content})
+    assert render.var("nfs_client_kernel_nfs") is has_nfs
