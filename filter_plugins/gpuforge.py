@@ -8,6 +8,9 @@ summary.json results; gpuforge_bench_judged: those results -> their summary.json
 gpuforge_ib_schedule: nodes and their infiniband facts -> the ib_write_bw rounds of disjoint pairs per rail.
 gpuforge_nccl_next_probe: the NCCL bisection's runs so far -> the next run or the conclusion
 (both in module_utils/gpuforge_localize.py).
+gpuforge_apt_read_packages, gpuforge_apt_unmet: the apt module's package specifiers -> the packages of the read
+before an install (package_version_floor), and the specifiers that read does not find met
+(module_utils/gpuforge_packages.py).
 """
 
 from __future__ import annotations
@@ -19,6 +22,21 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_ga
     p2p_results,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_localize import ib_schedule, next_probe
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_packages import (
+    apt_read_packages,
+    apt_specs_unmet,
+)
+
+
+def gpuforge_apt_read_packages(specs):
+    """{{ wanted | gpuforge_apt_read_packages }} -> package_version_floor's packages for the read before apt."""
+    return apt_read_packages(list(specs or []))
+
+
+def gpuforge_apt_unmet(specs, read):
+    """{{ wanted | gpuforge_apt_unmet(read_result) }} -> the specifiers of wanted that are not met (all of them
+    when the read did not run)."""
+    return apt_specs_unmet(list(specs or []), read)
 
 
 def gpuforge_bench_attribution(
@@ -64,6 +82,8 @@ def gpuforge_nccl_next_probe(state):
 class FilterModule:
     def filters(self):
         return {
+            "gpuforge_apt_read_packages": gpuforge_apt_read_packages,
+            "gpuforge_apt_unmet": gpuforge_apt_unmet,
             "gpuforge_bench_attribution": gpuforge_bench_attribution,
             "gpuforge_bench_fio_results": gpuforge_bench_fio_results,
             "gpuforge_bench_judged": gpuforge_bench_judged,

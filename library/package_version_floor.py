@@ -24,6 +24,10 @@ description:
     versions (an install-only package) is judged by its newest."
   - Made for a version-floor install (C(name>=version) to the apt module, which does not hold a fresh install
     to the floor) - the check after it costs one task instead of C(package_facts) and a command per package.
+  - Also the read before an install. A package given no I(version) is read, not judged. With I(missing=ignore) and
+    I(below_floor=ignore) nothing fails, and the C(gpuforge_apt_unmet) filter tells from the result which apt
+    package specifiers are not met, so that the apt module (which opens the whole package cache on every run, a
+    second or more per task on a host with full package lists) runs only then (docs/performance.md).
   - Changes nothing.
 options:
   packages:
@@ -43,8 +47,8 @@ options:
           - The oldest acceptable version. Debian - C([epoch:]upstream[-revision]); RPM - C([epoch:]version[-release]),
             where a floor without a release accepts every release of that version.
           - A string - quote it in YAML (C(1.10) unquoted is the number 1.1).
+          - Omitted - the installed version is read (RV(installed)) and not judged.
         type: raw
-        required: true
   manager:
     description:
       - The package database to read. C(auto) - dpkg when C(dpkg-query) is installed and C(/var/lib/dpkg/status)
@@ -56,6 +60,13 @@ options:
     description:
       - What a package that is not installed does. C(fail) - the task fails, naming it. C(ignore) - it is
         listed in RV(missing) and not judged (check mode after an install that did not run).
+    type: str
+    choices: [fail, ignore]
+    default: fail
+  below_floor:
+    description:
+      - What a package older than its floor does. C(fail) - the task fails, naming it, its version and its floor.
+        C(ignore) - it is listed in RV(below_floor) (the read before an install, which then installs the floor).
     type: str
     choices: [fail, ignore]
     default: fail
@@ -96,6 +107,23 @@ EXAMPLES = r"""
     # In check mode the install above did not run: a package it would install is not there yet.
     missing: "{{ 'ignore' if ansible_check_mode else 'fail' }}"
 
+- name: Read which packages are installed, at which versions (the read before the install; fails on nothing)
+  gpuforge.cluster.package_version_floor:
+    packages: "{{ wanted | gpuforge.cluster.gpuforge_apt_read_packages }}"
+    manager: dpkg
+    missing: ignore
+    below_floor: ignore
+  register: packages_read
+  vars:
+    wanted: [prometheus>=2.42.0+ds-5+deb12u1, nvidia-container-toolkit=1.17.8-1]
+
+- name: Install only when a package is missing or off its pin
+  ansible.builtin.apt:
+    name: "{{ wanted }}"
+  when: wanted | gpuforge.cluster.gpuforge_apt_unmet(packages_read) | length > 0
+  vars:
+    wanted: [prometheus>=2.42.0+ds-5+deb12u1, nvidia-container-toolkit=1.17.8-1]
+
 - name: Slurm on EL is at or above the security build
   gpuforge.cluster.package_version_floor:
     packages:
@@ -112,7 +140,8 @@ manager:
   sample: dpkg
 installed:
   description: Installed version of each package of I(packages) that is installed (rpm writes an epoch only when
-    the package has one).
+    the package has one; of a package in several versions, the one older than the floor, else the first dpkg lists
+    or rpm's newest).
   returned: always
   type: dict
   sample: {prometheus: 2.42.0+ds-5+deb12u1, prometheus-node-exporter: 1.5.0-1+b6}
@@ -199,12 +228,12 @@ class PackageVersionFloor:
             for index, package in enumerate(self.params["packages"]):
                 where = f"packages[{index}]"
                 name = check_package_name(f"{where}.name", package["name"])
-                floor = _floor_text(f"{where}.version", package["version"])
+                floor = None if package["version"] is None else _floor_text(f"{where}.version", package["version"])
                 key = name.split(":", 1)[0] if self.result["manager"] == "dpkg" else name
                 if key in seen:
                     raise OptionError(f"{where}.name", f"names {name} a second time (packages[{seen[key]}])")
                 seen[key] = index
-                if self.result["manager"] == "rpm":
+                if self.result["manager"] == "rpm" and floor is not None:
                     try:
                         split_evr(floor)
                     except ParseError as exc:
@@ -270,8 +299,11 @@ class PackageVersionFloor:
             )
         return rc == 0
 
-    def judge(self, name: str, versions: list, floor: str) -> str:
-        """The installed version that decides, appended to below_floor when it is older than floor."""
+    def judge(self, name: str, versions: list, floor) -> str:
+        """The installed version that decides, appended to below_floor when it is older than floor (None: read,
+        not judged)."""
+        if floor is None:
+            return rpm_newest(versions) if self.result["manager"] == "rpm" else versions[0]
         if self.result["manager"] == "rpm":
             # parse_rpm_query and floors() checked both sides with split_evr: compare_evr cannot raise here.
             newest = rpm_newest(versions)
@@ -307,9 +339,10 @@ class PackageVersionFloor:
                 continue
             self.result["installed"][name] = self.judge(name, versions, floor)
         absent = self.result["missing"] if self.params["missing"] == "fail" else []
-        if self.result["below_floor"] or absent:
+        below = self.result["below_floor"] if self.params["below_floor"] == "fail" else []
+        if below or absent:
             reasons = [(name, self.why_missing(name, found)) for name in absent]
-            self.fail(floor_failure_message(self.result["below_floor"], reasons, self.params["fix"]))
+            self.fail(floor_failure_message(below, reasons, self.params["fix"]))
         return self.result
 
 
@@ -320,10 +353,11 @@ def main() -> None:
                 "type": "list",
                 "elements": "dict",
                 "required": True,
-                "options": {"name": {"type": "str", "required": True}, "version": {"type": "raw", "required": True}},
+                "options": {"name": {"type": "str", "required": True}, "version": {"type": "raw"}},
             },
             "manager": {"type": "str", "choices": ["auto", "dpkg", "rpm"], "default": "auto"},
             "missing": {"type": "str", "choices": ["fail", "ignore"], "default": "fail"},
+            "below_floor": {"type": "str", "choices": ["fail", "ignore"], "default": "fail"},
             "fix": {
                 "type": "str",
                 "default": "the package mirror lacks that build: refresh it, or lower the floor deliberately",

@@ -3,7 +3,8 @@
 Pure functions over text, stdlib only (and gpuforge_errors, shipped with it); the shapes are in docs/parsers.md
 (section package-versions). The module package_version_floor runs the tools and judges the versions: Debian
 versions with `dpkg --compare-versions` (dpkg is the authority on its own order), RPM versions with rpmvercmp()
-here.
+here. apt_read_packages() and apt_specs_unmet() judge the apt module's package specifiers against what the
+module read, so that a role calls apt only when something is missing or off its pin (docs/performance.md).
 
 The query formats the module asks for:
 
@@ -17,7 +18,9 @@ The query formats the module asks for:
 
 from __future__ import annotations
 
+import fnmatch
 import re
+from collections.abc import Mapping
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
@@ -27,6 +30,8 @@ __all__ = [
     "DPKG_STATES",
     "RPM_QUERY_FORMAT",
     "ParseError",
+    "apt_read_packages",
+    "apt_specs_unmet",
     "check_package_name",
     "compare_evr",
     "dpkg_state",
@@ -35,6 +40,7 @@ __all__ = [
     "parse_rpm_query",
     "rpm_newest",
     "rpmvercmp",
+    "split_apt_spec",
     "split_evr",
 ]
 
@@ -312,3 +318,65 @@ def floor_failure_message(below: list, missing: list, fix: str) -> str:
         names = ", ".join(f"{name} ({why})" if why else name for name, why in missing)
         parts.append(f"Not installed: {names}.")
     return " ".join(parts)
+
+
+# A package specifier of the apt module ("ansible.builtin.apt", option name): NAME, NAME=VERSION (VERSION may hold
+# fnmatch wildcards, matched against the installed version) or NAME>=VERSION (Debian's version order). The name is
+# a Debian package name (Debian Policy 5.6.1: lower case letters, digits, '+', '-', '.', starting alphanumeric);
+# a specifier with an architecture qualifier, a wildcard in the name or anything else is not judged here.
+_APT_SPEC = re.compile(r"^(?P<name>[a-z0-9][a-z0-9+.-]+)(?:(?P<op>>?=)(?P<version>[^\s=<>]+))?$")
+
+
+def split_apt_spec(spec) -> tuple | None:
+    """'name', 'name=1.2-*' or 'name>=1.2' -> (name, op, version) with op None, '=' or '>='; None for any other
+    specifier (an architecture qualifier, a name pattern, a malformed one), which apt_specs_unmet never counts as
+    met."""
+    match = _APT_SPEC.match(spec) if isinstance(spec, str) else None
+    if not match:
+        return None
+    return match.group("name"), match.group("op"), match.group("version")
+
+
+def apt_read_packages(specs) -> list:
+    """The apt specifiers -> package_version_floor's packages option for the read before the install: every
+    package by name, with its floor as version for a NAME>=VERSION specifier (the module judges the floor with
+    dpkg), no version otherwise (read, not judged). Specifiers split_apt_spec does not know are left out."""
+    packages, seen = [], set()
+    for spec in specs or []:
+        parsed = split_apt_spec(spec)
+        if parsed is None or parsed[0] in seen:
+            continue
+        name, op, version = parsed
+        seen.add(name)
+        packages.append({"name": name, "version": version} if op == ">=" else {"name": name})
+    return packages
+
+
+def apt_specs_unmet(specs, read) -> list:
+    """The apt specifiers the installed packages do not meet, from package_version_floor's result for
+    apt_read_packages(specs) (registered; skipped, failed or any other value: every specifier is unmet, so apt
+    runs as it would without the read). Met, as the apt module judges a present package (ansible.builtin.apt,
+    package_status()): NAME when installed; NAME=VERSION when the installed version matches VERSION
+    (fnmatch, case-sensitive); NAME>=VERSION when installed and not below that floor. Unlike the apt module, an
+    installed version that matches a wildcard is kept even when a newer version matching it is available."""
+    specs = list(specs or [])
+    if not isinstance(read, Mapping) or read.get("skipped") or read.get("failed"):
+        return specs
+    installed = read.get("installed")
+    below = read.get("below_floor")
+    if not isinstance(installed, Mapping) or not isinstance(below, list):
+        return specs
+    below_names = {entry.get("name") for entry in below if isinstance(entry, Mapping)}
+    unmet = []
+    for spec in specs:
+        parsed = split_apt_spec(spec)
+        version_installed = installed.get(parsed[0]) if parsed else None
+        if not isinstance(version_installed, str):
+            unmet.append(spec)
+            continue
+        _name, op, version = parsed
+        if (op == "=" and not fnmatch.fnmatchcase(version_installed, version)) or (
+            op == ">=" and parsed[0] in below_names
+        ):
+            unmet.append(spec)
+    return unmet

@@ -247,15 +247,17 @@ def test_from_artifacts_adds_time_by_kind_to_a_finished_run(tmp_path, monkeypatc
         bench.main(["--from-artifacts", str(tmp_path)])
 
 
-def _toolkit_schema():
+def _toolkit_schema(name: str = "toolkit-bench"):
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((PROJECT_ROOT / "schemas" / "toolkit-bench.schema.json").read_text(encoding="utf-8"))
+    schema = json.loads((PROJECT_ROOT / "schemas" / f"{name}.schema.json").read_text(encoding="utf-8"))
     return jsonschema.Draft202012Validator(schema)
 
 
 def test_the_kept_results_validate_against_their_schema():
-    validator = _toolkit_schema()
-    for path in sorted((PROJECT_ROOT / "benchmarks" / "toolkit" / "results").glob("*.json")):
+    paths = sorted((PROJECT_ROOT / "benchmarks" / "toolkit" / "results").glob("*.json"))
+    assert "apt_cost.json" in [path.name for path in paths]
+    for path in paths:
+        validator = _toolkit_schema("toolkit-apt-cost" if path.name == "apt_cost.json" else "toolkit-bench")
         errors = [
             f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
             for e in validator.iter_errors(json.loads(path.read_text(encoding="utf-8")))
@@ -286,3 +288,38 @@ def test_an_aggregated_size_validates_and_a_wrong_one_does_not(tmp_path, monkeyp
     with pytest.raises(SystemExit, match="do not match"):
         bench.publish(document, merge=False, docs=False)
     assert not (tmp_path / "ssh.json").exists()
+
+
+def test_apt_cost_playbook_interleaves_apt_the_read_and_ping_on_the_same_packages():
+    spec = importlib.util.spec_from_file_location("apt_cost", PROJECT_ROOT / "benchmarks" / "toolkit" / "apt_cost.py")
+    apt_cost = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(apt_cost)
+    (play,) = yaml.safe_load(apt_cost.playbook(3))
+    assert (play["hosts"], play["connection"], play["vars"]["ansible_python_interpreter"]) == (
+        "localhost",
+        "local",
+        "/usr/bin/python3",
+    )
+    names = [task["name"] for task in play["tasks"]]
+    assert names == [f"{kind} {index}" for index in (1, 2, 3) for kind in ("apt", "dpkg_read", "ping")]
+    apt = play["tasks"][0]["ansible.builtin.apt"]
+    read = play["tasks"][1]["gpuforge.cluster.package_version_floor"]
+    # The read asks for the packages apt asks for, fails on nothing, and changes nothing (state present, installed).
+    assert [package["name"] for package in read["packages"]] == apt["name"] == apt_cost.PACKAGES
+    assert (read["missing"], read["below_floor"], apt["state"]) == ("ignore", "ignore", "present")
+
+
+def test_apt_cost_document_from_task_records_validates():
+    spec = importlib.util.spec_from_file_location("apt_cost", PROJECT_ROOT / "benchmarks" / "toolkit" / "apt_cost.py")
+    apt_cost = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(apt_cost)
+    records = [
+        {"task": f"{kind} {index}", "seconds": seconds, "status": "ok"}
+        for index in (1, 2, 3)
+        for kind, seconds in (("apt", (1.9, 2.0, 2.1)[index - 1]), ("dpkg_read", 0.3), ("ping", 0.25))
+    ]
+    host = {"cpus": 2, "cpu_model": "test", "ansible_core": "core 2.19"}
+    result = apt_cost.document(records, 63682, 3, host, "artifacts/toolkit-bench/apt-cost-x")
+    assert result["seconds_per_call"]["apt"] == {"median": 2.0, "min": 1.9, "max": 2.1}
+    assert apt_cost.schema_problems(result) == []
+    assert apt_cost.schema_problems({**result, "seconds_per_call": {"apt": {"median": 1}}})

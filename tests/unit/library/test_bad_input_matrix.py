@@ -1117,7 +1117,9 @@ OPTION_CASES: dict[tuple[str, str], list[Case]] = {
             "packages[1].name",
             "a second time",
         ),
-        Case("no floor", {"packages": [{"name": "prometheus"}]}, "missing required arguments:", "version found in"),
+        # No floor: the package is read, not judged (the read before an apt install).
+        Case("no floor", {"packages": [{"name": "prometheus"}]}),
+        Case("no name", {"packages": [{"version": "1"}]}, "missing required arguments:", "name found in"),
         Case(
             "misspelt key", {"packages": [{"name": "a", "version": "1", "flor": "2"}]}, "Unsupported", "packages.flor"
         ),

@@ -7,6 +7,10 @@ import subprocess
 from functools import partial
 
 import pytest
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_packages import (
+    apt_read_packages,
+    apt_specs_unmet,
+)
 from ansible_collections.gpuforge.cluster.plugins.modules import package_version_floor
 
 FIX = "the package mirror lacks that build: refresh it, or lower the floor deliberately"
@@ -297,3 +301,68 @@ def test_an_integer_floor_is_its_text(run_module):
     host = FakeHost("munge\t(none):2-1.el9\n")
     result = run_module({"packages": [{"name": "munge", "version": 2}], "manager": "rpm"}, host)
     assert result["installed"] == {"munge": "2-1.el9"}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The read before an install: packages without a version are read, not judged; below_floor: ignore reports.
+
+
+def test_a_package_without_a_version_is_read_not_judged(run_module):
+    host = FakeHost("nvidia-container-toolkit\t1.17.8-1\tii \nprometheus\t2.40.0+ds-1\tii \n")
+    host.below = {("2.40.0+ds-1", "2.42.0+ds-5+deb12u1")}
+    args = {
+        "packages": [{"name": "nvidia-container-toolkit"}, FLOORS[0]],
+        "manager": "dpkg",
+        "below_floor": "ignore",
+    }
+    result = run_module(args, host)
+    assert result["installed"] == {"nvidia-container-toolkit": "1.17.8-1", "prometheus": "2.40.0+ds-1"}
+    assert result["below_floor"] == [{"name": "prometheus", "installed": "2.40.0+ds-1", "floor": "2.42.0+ds-5+deb12u1"}]
+    # One comparison: the package without a version is not compared with anything.
+    assert [argv[0] for argv in host.argvs] == ["/usr/bin/dpkg-query", "/usr/bin/dpkg"]
+    assert result["changed"] is False
+
+
+def test_below_floor_fail_is_the_default(run_module):
+    host = FakeHost("prometheus\t2.40.0+ds-1\tii \n", below={("2.40.0+ds-1", "2.42.0+ds-5+deb12u1")})
+    result = run_module({"packages": FLOORS[:1], "manager": "dpkg"}, host, expect_failure=True)
+    assert "is older than its floor" in result["msg"]
+    # below_floor: ignore still fails on a missing package unless missing: ignore too.
+    host = FakeHost("prometheus\t2.40.0+ds-1\tii \n", "dpkg-query: no packages found matching ipmitool\n", 1)
+    host.below = {("2.40.0+ds-1", "2.42.0+ds-5+deb12u1")}
+    args = {"packages": [FLOORS[0], {"name": "ipmitool"}], "manager": "dpkg", "below_floor": "ignore"}
+    result = run_module(args, host, expect_failure=True)
+    assert result["msg"] == "Not installed: ipmitool (unknown to dpkg)."
+
+
+def test_rpm_without_a_version_reads_the_newest(run_module):
+    host = FakeHost("kernel\t(none):5.14.0-1.el9\nkernel\t(none):5.14.0-3.el9\n")
+    result = run_module({"packages": [{"name": "kernel"}], "manager": "rpm"}, host)
+    assert result["installed"] == {"kernel": "5.14.0-3.el9"}
+
+
+@pytest.mark.skipif(shutil.which("dpkg") is None, reason="needs dpkg (the authority on Debian's version order)")
+def test_the_read_before_apt_with_this_hosts_dpkg(run_module):
+    """The read's packages from the specifiers, the module judging floors with the real dpkg, then the gate."""
+    installed = (
+        "slurmd\t22.05.8-4+deb12u3\tii \nmunge\t0.5.15-2\tii \nlibmunge2\t1:0.5.15-2~bpo1\tii \n"
+        "nvidia-driver\t575.57.08-1\tii \nipmitool\t1.8.19-4\trc \n"
+    )
+
+    def host(argv, **kwargs):
+        if argv[1:2] == ["--compare-versions"]:
+            run = subprocess.run(["dpkg", *argv[1:]], capture_output=True, text=True, check=False)
+            return run.returncode, run.stdout, run.stderr
+        return 0, installed, ""
+
+    specs = [
+        "slurmd>=22.05.8-4+deb12u2",  # a newer security build than the floor: met
+        "munge>=0.5.15-2+deb12u1",  # older than the floor: unmet
+        "libmunge2>=0.5.16",  # the epoch makes it newer: met
+        "nvidia-driver=575.57.08-*",
+        "ipmitool",  # removed, its configuration files remain: unmet
+    ]
+    read = run_module(
+        {"packages": apt_read_packages(specs), "manager": "dpkg", "missing": "ignore", "below_floor": "ignore"}, host
+    )
+    assert apt_specs_unmet(specs, read) == ["munge>=0.5.15-2+deb12u1", "ipmitool"]

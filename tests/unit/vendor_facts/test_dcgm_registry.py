@@ -19,7 +19,8 @@ def _render(os_name: str, **extra) -> RoleRender:
 
 
 def _request(render: RoleRender) -> str:
-    return render.task("dcgm.yml", "Install DCGM (pinned)")["name"]
+    (request,) = render.task("dcgm.yml", "Install DCGM (pinned)")["name"]
+    return request
 
 
 @pytest.mark.parametrize("os_name", DCGM_OSES)

@@ -53,7 +53,7 @@ def _host_repositories(os_name: str, source: str) -> list[vendor_facts.Repositor
 def _requests(render: RoleRender) -> list[str]:
     names = render.task("setup-Debian.yml", "Install the driver packages")["name"]
     fabric_manager = render.task("setup-Debian.yml", "Install the fabric manager")["name"]
-    return [*names, fabric_manager]
+    return [*names, *fabric_manager]
 
 
 def _pins(render: RoleRender, source: str) -> list[vendor_facts.Pin]:

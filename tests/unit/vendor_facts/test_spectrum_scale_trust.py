@@ -168,7 +168,16 @@ def deb_file(role: RoleRender, item: dict) -> str:
 @pytest.mark.parametrize("os_name", ["debian12", "ubuntu2204"])
 def test_local_path_refuses_a_package_file_without_a_pinned_sha256(os_name):
     role = render(os_name, spectrum_scale_client_local_path=LOCAL, gpuforge_spectrum_scale_deb_sha256={})
-    assert role.conditions("setup-Debian.yml", "Install from a local directory") == [True]
+    # A local path, and packages not installed at their pins (no read here: every package counts as unmet).
+    assert role.conditions("setup-Debian.yml", "Install from a local directory") == [True, True]
+    # Installed at their pins (the dpkg read before): no package file is checked or installed.
+    read = {
+        "installed": dict(item.split("=", 1) for item in role.var("spectrum_scale_client_package_pins")),
+        "below_floor": [],
+    }
+    assert role.conditions(
+        "setup-Debian.yml", "Install from a local directory", spectrum_scale_client_packages_read=read
+    ) == [True, False]
     assert role.conditions("setup-Debian.yml", "Install from the site's signed repository") == [False]
     items = deb_items(role)
     # Every package the repository path would install is checked here too.
