@@ -140,8 +140,8 @@ manager:
   sample: dpkg
 installed:
   description: Installed version of each package of I(packages) that is installed (rpm writes an epoch only when
-    the package has one; of a package in several versions, the one older than the floor, else the first dpkg lists
-    or rpm's newest).
+    the package has one). Of a package installed in several versions - dpkg, the first below the floor, else the
+    first listed; rpm, the newest.
   returned: always
   type: dict
   sample: {prometheus: 2.42.0+ds-5+deb12u1, prometheus-node-exporter: 1.5.0-1+b6}
