@@ -374,9 +374,7 @@ def apt_specs_unmet(specs, read) -> list:
         if not isinstance(version_installed, str):
             unmet.append(spec)
             continue
-        _name, op, version = parsed
-        if (op == "=" and not fnmatch.fnmatchcase(version_installed, version)) or (
-            op == ">=" and parsed[0] in below_names
-        ):
+        name, op, version = parsed
+        if (op == "=" and not fnmatch.fnmatchcase(version_installed, version)) or (op == ">=" and name in below_names):
             unmet.append(spec)
     return unmet
