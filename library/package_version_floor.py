@@ -27,7 +27,8 @@ description:
   - Also the read before an install. A package given no I(version) is read, not judged. With I(missing=ignore) and
     I(below_floor=ignore) nothing fails, and the C(gpuforge_apt_unmet) filter tells from the result which apt
     package specifiers are not met, so that the apt module (which opens the whole package cache on every run, a
-    second or more per task on a host with full package lists) runs only then (docs/performance.md).
+    second or more per task on a host with full package lists) runs only then (docs/performance.md). For an
+    install by package name, M(gpuforge.cluster.apt_pinned) does the read and the install in one task.
   - Changes nothing.
 options:
   packages:
@@ -91,6 +92,7 @@ notes:
   - Never reports a change.
 seealso:
   - module: ansible.builtin.package_facts
+  - module: gpuforge.cluster.apt_pinned
 """
 
 EXAMPLES = r"""
@@ -117,9 +119,10 @@ EXAMPLES = r"""
   vars:
     wanted: [prometheus>=2.42.0+ds-5+deb12u1, nvidia-container-toolkit=1.17.8-1]
 
-- name: Install only when a package is missing or off its pin
+- name: Install the package files only when a package is missing or off its pin
   ansible.builtin.apt:
-    name: "{{ wanted }}"
+    deb: "/var/cache/site/{{ item }}"
+  loop: [prometheus_2.42.0+ds-5+deb12u1_amd64.deb, nvidia-container-toolkit_1.17.8-1_amd64.deb]
   when: wanted | gpuforge.cluster.gpuforge_apt_unmet(packages_read) | length > 0
   vars:
     wanted: [prometheus>=2.42.0+ds-5+deb12u1, nvidia-container-toolkit=1.17.8-1]

@@ -34,6 +34,7 @@ __all__ = [
     "apt_specs_unmet",
     "check_package_name",
     "compare_evr",
+    "describe_apt_unmet",
     "dpkg_state",
     "floor_failure_message",
     "parse_dpkg_query",
@@ -378,3 +379,26 @@ def apt_specs_unmet(specs, read) -> list:
         if (op == "=" and not fnmatch.fnmatchcase(version_installed, version)) or (op == ">=" and name in below_names):
             unmet.append(spec)
     return unmet
+
+
+def describe_apt_unmet(specs, read) -> list:
+    """One line per apt specifier that package_version_floor's result (for apt_read_packages(specs)) does not find
+    met, saying why: 'NAME is not installed', 'NAME VERSION does not match its pin PATTERN', 'NAME VERSION is older
+    than its floor FLOOR', or 'NAME: specifier not understood' for one split_apt_spec does not know."""
+    installed = read.get("installed") if isinstance(read, Mapping) else None
+    installed = installed if isinstance(installed, Mapping) else {}
+    lines = []
+    for spec in apt_specs_unmet(specs, read):
+        parsed = split_apt_spec(spec)
+        if parsed is None:
+            lines.append(f"{spec}: specifier not understood")
+            continue
+        name, op, version = parsed
+        version_installed = installed.get(name)
+        if not isinstance(version_installed, str):
+            lines.append(f"{name} is not installed")
+        elif op == "=":
+            lines.append(f"{name} {version_installed} does not match its pin {version}")
+        else:
+            lines.append(f"{name} {version_installed} is older than its floor {version}")
+    return lines

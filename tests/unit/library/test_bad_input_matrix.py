@@ -87,7 +87,12 @@ MODULES = {
 
 
 def test_the_matrix_covers_every_module_in_library():
-    assert sorted(path.stem for path in (ROOT / "library").glob("*.py")) == sorted(MODULES)
+    # A file of library/ that documents an action plugin (action_plugins/<name>.py) runs no module code; the
+    # plugin's bad input is tested with it (tests/unit/action_plugins/).
+    modules = [
+        path.stem for path in (ROOT / "library").glob("*.py") if not (ROOT / "action_plugins" / path.name).is_file()
+    ]
+    assert sorted(modules) == sorted(MODULES)
 
 
 # ---------------------------------------------------------------------------------------------------------

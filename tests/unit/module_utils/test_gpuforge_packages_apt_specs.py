@@ -7,6 +7,7 @@ import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_packages import (
     apt_read_packages,
     apt_specs_unmet,
+    describe_apt_unmet,
     split_apt_spec,
 )
 
@@ -103,3 +104,18 @@ def test_case_sensitive_wildcards():
     read = {"installed": {"xz-utils": "1.0-1ubuntu1"}, "below_floor": []}
     assert apt_specs_unmet(["xz-utils=1.0-1UBUNTU*"], read) == ["xz-utils=1.0-1UBUNTU*"]
     assert apt_specs_unmet(["xz-utils=1.0-1ubuntu?"], read) == []
+
+
+def test_describe_says_why_each_specifier_is_unmet():
+    read = {
+        "installed": {"ipmitool": "1.8.19-4", "prometheus": "2.40.0+ds-1", "munge": "0.5.15-2"},
+        "below_floor": [{"name": "prometheus", "installed": "2.40.0+ds-1", "floor": "2.42.0+ds-5+deb12u1"}],
+    }
+    specs = ["ipmitool", "munge=0.5.14-*", "prometheus>=2.42.0+ds-5+deb12u1", "slurmd", "libc6:i386"]
+    assert describe_apt_unmet(specs, read) == [
+        "munge 0.5.15-2 does not match its pin 0.5.14-*",
+        "prometheus 2.40.0+ds-1 is older than its floor 2.42.0+ds-5+deb12u1",
+        "slurmd is not installed",
+        "libc6:i386: specifier not understood",
+    ]
+    assert describe_apt_unmet(["ipmitool"], read) == []

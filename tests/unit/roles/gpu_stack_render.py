@@ -99,7 +99,10 @@ class RoleRender:
         tasks = yaml.safe_load((self.role_dir / "tasks" / tasks_file).read_text(encoding="utf-8"))
         task = next(t for t in tasks if t["name"].startswith(name_start))
         module = next(
-            key for key in task if key.startswith("ansible.builtin.") or key in ("gpuforge.cluster.kernel_module",)
+            key
+            for key in task
+            if key.startswith("ansible.builtin.")
+            or key in ("gpuforge.cluster.kernel_module", "gpuforge.cluster.apt_pinned")
         )
         return self.templar.template(trusted(task[module]))
 

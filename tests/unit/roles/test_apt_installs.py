@@ -1,10 +1,13 @@
-"""Every apt install of the roles runs only when a dpkg read before it finds a package missing or off its pin.
+"""Every apt install of the roles runs apt only when dpkg shows a package missing or off its pin.
 
 The apt module opens the whole package cache on every run (a second or more per task on a host with full package
-lists, docs/performance.md); package_version_floor reads the installed versions with one dpkg-query, and the
-gpuforge_apt_unmet filter decides from that read (module_utils/gpuforge_packages.py, tested with the module and
-this host's dpkg in tests/unit/library/test_package_version_floor.py). These tests hold the roles to the pattern:
-a new apt task without its read fails here, and so does a gate whose read does not cover its packages."""
+lists, docs/performance.md). An install by package name goes through gpuforge.cluster.apt_pinned, which reads dpkg
+and calls apt only for the unmet specifiers in the same task (action_plugins/apt_pinned.py, tested in
+tests/unit/action_plugins/test_apt_pinned.py). An install of package files (apt's deb option) is gated by a
+package_version_floor read and the gpuforge_apt_unmet filter, because the read also decides whether the files are
+fetched and checked. These tests hold the roles to both patterns: a new ansible.builtin.apt install by name fails
+here, and so does a file install without its read, or a pin apt_pinned cannot judge (apt would run on every
+rerun)."""
 
 from __future__ import annotations
 
@@ -13,11 +16,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_packages import split_apt_spec
 from gpu_stack_render import RoleRender
 
 ROOT = Path(__file__).resolve().parents[3]
 ROLES = ROOT / "roles"
 APT = "ansible.builtin.apt"
+PINNED = "gpuforge.cluster.apt_pinned"
 READ = "gpuforge.cluster.package_version_floor"
 # apt tasks decided by other evidence, with the reason.
 EXEMPT = {
@@ -30,8 +35,6 @@ GATE = re.compile(
     r"^(?P<specs>[a-z0-9_]+) \| gpuforge\.cluster\.gpuforge_apt_unmet"
     r"\((?P<read>[a-z0-9_]+) \| default\(none\)\) \| length > 0$"
 )
-# Reads of several installs' packages; the render tests below check that they hold each install's specifiers.
-COMPOSITE_READS = {"nvidia_driver_apt_packages", "spectrum_scale_client_apt_packages"}
 READ_PACKAGES = re.compile(r"^\{\{ (?P<specs>[a-z0-9_]+) \| gpuforge\.cluster\.gpuforge_apt_read_packages \}\}$")
 
 
@@ -56,10 +59,19 @@ def role_tasks():
             yield path.parts[-3], path.name, task, conditions, section
 
 
+def _exempt(role, file, task) -> bool:
+    return any((role, file) == (r, f) and task["name"].startswith(start) for r, f, start in EXEMPT)
+
+
 APT_TASKS = [
     pytest.param(role, file, task, conditions, id=f"{role}/{file}:{task['name'][:40]}")
     for role, file, task, conditions, section in role_tasks()
-    if APT in task and section != "rescue"
+    if APT in task and section != "rescue" and not _exempt(role, file, task)
+]
+PINNED_TASKS = [
+    pytest.param(role, file, task, id=f"{role}/{file}:{task['name'][:40]}")
+    for role, file, task, _conditions, _section in role_tasks()
+    if PINNED in task
 ]
 READS: dict = {}
 for _role, _file, _task, _conditions, _section in role_tasks():
@@ -67,21 +79,28 @@ for _role, _file, _task, _conditions, _section in role_tasks():
         READS.setdefault((_role, _task["register"]), []).append(_task)
 
 
-def test_the_roles_have_apt_installs():
-    assert len(APT_TASKS) >= 15
+def test_the_roles_install_through_apt_pinned():
+    assert len(PINNED_TASKS) >= 15
+
+
+@pytest.mark.parametrize(("role", "file", "task"), PINNED_TASKS)
+def test_apt_pinned_installs_are_plain(role, file, task):
+    args = task[PINNED]
+    assert "name" in args, (role, file, task["name"])
+    # state is always present (the plugin's own), and no rescue retries a second apt task: retry_with_fresh_index.
+    assert "state" not in args, f"{role}/{file}: '{task['name']}': apt_pinned has no state option"
 
 
 @pytest.mark.parametrize(("role", "file", "task", "conditions"), APT_TASKS)
-def test_apt_runs_only_when_its_read_finds_something_unmet(role, file, task, conditions):
-    if any((role, file) == (r, f) and task["name"].startswith(start) for r, f, start in EXEMPT):
-        return
+def test_package_files_are_installed_only_when_their_read_finds_something_unmet(role, file, task, conditions):
+    args = task[APT]
+    assert "name" not in args, (
+        f"{role}/{file}: '{task['name']}' installs by name with {APT}: use {PINNED} (one dpkg read, apt only "
+        "for what is missing or off its pin)"
+    )
     gates = [match for match in (GATE.match(str(condition)) for condition in conditions) if match]
     assert len(gates) == 1, f"{role}/{file}: '{task['name']}' has no gpuforge_apt_unmet condition: {conditions}"
     gate = gates[0]
-    args = task[APT]
-    if "name" in args:
-        # The gate judges exactly the packages apt installs.
-        assert args["name"] == "{{ " + gate["specs"] + " }}", (role, file, task["name"])
     reads = READS.get((role, gate["read"]), [])
     assert reads, f"{role}: no {READ} task registers {gate['read']}"
     for read in reads:
@@ -92,21 +111,13 @@ def test_apt_runs_only_when_its_read_finds_something_unmet(role, file, task, con
         ), f"{role}: the read {gate['read']} must fail on nothing (missing/below_floor: ignore) and read dpkg"
         # Any tags of the read are the install's too (a --tags run that skips the read leaves it undefined: apt runs).
         assert set(_as_list(read.get("tags"))) <= set(_as_list(task.get("tags"))) | {"always"}
-    read_specs = [READ_PACKAGES.match(read[READ]["packages"]) for read in reads]
-    assert all(read_specs), [read[READ]["packages"] for read in reads]
-    assert any(match["specs"] in (gate["specs"], *COMPOSITE_READS) for match in read_specs), (role, gate["specs"])
-
-
-def _specs_covered(render: RoleRender, read_specs: str, gate_specs: str, **extra):
-    read = render.var(read_specs)
-    wanted = render.var(gate_specs)
-    assert wanted, gate_specs
-    missing = [spec for spec in wanted if spec not in read]
-    assert missing == [], f"{gate_specs} has specifiers the read ({read_specs}) does not: {missing}"
+        match = READ_PACKAGES.match(read[READ]["packages"])
+        assert match and match["specs"] == gate["specs"], (role, read[READ]["packages"], gate["specs"])
 
 
 @pytest.mark.parametrize("os_name", ["debian12", "ubuntu2204", "ubuntu2404"])
-def test_the_driver_read_covers_headers_driver_fabric_manager_and_dcgm(os_name):
+def test_every_driver_pin_is_one_apt_pinned_judges(os_name):
+    """An unknown specifier is never counted as met: apt would run on every rerun."""
     render = RoleRender(
         "nvidia_driver",
         os_name,
@@ -115,21 +126,21 @@ def test_the_driver_read_covers_headers_driver_fabric_manager_and_dcgm(os_name):
         nvidia_driver_dcgm_enabled=True,
         nvidia_driver_kernel_headers=True,
     )
-    for subset in (
+    for variable in (
         "nvidia_driver_header_packages",
         "nvidia_driver_apt_driver_packages",
         "nvidia_driver_apt_fabricmanager_packages",
         "nvidia_driver_apt_dcgm_packages",
     ):
-        _specs_covered(render, "nvidia_driver_apt_packages", subset)
-    # Every specifier is one the filter judges (an unknown one would make apt run on every rerun).
-    from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_packages import split_apt_spec
-
-    assert all(split_apt_spec(spec) for spec in render.var("nvidia_driver_apt_packages"))
+        specs = render.var(variable)
+        assert specs, variable
+        assert all(split_apt_spec(spec) for spec in specs), (variable, specs)
 
 
 @pytest.mark.parametrize("os_name", ["debian12", "ubuntu2404"])
-def test_the_storage_scale_read_covers_pins_and_build_deps(os_name):
+def test_every_storage_scale_pin_is_one_apt_pinned_judges(os_name):
     render = RoleRender("spectrum_scale_client", os_name)
-    _specs_covered(render, "spectrum_scale_client_apt_packages", "spectrum_scale_client_package_pins")
-    _specs_covered(render, "spectrum_scale_client_apt_packages", "spectrum_scale_client_build_deps")
+    for variable in ("spectrum_scale_client_package_pins", "spectrum_scale_client_build_deps"):
+        specs = render.var(variable)
+        assert specs, variable
+        assert all(split_apt_spec(spec) for spec in specs), (variable, specs)
