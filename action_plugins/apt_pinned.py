@@ -40,6 +40,14 @@ ARGUMENT_SPEC = {
 APT_OPTIONS = ("cache_valid_time", "update_cache", "install_recommends", "allow_downgrade", "policy_rc_d")
 
 
+def _why(module_result) -> str:
+    """A failed module call's message, with the last line of its stderr when the message alone does not say why (a
+    module that could not start: "MODULE FAILURE", "Module result deserialization failed")."""
+    msg = str(module_result.get("msg") or "no message")
+    stderr = str(module_result.get("module_stderr") or "").strip()
+    return f"{msg} ({stderr.splitlines()[-1]})" if stderr else msg
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _supports_check_mode = True
@@ -55,15 +63,19 @@ class ActionModule(ActionBase):
         try:
             read = self._read(specs, task_vars)
             if read.get("failed"):
-                return self._failed(result, f"{host}: could not read the installed packages: {read.get('msg')}")
+                return self._failed(result, f"{host}: could not read the installed packages: {_why(read)}")
             unmet = apt_specs_unmet(specs, read)
             result.update(changed=False, installed=read.get("installed", {}), unmet=unmet, apt_ran=False)
             if not unmet:
                 return result
             apt = self._apt(unmet, args, task_vars)
             result["apt_ran"] = True
+            # What the apt module warns about (a held package, a deprecated option) reaches the operator.
+            for key in ("warnings", "deprecations"):
+                if apt.get(key):
+                    result.setdefault(key, []).extend(apt[key])
             if apt.get("failed"):
-                return self._failed(result, f"{host}: apt could not install {', '.join(unmet)}: {apt.get('msg')}")
+                return self._failed(result, f"{host}: apt could not install {', '.join(unmet)}: {_why(apt)}")
             result["changed"] = bool(apt.get("changed"))
             if apt.get("diff"):
                 result["diff"] = apt["diff"]
@@ -72,7 +84,7 @@ class ActionModule(ActionBase):
                 return result
             after = self._read(specs, task_vars)
             if after.get("failed"):
-                return self._failed(result, f"{host}: could not read the packages apt installed: {after.get('msg')}")
+                return self._failed(result, f"{host}: could not read the packages apt installed: {_why(after)}")
             result["installed"] = after.get("installed", {})
             still = describe_apt_unmet(specs, after)
             if still:

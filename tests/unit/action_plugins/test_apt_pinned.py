@@ -165,6 +165,18 @@ def test_a_failed_read_fails_the_task_without_apt():
     }
 
 
+def test_a_module_that_could_not_start_is_named_with_its_stderr():
+    read = {"failed": True, "msg": "MODULE FAILURE", "module_stderr": "Traceback ...\n/usr/bin/python3: not found\n"}
+    result, _ = run({"name": SPECS}, read)
+    assert result["msg"] == "gpu01: could not read the installed packages: MODULE FAILURE (/usr/bin/python3: not found)"
+
+
+def test_apt_warnings_reach_the_operator():
+    after = _read({"nfs-common": "1:2.6.2-4+deb12u1"})
+    result, _ = run({"name": ["nfs-common"]}, _read({}), {"changed": True, "warnings": ["held package"]}, after)
+    assert result["warnings"] == ["held package"] and not result.get("failed")
+
+
 def test_an_unknown_specifier_always_goes_to_apt():
     result, calls = run({"name": ["libc6:i386"]}, _read({"libc6": "2.36-9"}), {"changed": False}, _read({}))
     assert calls[1][1]["name"] == ["libc6:i386"]
