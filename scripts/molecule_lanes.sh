@@ -4,11 +4,14 @@
 # two-core machine. Scenarios on the shared platform (.config/molecule/config.yml: one container named
 # `instance`) cannot run beside each other, so they share the first lane; the others are spread over all lanes by
 # their recorded duration.
-# Each lane logs to .gpuforge/molecule/<scenario>.log; a failed scenario's log is printed in full.
+# Each lane logs to .gpuforge/molecule/<scenario>.log; a failed scenario's log is printed in full when it fails,
+# and once all lanes are done, each failed scenario's failing tasks and tests are printed again last, so that the
+# end of the output (all a CI summary may keep) says what failed and why.
 set -u -o pipefail
 lanes=${MOLECULE_LANES:-3}
 log_dir=.gpuforge/molecule
 mkdir -p "$log_dir"
+rm -f "$log_dir"/*.failed
 declare -a lane_items lane_seconds
 for (( lane = 0; lane < lanes; lane++ )); do lane_seconds[lane]=0; done
 # How long each scenario took on the lab (molecule/scenario-seconds.txt, "name seconds" per line, updated from
@@ -44,6 +47,7 @@ run_lane() {
     else
       echo "== molecule $scenario: FAILED after $(( $(date +%s) - started ))s; its log:"
       cat "$log_dir/$scenario.log"
+      touch "$log_dir/$scenario.failed"
       status=1
     fi
   done
@@ -64,5 +68,13 @@ done
 status=0
 for pid in "${pids[@]}"; do
   wait "$pid" || status=1
+done
+# What failed, last: Ansible's failed tasks and pytest's failed tests with their assertion lines, colours removed.
+for marker in "$log_dir"/*.failed; do
+  [[ -e "$marker" ]] || continue
+  scenario=$(basename "$marker" .failed)
+  echo "== molecule $scenario FAILED; from its log ($log_dir/$scenario.log):"
+  sed -e 's/\x1b\[[0-9;]*m//g' -e '/FAILED - RETRYING/d' "$log_dir/$scenario.log" \
+    | grep -E -A3 '(fatal|failed): \[|^[^A-Za-z]*(E  |FAILED |ERROR |Failed: )|timed out' | tail -n 80
 done
 exit $status
