@@ -62,6 +62,7 @@ def _env(**extra) -> dict:
         ("plugins/module_utils", "module_utils"),
         ("plugins/filter", "filter_plugins"),
         ("plugins/action", "action_plugins"),
+        ("plugins/lookup", "lookup_plugins"),
         ("roles", "roles"),
         ("playbooks", "playbooks"),
         ("benchmarks/resnet50", "benchmarks/resnet50"),
@@ -76,14 +77,15 @@ def test_the_collection_tree_links_to_the_top_level_folders(link, target):
 
 def test_ansible_finds_the_modules_and_filters_only_through_the_collection():
     config = (ROOT / "ansible.cfg").read_text(encoding="utf-8")
-    assert not re.search(r"^(library|module_utils|filter_plugins|action_plugins)\s*=", config, re.M), (
-        "ansible.cfg must not put library/, module_utils/, filter_plugins/ or action_plugins/ on Ansible's path: "
+    assert not re.search(r"^(library|module_utils|filter_plugins|action_plugins|lookup_plugins)\s*=", config, re.M), (
+        "ansible.cfg must not put library/, module_utils/, filter_plugins/, action_plugins/ or lookup_plugins/ on "
+        "Ansible's path: "
         "short names would keep working and hide a missing FQCN"
     )
     assert re.search(r"^collections_path\s*=\s*collection(:|$)", config, re.M)
     molecule = (ROOT / ".config" / "molecule" / "config.yml").read_text(encoding="utf-8")
     assert "collections_path: ${MOLECULE_PROJECT_DIRECTORY}/collection" in molecule
-    assert not re.search(r"^\s+(library|module_utils|filter_plugins|action_plugins):", molecule, re.M)
+    assert not re.search(r"^\s+(library|module_utils|filter_plugins|action_plugins|lookup_plugins):", molecule, re.M)
 
 
 def _task_files():
