@@ -7,17 +7,14 @@ ansible-playbook on this host, where dpkg is real."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-from pathlib import Path
 from unittest import mock
 
 import pytest
 from ansible.errors import AnsibleActionFail
 from ansible_collections.gpuforge.cluster.plugins.action.apt_pinned import APT_MODULE, READ_MODULE, ActionModule
+from local_playbook import run_local_playbook
 
-ROOT = Path(__file__).resolve().parents[3]
 SPECS = ["nvidia-container-toolkit=1.17.8-1", "prometheus>=2.42.0+ds-5+deb12u1", "nfs-common"]
 MET = {
     "installed": {
@@ -216,21 +213,7 @@ def test_end_to_end_on_this_hosts_dpkg_a_met_pin_runs_no_apt(tmp_path):
         ),
         encoding="utf-8",
     )
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.default",
-    }
-    completed = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i", "localhost,", "-c", "local",
-            "-e", f"ansible_python_interpreter={sys.executable}",
-            str(playbook),
-        ],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    run_local_playbook(playbook, ANSIBLE_STDOUT_CALLBACK="ansible.builtin.default")
     result = json.loads((tmp_path / "r").read_text(encoding="utf-8"))
     assert result["apt_ran"] is False and result["changed"] is False
     assert result["installed"] == {"dpkg": dpkg_version}

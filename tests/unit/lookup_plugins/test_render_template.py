@@ -9,17 +9,13 @@ they are rendered: a re-run of site.yml on a lab converged with ansible.builtin.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from ansible.errors import AnsibleError
 from ansible.plugins.loader import lookup_loader
-
-ROOT = Path(__file__).resolve().parents[3]
+from local_playbook import run_local_playbook
 
 TEMPLATE = """# {{ ansible_managed }}
 {% for item in items %}
@@ -79,17 +75,7 @@ def _playbook(tmp_path: Path) -> Path:
 def rendered(tmp_path_factory):
     tmp_path = tmp_path_factory.mktemp("render_template")
     playbook = _playbook(tmp_path)
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_ROLES_PATH": str(tmp_path / "roles")}
-    completed = subprocess.run(
-        [
-            str(Path(sys.executable).with_name("ansible-playbook")),
-            "-i", "localhost,", "-c", "local",
-            "-e", f"ansible_python_interpreter={sys.executable}",
-            str(playbook),
-        ],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    run_local_playbook(playbook, ANSIBLE_ROLES_PATH=str(tmp_path / "roles"))
     return tmp_path / "out"
 
 
