@@ -79,8 +79,7 @@ def test_ansible_finds_the_modules_and_filters_only_through_the_collection():
     config = (ROOT / "ansible.cfg").read_text(encoding="utf-8")
     assert not re.search(r"^(library|module_utils|filter_plugins|action_plugins|lookup_plugins)\s*=", config, re.M), (
         "ansible.cfg must not put library/, module_utils/, filter_plugins/, action_plugins/ or lookup_plugins/ on "
-        "Ansible's path: "
-        "short names would keep working and hide a missing FQCN"
+        "Ansible's path: short names would keep working and hide a missing FQCN"
     )
     assert re.search(r"^collections_path\s*=\s*collection(:|$)", config, re.M)
     molecule = (ROOT / ".config" / "molecule" / "config.yml").read_text(encoding="utf-8")
@@ -113,6 +112,21 @@ def test_every_use_of_a_gpuforge_filter_uses_its_fqcn():
         for match in short.finditer(path.read_text(encoding="utf-8"))
     ]
     assert offenders == [], f"use {FQCN}.<filter>: {offenders}"
+
+
+def test_templates_are_rendered_to_text_with_render_template():
+    """ansible.builtin.template's lookup deep-copies every variable of the host on each call (about a tenth of the
+    controller's CPU in a re-run of site.yml on the 4-node lab, docs/performance.md); gpuforge.cluster.render_template
+    gives the same text without the copy. The template module (a file written by its own task) is not a lookup."""
+    builtin = re.compile(r"""(lookup|query)\(\s*['"](ansible\.builtin\.)?template['"]""")
+    offenders = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in _task_files()
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if builtin.search(line)
+    ]
+    assert offenders == [], f"use lookup('{FQCN}.render_template', ...): {offenders}"
+    assert any(f"{FQCN}.render_template" in path.read_text(encoding="utf-8") for path in _task_files())
 
 
 def test_every_filter_has_its_documentation_file():

@@ -72,20 +72,3 @@ def test_role_tags_reach_the_included_tasks():
     assert len(found) > 25  # the collector still finds the tagged includes (32 on 2026-11-27)
     for path, name, tags, applied in found:
         assert set(tags) <= set(applied), f"{path.parts[-3]}/tasks/{path.name}: '{name}' applies {applied}, not {tags}"
-
-
-def test_roles_and_playbooks_render_templates_to_text_with_render_template():
-    """ansible.builtin.template's lookup deep-copies every variable of the host on each call (about a tenth of the
-    controller's CPU in a re-run of site.yml on the 4-node lab, docs/performance.md); gpuforge.cluster.render_template
-    gives the same text without the copy. The template module (a file written by its own task) is not a lookup."""
-    builtin = re.compile(r"""(lookup|query)\(\s*['"](ansible\.builtin\.)?template['"]""")
-    offenders = [
-        f"{path.relative_to(ROLES.parent)}:{number}"
-        for base in (ROLES, ROOTS_PLAYBOOKS)
-        for path in sorted(base.rglob("*"))
-        if path.is_file() and path.suffix in (".yml", ".yaml", ".j2")
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-        if builtin.search(line)
-    ]
-    assert not offenders, f"use lookup('gpuforge.cluster.render_template', ...): {offenders}"
-    assert any("gpuforge.cluster.render_template" in path.read_text(encoding="utf-8") for path in ROLES.rglob("*.yml"))
