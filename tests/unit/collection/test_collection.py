@@ -63,6 +63,7 @@ def _env(**extra) -> dict:
         ("plugins/filter", "filter_plugins"),
         ("plugins/action", "action_plugins"),
         ("plugins/lookup", "lookup_plugins"),
+        ("plugins/cache", "cache_plugins"),
         ("roles", "roles"),
         ("playbooks", "playbooks"),
         ("benchmarks/resnet50", "benchmarks/resnet50"),
@@ -75,16 +76,20 @@ def test_the_collection_tree_links_to_the_top_level_folders(link, target):
     assert path.resolve() == (ROOT / target).resolve()
 
 
+# The top-level plugin folders that Ansible must reach only through the collection.
+PLUGIN_FOLDERS = "library|module_utils|filter_plugins|action_plugins|lookup_plugins|cache_plugins"
+
+
 def test_ansible_finds_the_modules_and_filters_only_through_the_collection():
     config = (ROOT / "ansible.cfg").read_text(encoding="utf-8")
-    assert not re.search(r"^(library|module_utils|filter_plugins|action_plugins|lookup_plugins)\s*=", config, re.M), (
-        "ansible.cfg must not put library/, module_utils/, filter_plugins/, action_plugins/ or lookup_plugins/ on "
-        "Ansible's path: short names would keep working and hide a missing FQCN"
+    assert not re.search(rf"^({PLUGIN_FOLDERS})\s*=", config, re.M), (
+        "ansible.cfg must not put library/, module_utils/ or the *_plugins/ folders on Ansible's path: short names "
+        "would keep working and hide a missing FQCN"
     )
     assert re.search(r"^collections_path\s*=\s*collection(:|$)", config, re.M)
     molecule = (ROOT / ".config" / "molecule" / "config.yml").read_text(encoding="utf-8")
     assert "collections_path: ${MOLECULE_PROJECT_DIRECTORY}/collection" in molecule
-    assert not re.search(r"^\s+(library|module_utils|filter_plugins|action_plugins|lookup_plugins):", molecule, re.M)
+    assert not re.search(rf"^\s+({PLUGIN_FOLDERS}):", molecule, re.M)
 
 
 def _task_files():
