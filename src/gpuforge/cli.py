@@ -363,8 +363,8 @@ def build_parser() -> argparse.ArgumentParser:
     capture.add_argument(
         "--from-facts",
         metavar="FILE",
-        help="JSON of the node's nvidia_smi and infiniband facts (e.g. .gpuforge/facts/NODE) instead of running "
-        "the fact modules on it",
+        help="JSON of the node's nvidia_smi and infiniband facts (e.g. the node's fact cache file, "
+        ".gpuforge/facts/s1_NODE) instead of running the fact modules on it",
     )
     capture.add_argument("--system", help="name of the expected system (default: NODE-captured)")
     capture.add_argument("--no-become", dest="become", action="store_false", help="run the modules without sudo")

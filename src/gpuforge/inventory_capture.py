@@ -84,12 +84,19 @@ def default_tables(path: Path = EXPECTED_HARDWARE) -> dict:
 # ---------------------------------------------------------------------------------------------------
 # Facts in.
 
+# ansible-core 2.19 wraps a persistent fact cache's values as {"__payload__": "<the facts as JSON>"}
+# (ansible/_internal/_plugins/_cache.py); gpuforge.cluster.fact_files writes the same files.
+FACT_CACHE_PAYLOAD_KEY = "__payload__"
+
 
 def load_facts(path: Path) -> dict:
     """{nvidia_smi, infiniband} from a JSON file: the facts themselves, {ansible_facts: ...} (a module's
-    result), or a host's file in ansible.cfg's fact cache (.gpuforge/facts/<host>)."""
+    result), or a host's file in ansible.cfg's fact cache (.gpuforge/facts/s1_<host> with ansible-core 2.19, whose
+    cache plugins store the facts as a JSON string under FACT_CACHE_PAYLOAD_KEY)."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
+        if isinstance(data, dict) and isinstance(data.get(FACT_CACHE_PAYLOAD_KEY), str):
+            data = json.loads(data[FACT_CACHE_PAYLOAD_KEY])
     except (OSError, ValueError) as exc:
         raise CaptureError(f"cannot read facts from {path}: {exc}") from exc
     if isinstance(data, dict) and isinstance(data.get("ansible_facts"), dict):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible.plugins.loader import cache_loader
 from ansible_collections.gpuforge.cluster.plugins.filter.gpuforge_inventory import check_inventory
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_infiniband as ib
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_nvidia_smi as nv
@@ -210,6 +211,17 @@ def test_load_facts_accepts_the_three_shapes(tmp_path, wrap):
     path = tmp_path / "facts.json"
     path.write_text(json.dumps(document), encoding="utf-8")
     assert load_facts(path) == facts
+
+
+@pytest.mark.parametrize("plugin", ["ansible.builtin.jsonfile", "gpuforge.cluster.fact_files"])
+def test_load_facts_reads_the_fact_cache_as_ansible_writes_it(tmp_path, plugin):
+    # The file a real run leaves in .gpuforge/facts, written by the cache plugin itself (ansible-core 2.19 stores
+    # {"__payload__": "<JSON>"} under a schema-qualified name), not a shape written by hand.
+    facts = {"nvidia_smi": {"gpus": [{"index": 0}]}, "infiniband": {"hcas": []}, "ansible_hostname": "gpu01"}
+    cache_loader.get(plugin, _uri=str(tmp_path / "facts"), _timeout=0).set("gpu01", facts)
+    (path,) = (tmp_path / "facts").iterdir()
+    assert path.name.endswith("_gpu01")
+    assert load_facts(path) == {"nvidia_smi": facts["nvidia_smi"], "infiniband": facts["infiniband"]}
 
 
 def test_load_facts_names_the_problem(tmp_path):
