@@ -100,18 +100,25 @@ def test_apt_repository_path_installs_the_pins_from_gpuforge_gpfs(os_name):
 
 def test_apt_local_path_checks_and_installs_the_deb_files_ibm_ships():
     role = _role("debian12", spectrum_scale_client_local_path="/srv/gpfs_debs")
-    task = role.find_task("setup-Debian.yml", "Install the verified package files")
+    task = role.find_task("deb_files.yml", "Install the verified package files")
     items = role.task_templar(task).template(trust_as_template(task["loop"]))
     debs = [
-        role.task_args("setup-Debian.yml", "Install the verified package files", spectrum_scale_client_deb=item)["deb"]
+        role.task_args("deb_files.yml", "Install the verified package files", spectrum_scale_client_deb=item)["deb"]
         for item in items
     ]
     assert debs == ["/srv/gpfs_debs/" + name for name in role.var("spectrum_scale_client_deb_files")]
     assert "/srv/gpfs_debs/gpfs.base_5.1.9-3_amd64.deb" in debs and "/srv/gpfs_debs/gpfs.gpl_5.1.9-3_all.deb" in debs
     stat = role.task_args(
-        "setup-Debian.yml", "Read the sha256 of each package file", spectrum_scale_client_deb=items[0]
+        "deb_files.yml", "Read the sha256 of each package file", spectrum_scale_client_deb=items[0]
     )
     assert (stat["path"], stat["checksum_algorithm"], stat["get_checksum"]) == (debs[0], "sha256", True)
+    # setup-Debian.yml includes the package-file tasks only for a local path (a repository install skips them).
+    include = role.task_args("setup-Debian.yml", "Install the package files from a local directory")
+    assert include["file"] == "deb_files.yml"
+    assert role.conditions("setup-Debian.yml", "Install the package files from a local directory") == [True]
+    assert _role("debian12").conditions("setup-Debian.yml", "Install the package files from a local directory") == [
+        False
+    ]
 
 
 @pytest.mark.parametrize("os_name", ["rhel8", "rhel9"])
