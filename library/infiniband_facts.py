@@ -35,6 +35,19 @@ options:
     description: Also run C(ibv_devinfo -v) when it is installed (width, speed and MTU).
     type: bool
     default: true
+  wait_for_active_ports:
+    description:
+      - Read the adapters again every 2 seconds until at least this many ports are Active or O(wait_timeout)
+        seconds have passed, then return the last read; the caller judges the count. A port stays Initializing
+        until a subnet manager configures it, so right after the fabric's subnet manager starts (OpenSM on a
+        storage or head node, on the same run) its ports need a few of the manager's sweeps to become Active.
+      - C(0) reads once and does not wait.
+    type: int
+    default: 0
+  wait_timeout:
+    description: Seconds to wait for O(wait_for_active_ports) Active ports at most.
+    type: int
+    default: 60
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -66,6 +79,10 @@ EXAMPLES = r"""
 - name: Spectrum Scale verbsPorts from the active ports
   ansible.builtin.set_fact:
     scale_verbs_ports: "{{ ansible_facts.infiniband.active_ports | join(' ') }}"
+
+- name: Facts once the subnet manager started on this run has brought two ports up (a minute at most)
+  gpuforge.cluster.infiniband_facts:
+    wait_for_active_ports: 2
 
 - name: Facts on a node that may have no RDMA stack
   gpuforge.cluster.infiniband_facts:
@@ -125,6 +142,10 @@ ansible_facts:
               failed (then in C(errors)).
           type: str
           sample: "OFED-internal-24.10-1.1.4.0.200:"
+        waited_s:
+          description: Seconds spent waiting for O(wait_for_active_ports) Active ports (0 when the first read had them).
+          type: float
+          sample: 0
         errors:
           description:
             - Messages from the tools (C(ibpanic:) lines, cut-short blocks, optional tools that failed).
@@ -132,6 +153,8 @@ ansible_facts:
           elements: str
           sample: ["ibpanic: [1400444] main: stat of IB device 'mlx5_8' failed: No such file or directory"]
 """
+
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_infiniband import (
@@ -167,6 +190,8 @@ HCA_KEYS = ("name", "ca_type", "fw_ver", "hw_ver", "node_guid", "sys_image_guid"
 # Keys ibv_devinfo -v adds to an ibstat port, and to an ibstat CA.
 DEVINFO_PORT_KEYS = ("width", "speed", "active_mtu", "max_mtu")
 DEVINFO_HCA_KEYS = ("board_id", "vendor_part_id")
+# Seconds between two reads while waiting for Active ports.
+WAIT_INTERVAL_S = 2
 INSTALL_HINT = "install the infiniband-diags package (ibstat; ibverbs-utils / libibverbs-utils for ibv_devinfo)"
 MISSING_MSG = (
     "Neither ibstat nor ibv_devinfo is installed on {host}: " + INSTALL_HINT + ", or set fail_on_missing: false"
@@ -284,8 +309,28 @@ class InfinibandFacts:
             "inactive_ports": [f"{name}/{port['port']}" for name, port in ports if port["state"] != "Active"],
         }
 
+    def gather_waiting(self) -> dict:
+        """gather(), repeated every WAIT_INTERVAL_S while fewer than wait_for_active_ports ports are Active, for
+        wait_timeout seconds at most; the last read, with the seconds waited."""
+        wanted, timeout = self.module.params["wait_for_active_ports"], self.module.params["wait_timeout"]
+        if wanted < 0 or timeout < 0:
+            self.module.fail_json(
+                msg=f"wait_for_active_ports ({wanted}) and wait_timeout ({timeout}) must not be negative"
+            )
+        started = time.monotonic()
+        reads = 0
+        while True:
+            self.errors = []
+            facts = self.gather()
+            reads += 1
+            elapsed = time.monotonic() - started
+            if len(facts["active_ports"]) >= wanted or not facts["available"] or elapsed >= timeout:
+                facts["waited_s"] = round(elapsed, 1) if reads > 1 else 0
+                return facts
+            time.sleep(min(WAIT_INTERVAL_S, timeout - elapsed))
+
     def main(self):
-        facts = self.gather()
+        facts = self.gather_waiting()
         facts["ofed_release"] = self.ofed_release()
         facts["errors"] = self.errors
         for message in self.errors:
@@ -298,6 +343,8 @@ def main():
         argument_spec={
             "fail_on_missing": {"type": "bool", "default": True},
             "devinfo": {"type": "bool", "default": True},
+            "wait_for_active_ports": {"type": "int", "default": 0},
+            "wait_timeout": {"type": "int", "default": 60},
         },
         supports_check_mode=True,
     )

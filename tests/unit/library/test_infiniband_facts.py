@@ -188,3 +188,77 @@ def _vendor_ofed_info_s() -> list[str]:
 @pytest.mark.parametrize("line", _vendor_ofed_info_s())
 def test_ofed_info_release_is_the_line_as_printed(line):
     assert parse_ofed_info_release(f"{line}\n") == line
+
+
+# -- waiting for a subnet manager started on the same run -----------------------------------------------------
+
+
+class SequencedTools(FakeTools):
+    """FakeTools whose entry may be a list: each run of that tool answers with the next one, the last repeating."""
+
+    def __call__(self, args, **kwargs):
+        self.calls.append((args, kwargs))
+        entry = self.tools[args[0].rsplit("/", 1)[-1]]
+        if isinstance(entry, list):
+            return entry.pop(0) if len(entry) > 1 else entry[0]
+        return entry
+
+
+class FakeClock:
+    """time.monotonic and time.sleep for the module: sleeping moves the clock, nothing waits."""
+
+    def __init__(self):
+        self.now = 100.0
+        self.sleeps = []
+
+    def monotonic(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+# Every port of the DGX-1 profile Initializing: linked, no subnet manager has configured it yet (LID 0).
+NO_SUBNET_MANAGER = [{"type": "ib_port_state", "hca": f"mlx5_{n}", "port": 1, "state": "Init"} for n in range(4)]
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    fake = FakeClock()
+    monkeypatch.setattr(infiniband_facts, "time", fake)
+    return fake
+
+
+def test_waits_until_the_subnet_manager_brings_the_ports_up(run_module, tmp_path, monkeypatch, clock):
+    initializing = (0, _simulated(ibstat, [], tmp_path, monkeypatch, NO_SUBNET_MANAGER), "")
+    active = (0, _simulated(ibstat, [], tmp_path, monkeypatch), "")
+    tools = SequencedTools({"ibstat": [initializing, initializing, active]})
+    facts = run_module({"devinfo": False, "wait_for_active_ports": 4}, tools)["ansible_facts"]["infiniband"]
+    assert initializing[1].count("State: Initializing") == 4 and "Base lid: 0" in initializing[1]
+    assert facts["active_ports"] == ["mlx5_0/1", "mlx5_1/1", "mlx5_2/1", "mlx5_3/1"]
+    assert (len(tools.calls), clock.sleeps, facts["waited_s"]) == (3, [2, 2], 4.0)
+
+
+def test_gives_up_after_the_timeout_and_returns_the_last_read(run_module, tmp_path, monkeypatch, clock):
+    initializing = (0, _simulated(ibstat, [], tmp_path, monkeypatch, NO_SUBNET_MANAGER), "")
+    tools = SequencedTools({"ibstat": [initializing]})
+    args = {"devinfo": False, "wait_for_active_ports": 1, "wait_timeout": 5}
+    facts = run_module(args, tools)["ansible_facts"]["infiniband"]
+    assert (facts["active_ports"], len(facts["inactive_ports"])) == ([], 4)
+    assert (clock.sleeps, facts["waited_s"], len(tools.calls)) == ([2, 2, 1], 5.0, 4)
+
+
+def test_no_wait_when_the_ports_are_up_or_none_is_asked(run_module, real_output, clock):
+    tools = FakeTools({"ibstat": (0, real_output(IBSTAT_H100), "")})
+    facts = run_module({"devinfo": False, "wait_for_active_ports": 2}, tools)["ansible_facts"]["infiniband"]
+    assert (len(tools.calls), clock.sleeps, facts["waited_s"]) == (1, [], 0)
+    facts = run_module({"devinfo": False}, FakeTools(tools.tools))["ansible_facts"]["infiniband"]
+    assert (facts["waited_s"], clock.sleeps) == (0, [])
+    assert facts["inactive_ports"]  # some ports of that machine are down, and nothing waited for them
+
+
+def test_a_negative_wait_is_refused(run_module, real_output):
+    tools = FakeTools({"ibstat": (0, real_output(IBSTAT_H100), "")})
+    result = run_module({"wait_for_active_ports": -1}, tools, expect_failure=True)
+    assert "must not be negative" in result["msg"]

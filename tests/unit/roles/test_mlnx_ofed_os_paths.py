@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
+import yaml
 from fabric_role_vars import render
 
 
@@ -63,3 +65,22 @@ def test_supported_kernel_table(distro, kernel, supported):
 def test_opensm_service_follows_the_stack_not_the_os(os_name, source, service):
     # In-box opensm ships opensm.service on every OS; MLNX_OFED/DOCA's ships /etc/init.d/opensmd.
     assert render("mlnx_ofed", os_name, "{{ mlnx_ofed_opensm_service }}", mlnx_ofed_source=source) == service
+
+
+def test_the_subnet_manager_starts_before_the_ports_are_checked():
+    # A port stays Initializing until a subnet manager configures it: where the OpenSM this role starts is the
+    # fabric's only one, checking the ports first would fail every host of a first install.
+    tasks_dir = Path(__file__).resolve().parents[3] / "roles" / "mlnx_ofed" / "tasks"
+    names = [task["name"] for task in yaml.safe_load((tasks_dir / "main.yml").read_text(encoding="utf-8"))]
+    order = [
+        "Flush handlers so openibd reloads the new stack before it is checked",
+        "Keep openibd enabled and running (loads the HCA driver and access layer at boot)",
+        "Subnet manager",
+        "Check the installed release and the driver service",
+    ]
+    assert [name for name in names if name in order] == order
+    gather = yaml.safe_load((tasks_dir / "verify.yml").read_text(encoding="utf-8"))[0]
+    assert gather["gpuforge.cluster.infiniband_facts"]["wait_for_active_ports"] == (
+        "{{ 0 if ansible_check_mode else mlnx_ofed_min_active_ports | int }}"
+    )
+    assert render("mlnx_ofed", "Debian", "{{ mlnx_ofed_active_ports_wait_s }}") == 60
