@@ -155,12 +155,12 @@ LOCAL = "/usr/lpp/mmfs/5.1.9.3/gpfs_debs"
 
 def deb_items(role: RoleRender) -> list[dict]:
     """What the local_path tasks loop over (package name -> version, as dict2items)."""
-    task = role.find_task("setup-Debian.yml", "Require a pinned sha256 for each package file")
+    task = role.find_task("deb_files.yml", "Require a pinned sha256 for each package file")
     return role.task_templar(task).template(trust_as_template(task["loop"]))
 
 
 def deb_file(role: RoleRender, item: dict) -> str:
-    task = role.find_task("setup-Debian.yml", "Require a pinned sha256 for each package file")
+    task = role.find_task("deb_files.yml", "Require a pinned sha256 for each package file")
     templar = role.task_templar(task, spectrum_scale_client_deb=item)
     return templar.template(trust_as_template("{{ spectrum_scale_client_deb_file }}"))
 
@@ -168,16 +168,18 @@ def deb_file(role: RoleRender, item: dict) -> str:
 @pytest.mark.parametrize("os_name", ["debian12", "ubuntu2204"])
 def test_local_path_refuses_a_package_file_without_a_pinned_sha256(os_name):
     role = render(os_name, spectrum_scale_client_local_path=LOCAL, gpuforge_spectrum_scale_deb_sha256={})
-    # A local path, and packages not installed at their pins (no read here: every package counts as unmet).
-    assert role.conditions("setup-Debian.yml", "Install from a local directory") == [True, True]
+    # A local path: setup-Debian.yml includes deb_files.yml; packages not installed at their pins (no read here:
+    # every package counts as unmet).
+    assert role.conditions("setup-Debian.yml", "Install the package files from a local directory") == [True]
+    assert role.conditions("deb_files.yml", "Install from a local directory") == [True]
     # Installed at their pins (the dpkg read before): no package file is checked or installed.
     read = {
         "installed": dict(item.split("=", 1) for item in role.var("spectrum_scale_client_package_pins")),
         "below_floor": [],
     }
     assert role.conditions(
-        "setup-Debian.yml", "Install from a local directory", spectrum_scale_client_packages_read=read
-    ) == [True, False]
+        "deb_files.yml", "Install from a local directory", spectrum_scale_client_packages_read=read
+    ) == [False]
     assert role.conditions("setup-Debian.yml", "Install from the site's signed repository") == [False]
     items = deb_items(role)
     # Every package the repository path would install is checked here too.
@@ -185,11 +187,11 @@ def test_local_path_refuses_a_package_file_without_a_pinned_sha256(os_name):
     assert [f"{item['key']}={item['value']}" for item in items] == pins
     for item in items:
         check = role.conditions(
-            "setup-Debian.yml", "Require a pinned sha256 for each package file", "that", spectrum_scale_client_deb=item
+            "deb_files.yml", "Require a pinned sha256 for each package file", "that", spectrum_scale_client_deb=item
         )
         assert check == [False], item
     message = role.message(
-        "setup-Debian.yml", "Require a pinned sha256 for each package file", spectrum_scale_client_deb=items[0]
+        "deb_files.yml", "Require a pinned sha256 for each package file", spectrum_scale_client_deb=items[0]
     )
     assert "gpuforge_spectrum_scale_deb_sha256" in message and deb_file(role, items[0]) in message
 
@@ -209,7 +211,7 @@ def test_local_path_accepts_only_pinned_files_with_that_sha256(os_name):
     )
     for item in items:
         check = role.conditions(
-            "setup-Debian.yml", "Require a pinned sha256 for each package file", "that", spectrum_scale_client_deb=item
+            "deb_files.yml", "Require a pinned sha256 for each package file", "that", spectrum_scale_client_deb=item
         )
         assert all(check) is (item != unpinned), item
     # The file on the host must have the pinned sha256 (checked after the stat, before the install).
@@ -222,13 +224,13 @@ def test_local_path_accepts_only_pinned_files_with_that_sha256(os_name):
     ):
         result = {"stat": stat, "spectrum_scale_client_deb": item}
         check = role.conditions(
-            "setup-Debian.yml", "Refuse a package file that is missing", "that", spectrum_scale_client_deb_result=result
+            "deb_files.yml", "Refuse a package file that is missing", "that", spectrum_scale_client_deb_result=result
         )
         assert all(check) is accepted, stat
 
 
 def test_local_path_installs_only_after_the_checks():
-    tasks = yaml.safe_load((TASKS / "setup-Debian.yml").read_text(encoding="utf-8"))
+    tasks = yaml.safe_load((TASKS / "deb_files.yml").read_text(encoding="utf-8"))
     block = next(t for t in tasks if t["name"].startswith("Install from a local directory"))
     names = [task["name"] for task in block["block"]]
     installs = [i for i, task in enumerate(block["block"]) if "ansible.builtin.apt" in task]
@@ -240,6 +242,7 @@ def test_local_path_installs_only_after_the_checks():
     checked = [task["loop"] for task in block["block"] if "ansible.builtin.stat" in task or task["name"] == names[0]]
     assert checked == [block["block"][installs[0]]["loop"]] * 2
     # No task outside the checked block installs package files.
-    for task in all_tasks(tasks):
+    setup = yaml.safe_load((TASKS / "setup-Debian.yml").read_text(encoding="utf-8"))
+    for task in [*all_tasks(tasks), *all_tasks(setup)]:
         if task not in block["block"]:
             assert "deb" not in (task.get("ansible.builtin.apt") or {}), task["name"]
