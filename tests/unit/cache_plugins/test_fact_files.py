@@ -25,7 +25,7 @@ FACTS = {
     "ansible_mounts": [{"mount": "/", "size_total": 1 << 40}],
     "nvidia_smi": {"gpus": [{"index": 0, "product_name": "Tesla V100-SXM2-16GB", "ecc": None, "ok": True}]},
     "discovered_interpreter_python": "/usr/bin/python3",
-    "note": "ünïcode \\ \"quoted\"",
+    "note": 'ünïcode \\ "quoted"',
 }
 
 

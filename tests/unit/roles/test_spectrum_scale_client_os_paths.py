@@ -108,9 +108,7 @@ def test_apt_local_path_checks_and_installs_the_deb_files_ibm_ships():
     ]
     assert debs == ["/srv/gpfs_debs/" + name for name in role.var("spectrum_scale_client_deb_files")]
     assert "/srv/gpfs_debs/gpfs.base_5.1.9-3_amd64.deb" in debs and "/srv/gpfs_debs/gpfs.gpl_5.1.9-3_all.deb" in debs
-    stat = role.task_args(
-        "deb_files.yml", "Read the sha256 of each package file", spectrum_scale_client_deb=items[0]
-    )
+    stat = role.task_args("deb_files.yml", "Read the sha256 of each package file", spectrum_scale_client_deb=items[0])
     assert (stat["path"], stat["checksum_algorithm"], stat["get_checksum"]) == (debs[0], "sha256", True)
     # setup-Debian.yml includes the package-file tasks only for a local path (a repository install skips them).
     include = role.task_args("setup-Debian.yml", "Install the package files from a local directory")
