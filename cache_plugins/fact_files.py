@@ -16,7 +16,7 @@ description:
     read what the other wrote.
   - ansible-core wraps every persistent cache plugin in a proxy that decodes the host's JSON again on each read, and
     the controller reads a host's facts for every task and host; on the 4-GPU-node lab a re-run of site.yml took
-    about a tenth less controller CPU with this plugin than with jsonfile (docs/performance.md). This plugin decodes a
+    4-7% less controller CPU with this plugin than with jsonfile (docs/performance.md). This plugin decodes a
     host's file once per run and then answers from memory, as C(ansible.builtin.memory) does, writing every update
     through to the file.
   - Like C(ansible.builtin.memory), it hands out the cached objects themselves; the controller's variable handling

@@ -76,7 +76,7 @@ def test_the_subnet_manager_starts_before_the_ports_are_checked():
         "Flush handlers so openibd reloads the new stack before it is checked",
         "Keep openibd enabled and running (loads the HCA driver and access layer at boot)",
         "Subnet manager",
-        "Check the installed release and the driver service",
+        "Check the installed release and the Active ports",
     ]
     assert [name for name in names if name in order] == order
     gather = yaml.safe_load((tasks_dir / "verify.yml").read_text(encoding="utf-8"))[0]
