@@ -423,20 +423,23 @@ def _kinds(sizes: list[dict]) -> list[str]:
     rows = [
         f"| {size['gpu_nodes']} | {phase} | "
         + " | ".join(f"{k[kind]['seconds']:.1f} ({k[kind]['tasks']:g})" for kind in TASK_KINDS)
-        + f" | {size['phases'][f'floor_{phase}']['wall_s']['median']:.1f} |"
+        + f" | {floor:.1f} | {k['remote']['seconds'] / floor:.2f} |"
         for size in sizes
         for phase in ("rerun", "validate")
         if (k := size["phases"][phase].get("time_by_kind"))
+        and (floor := size["phases"][f"floor_{phase}"]["wall_s"]["median"])
     ]
     if not rows:
         return []
     return [
         "",
         "Where the time went (median seconds, and tasks, by kind: a task that ran a module on a node; one that ran on "
-        "the controller only for some host; one skipped on every host), with the floor of the same remote calls:",
+        "the controller only for some host; one skipped on every host), with the floor of the same remote calls and "
+        "the remote tasks' seconds over it (what is left above the floor once no task stays on the controller):",
         "",
-        "| GPU nodes | phase | remote s (tasks) | controller-only s (tasks) | skipped s (tasks) | floor s |",
-        "|---:|---|---:|---:|---:|---:|",
+        "| GPU nodes | phase | remote s (tasks) | controller-only s (tasks) | skipped s (tasks) | floor s "
+        "| remote x floor |",
+        "|---:|---|---:|---:|---:|---:|---:|",
         *rows,
     ]
 

@@ -89,7 +89,8 @@ def test_markdown_names_each_sizes_tree_and_marks_growth_across_trees():
         "phases": {**phases, "rerun": {**phases["rerun"], "time_by_kind": kinds}},
     }
     text = bench.markdown(document)
-    assert "| 16 | rerun | 30.3 (80) | 6.2 (120) | 2.6 (75) | 1.0 |" in text
+    # The floor of these phases is 1.0 s: the remote tasks' 30.3 s are 30.3x it.
+    assert "| 16 | rerun | 30.3 (80) | 6.2 (120) | 2.6 (75) | 1.0 | 30.30 |" in text
     assert "| 1 | rerun |" not in text  # no task records, no row
     assert "Tree measured, by lab size: 1, 4 GPU: commit aaa (2026-11-27); 16 GPU: commit bbb (2026-11-27)." in text
     assert "- rerun: 4 GPU: x1.0, 16 GPU: x1.0 (commit bbb)" in text
