@@ -54,6 +54,7 @@ class PlaybookRun:
     log: str = ""
     controller_cpu_s: float = 0.0  # CPU seconds of ansible-playbook, its workers and their ssh (controller_cpu)
     time_by_kind: dict[str, dict[str, float]] = field(default_factory=dict)  # time_by_kind of its task records
+    unhealthy: list[str] = field(default_factory=list)  # validate: the GPU nodes its reports did not find healthy
 
     @property
     def remote_calls(self) -> dict[str, int]:
@@ -267,13 +268,38 @@ def one_run(gpus: int, index: int, out: Path, extra: list[str], repeats: int = 1
         runs["rerun"].append(run_playbook(f"rerun{suffix}", ["playbooks/site.yml"], out, extra))
         check = ["playbooks/site.yml", "--check", "--diff"]
         runs["check"].append(run_playbook(f"check{suffix}", check, out, extra))
-        validate = [*extra, REPORT_ONLY]
-        runs["validate"].append(run_playbook(f"validate{suffix}", ["playbooks/validate.yml"], out, validate))
+        # Report-only, so that the time is measured whatever the verdicts, into this run's own folder: every node of
+        # the benchmark's lab is healthy, and a node reported unhealthy is a false failure that fails the benchmark.
+        reports = out / f"validate{suffix}"
+        validate = [*extra, REPORT_ONLY, f"gpuforge_artifacts_dir={reports}"]
+        run = run_playbook(f"validate{suffix}", ["playbooks/validate.yml"], out, validate)
+        run.unhealthy = unhealthy_nodes(reports / "validation", gpu_hosts(gpus))
+        runs["validate"].append(run)
         for phase in ("rerun", "validate"):
             playbook = out / f"floor_{phase}{suffix}.yml"
             playbook.write_text(floor_playbook(runs[phase][-1].remote_calls), encoding="utf-8")
             runs[f"floor_{phase}"].append(run_playbook(f"floor_{phase}{suffix}", [str(playbook)], out, extra))
     return runs
+
+
+def gpu_hosts(gpus: int) -> list[str]:
+    """The GPU nodes of lab_spec(gpus)."""
+    return [f"gpu{index:02d}" for index in range(1, gpus + 1)]
+
+
+def unhealthy_nodes(folder: Path, hosts: list[str]) -> list[str]:
+    """The hosts whose validate.yml report (<folder>/<host>.json) is missing or not healthy, each with what failed."""
+    unhealthy = []
+    for host in hosts:
+        path = folder / f"{host}.json"
+        try:
+            report = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            unhealthy.append(f"{host}: no report ({path}: {exc.__class__.__name__})")
+            continue
+        if report.get("healthy") is not True:
+            unhealthy.append(f"{host}: {', '.join(report.get('failed') or ['not healthy'])}")
+    return unhealthy
 
 
 def aggregate(gpus: int, labs: list[dict[str, list[PlaybookRun]]]) -> dict:
@@ -302,6 +328,7 @@ def aggregate(gpus: int, labs: list[dict[str, list[PlaybookRun]]]) -> dict:
             entry["s_per_host_task"] = round(statistics.median(walls) / statistics.median(total), 4)
             entry["controller_cpu_s_per_host_task"] = round(statistics.median(cpu) / statistics.median(total), 4)
         result["phases"][phase] = entry
+    result["phases"]["validate"]["unhealthy_nodes"] = [run.unhealthy for lab in labs for run in lab["validate"]]
     for phase in ("rerun", "validate"):
         floor = result["phases"][f"floor_{phase}"]["wall_s"]["median"]
         if floor:
@@ -546,7 +573,21 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for line in failed:
         print(f"NOT IDEMPOTENT: {line}", file=sys.stderr)
-    return 1 if failed else 0
+    unhealthy = false_failures(sizes, options.gpus)
+    for line in unhealthy:
+        print(f"UNHEALTHY IN A HEALTHY LAB (validate.yml): {line}", file=sys.stderr)
+    return 1 if failed or unhealthy else 0
+
+
+def false_failures(sizes: list[dict], measured: list[int]) -> list[str]:
+    """Every node that validate.yml did not find healthy in a measured size's labs (all of them are healthy)."""
+    return [
+        f"{size['gpu_nodes']} GPU: {node}"
+        for size in sizes
+        if size["gpu_nodes"] in measured
+        for run in size["phases"]["validate"].get("unhealthy_nodes", [])
+        for node in run
+    ]
 
 
 def publish(document: dict, merge: bool, docs: bool) -> None:

@@ -291,6 +291,29 @@ def test_an_aggregated_size_validates_and_a_wrong_one_does_not(tmp_path, monkeyp
     assert not (tmp_path / "ssh.json").exists()
 
 
+def test_unhealthy_nodes_names_a_missing_a_broken_and_an_unhealthy_report(tmp_path):
+    (tmp_path / "gpu01.json").write_text(json.dumps({"healthy": True, "failed": []}), encoding="utf-8")
+    unhealthy = {"healthy": False, "failed": ["gdr_ib_write_bw"]}
+    (tmp_path / "gpu02.json").write_text(json.dumps(unhealthy), encoding="utf-8")
+    (tmp_path / "gpu03.json").write_text("{", encoding="utf-8")
+    found = bench.unhealthy_nodes(tmp_path, bench.gpu_hosts(4))
+    assert found[0] == "gpu02: gdr_ib_write_bw"
+    assert found[1].startswith("gpu03: no report (") and "JSONDecodeError" in found[1]
+    assert found[2].startswith("gpu04: no report (") and "FileNotFoundError" in found[2]
+    assert len(found) == 3
+
+
+def test_an_unhealthy_node_in_the_healthy_lab_is_a_false_failure_of_the_measured_sizes_only():
+    hosts = {"gpu01": {"ok": 3, "remote": 2}}
+    runs = {phase: [bench.PlaybookRun(phase, 10.0, 0, hosts)] for phase in bench.PHASES}
+    runs["validate"][0].unhealthy = ["gpu01: gdr_ib_write_bw"]
+    size = bench.aggregate(1, [runs])
+    assert size["phases"]["validate"]["unhealthy_nodes"] == [["gpu01: gdr_ib_write_bw"]]
+    clean = bench.aggregate(4, [{phase: [bench.PlaybookRun(phase, 10.0, 0, hosts)] for phase in bench.PHASES}])
+    assert bench.false_failures([size, clean], [1, 4]) == ["1 GPU: gpu01: gdr_ib_write_bw"]
+    assert bench.false_failures([size, clean], [4]) == []  # a merged earlier size is not this run's failure
+
+
 def test_apt_cost_playbook_interleaves_apt_the_read_and_ping_on_the_same_packages():
     spec = importlib.util.spec_from_file_location("apt_cost", PROJECT_ROOT / "benchmarks" / "toolkit" / "apt_cost.py")
     apt_cost = importlib.util.module_from_spec(spec)
