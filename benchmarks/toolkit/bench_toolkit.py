@@ -68,8 +68,13 @@ class PlaybookRun:
 def lab_spec(gpus: int) -> str:
     """The benchmark lab: head01, storage01 and `gpus` GPU nodes, without faults."""
     lines = ["nodes:", "  - {name: head01, profile: head}", "  - {name: storage01, profile: storage}"]
-    lines += [f"  - {{name: gpu{index:02d}, profile: {GPU_PROFILE}}}" for index in range(1, gpus + 1)]
+    lines += [f"  - {{name: {host}, profile: {GPU_PROFILE}}}" for host in gpu_hosts(gpus)]
     return "\n".join(lines) + "\n"
+
+
+def gpu_hosts(gpus: int) -> list[str]:
+    """The GPU nodes of lab_spec(gpus)."""
+    return [f"gpu{index:02d}" for index in range(1, gpus + 1)]
 
 
 def floor_playbook(calls: dict[str, int]) -> str:
@@ -280,11 +285,6 @@ def one_run(gpus: int, index: int, out: Path, extra: list[str], repeats: int = 1
             playbook.write_text(floor_playbook(runs[phase][-1].remote_calls), encoding="utf-8")
             runs[f"floor_{phase}"].append(run_playbook(f"floor_{phase}{suffix}", [str(playbook)], out, extra))
     return runs
-
-
-def gpu_hosts(gpus: int) -> list[str]:
-    """The GPU nodes of lab_spec(gpus)."""
-    return [f"gpu{index:02d}" for index in range(1, gpus + 1)]
 
 
 def unhealthy_nodes(folder: Path, hosts: list[str]) -> list[str]:
