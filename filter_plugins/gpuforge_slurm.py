@@ -1,4 +1,5 @@
-"""Jinja2 filters for the slurm role: Slurm GPU type names and gres.conf lines from nvidia_smi facts.
+"""Jinja2 filters for the slurm role: Slurm GPU type names and gres.conf lines from nvidia_smi facts, and the nodes
+sinfo shows out of service.
 
 Stdlib only and free of Ansible imports so the template logic is unit-testable as plain functions.
 """
@@ -111,6 +112,22 @@ def slurm_gres_count(gpus: list, gpu_type: str | None = None) -> str:
     return ",".join(f"gpu:{kind}:{n}" for kind, n in counts.items())
 
 
+def slurm_out_of_service(lines: list, ready_states: list) -> list:
+    """The lines of `sinfo --noheader --Node --format "%N|%T|%E"` (node, state, reason) whose state is not one of
+    ready_states, as they are: 'gpu02|drained|gres/gpu count reported lower than configured (0 < 8)'.
+
+    A node listed once per partition is kept once. A line with no state field, and a state with a flag suffix
+    ('idle*': not responding; sinfo(1), NODE STATE CODES), count as out of service.
+    """
+    ready = set(ready_states or [])
+    out: list[str] = []
+    for line in lines or []:
+        fields = str(line).split("|", 2)
+        if (len(fields) < 2 or fields[1].strip() not in ready) and line not in out:
+            out.append(line)
+    return out
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -118,4 +135,5 @@ class FilterModule:
             "slurm_cores": slurm_cores,
             "slurm_gres_lines": slurm_gres_lines,
             "slurm_gres_count": slurm_gres_count,
+            "slurm_out_of_service": slurm_out_of_service,
         }
