@@ -1,7 +1,7 @@
-"""validate.yml's report writing, run by ansible-playbook on the controller alone: each node's report and the results
-its diagnostics recorded become that node's files (a set_fact per node), and one managed_files run on the controller
-writes every node's files. The two tasks are taken from playbooks/validate.yml as they are; the facts the checks
-before them set are given per host, in the shapes the task files record (tasks/validate_dcgm.yml and the others)."""
+"""validate.yml's report writing, run by ansible-playbook on the controller alone: one managed_files run on the
+controller writes every node's report and the results its diagnostics recorded, built from every node's hostvars. The
+task is taken from playbooks/validate.yml as it is; the facts the checks before it set are given per host, in the
+shapes the task files record (tasks/validate_dcgm.yml and the others)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-TASKS = (
-    "The node's report and its diagnostics' results, as files for the controller",
-    "Write every node's report and its diagnostics' results on the controller",
-)
+TASKS = ("Write every node's report and its diagnostics' results on the controller",)
 CHECK = {"name": "gpu_count", "status": "pass", "observed": 8, "expected": 8}
 
 
