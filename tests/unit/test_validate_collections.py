@@ -62,16 +62,15 @@ def _roles(node):
             yield from _roles(item)
 
 
-def _loaded_files() -> list[Path]:
-    """validate.yml and every YAML file it loads, followed through imports, includes and roles."""
+def _loaded_files() -> dict[Path, object]:
+    """validate.yml and every YAML file it loads, followed through imports, includes and roles: path -> document."""
     pending = [PLAYBOOKS / "validate.yml"]
-    seen: list[Path] = []
+    seen: dict[Path, object] = {}
     while pending:
         path = pending.pop()
         if path in seen:
             continue
-        seen.append(path)
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+        document = seen[path] = yaml.safe_load(path.read_text(encoding="utf-8"))
         for name in _includes(document):
             assert "{{" not in name, f"{path}: an include by a templated name cannot be followed: {name}"
             pending.append((path.parent / name).resolve())
@@ -97,8 +96,8 @@ def test_validate_uses_no_collection_but_ansible_core_and_gpuforge():
     foreign = sorted(
         {
             f"{path.relative_to(ROOT)}: {match.group(0)}"
-            for path in _loaded_files()
-            for text in _strings(yaml.safe_load(path.read_text(encoding="utf-8")))
+            for path, document in _loaded_files().items()
+            for text in _strings(document)
             for match in FQCN.finditer(text)
             if match.group(1) not in ALLOWED_COLLECTIONS
         }
