@@ -11,13 +11,13 @@ DOCUMENTATION = r"""
 module: gpu_node_check
 short_description: Judge a GPU node against its expected hardware spec
 description:
-  - Compares the facts of C(nvidia_smi_facts) and C(infiniband_facts), the loaded kernel modules and
-    the kernel log with an expected spec and returns one check per property - GPU count and model,
-    driver branch, persistence mode, ECC, volatile double-bit errors, lifetime SRAM/DRAM ECC counts, row
-    remapping (pending, failure, uncorrectable remaps over the limit), retired pages, PCIe link, clock
-    event reasons over a sampling window, Xid events by NVIDIA's Xid catalogue, NVLinks active and their
-    error counters, HCAs present, port state and rate, InfiniBand link flaps in the log (IPoIB C(Lost carrier)
-    and mlx5 C(Link down) lines per netdev), nvidia-peermem loaded, GPU to HCA NUMA affinity.
+  - Compares the facts of C(nvidia_smi_facts) and C(infiniband_facts) (given, or read here with O(gather)), the loaded
+    kernel modules and the kernel log with an expected spec and returns one check per property - GPU count and model,
+    driver branch, persistence mode, ECC, volatile double-bit errors, lifetime SRAM/DRAM ECC counts, row remapping
+    (pending, failure, uncorrectable remaps over the limit), retired pages, PCIe link, clock event reasons over a
+    sampling window, Xid events by NVIDIA's Xid catalogue, NVLinks active and their error counters, HCAs present, port
+    state and rate, InfiniBand link flaps in the log (IPoIB C(Lost carrier) and mlx5 C(Link down) lines per netdev),
+    nvidia-peermem loaded, GPU to HCA NUMA affinity.
   - NVSwitch systems (I(expected.nvswitch)) - NVSwitch SXid errors in the kernel log (a fatal SXid fails, a
     non-fatal one warns; NVIDIA Fabric Manager User Guide, NVSwitch SXid Errors), and the fabric manager - the
     C(nvidia-fabricmanager) service active and every GPU's fabric state C(Completed) where nvidia-smi reports one.
@@ -39,11 +39,33 @@ description:
     the same commands.
 options:
   nvidia_smi:
-    description: The C(ansible_facts.nvidia_smi) dict of the nvidia_smi_facts module.
+    description: The C(ansible_facts.nvidia_smi) dict of the nvidia_smi_facts module. Not with O(gather).
     type: dict
   infiniband:
-    description: The C(ansible_facts.infiniband) dict of the infiniband_facts module.
+    description: The C(ansible_facts.infiniband) dict of the infiniband_facts module. Not with O(gather).
     type: dict
+  gather:
+    description:
+      - Read the node's GPUs and RDMA adapters here instead of taking O(nvidia_smi) and O(infiniband) - the runs of
+        C(nvidia_smi_facts) with C(fail_on_error=false) (C(nvidia-smi -q -x), C(topo -m), C(nvlink --status),
+        C(nvlink -e), the clock event samples) and of C(infiniband_facts) with C(fail_on_missing=false) (C(ibstat),
+        C(ibv_devinfo -v), C(ibdev2netdev), C(ofed_info -s)) - judge them, and return them as
+        C(ansible_facts.nvidia_smi) and C(ansible_facts.infiniband), the facts those modules return.
+      - One module run on the node where the two facts modules and this one were three (playbooks/validate.yml).
+        A tool that cannot be read is a failed C(nvidia_smi_readable) or C(infiniband_readable) check, not a
+        failed task.
+    type: bool
+    default: false
+  clock_event_samples:
+    description:
+      - With O(gather) - how many times to read the GPUs' clock event reasons (C(nvidia_smi_facts) option of the
+        same name); C(0) reads none.
+    type: int
+    default: 20
+  clock_event_interval_ms:
+    description: With O(gather) - milliseconds between two clock event samples.
+    type: int
+    default: 500
   lsmod:
     description: Output of C(lsmod); when omitted the module runs C(lsmod).
     type: str
@@ -123,6 +145,15 @@ EXAMPLES = r"""
     system: "{{ gpuforge_expected_systems['dgx1-v100-edr'] }}"
   register: node_check
 
+- name: Read the GPUs and adapters and judge the node in one module run (facts returned as ansible_facts)
+  gpuforge.cluster.gpu_node_check:
+    gather: true
+    clock_event_samples: 20
+    expected: "{{ gpuforge_expected_gpu_skus[system.gpu_sku] | combine(system) }}"
+  vars:
+    system: "{{ gpuforge_expected_systems['dgx1-v100-edr'] }}"
+  register: node_check
+
 - name: Stop on an unhealthy node
   ansible.builtin.assert:
     that: node_check.healthy
@@ -146,6 +177,14 @@ failed_checks:
   type: list
   elements: str
   sample: [ecc_volatile_dbe, xid]
+ansible_facts:
+  description:
+    - With O(gather) - C(nvidia_smi) and C(infiniband), what the nvidia_smi_facts and infiniband_facts modules return
+      in C(ansible_facts) (see theirs).
+  returned: when O(gather) is true
+  type: dict
+  sample: {nvidia_smi: {driver_version: 535.183.01, gpu_count: 8, gpus: [], errors: []},
+           infiniband: {available: true, active_ports: [mlx5_0/1], hcas: [], errors: []}}
 pkeys:
   description: HCA port (C(hca/port)) to the sorted P_Keys in use in its P_Key table (empty when not read).
   returned: always
@@ -199,6 +238,11 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_infiniband_reader import (
+    InfinibandReader,
+    InfinibandReadError,
+    unavailable,
+)
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_kernel import (
     ParseError,
     parse_lsmod,
@@ -206,6 +250,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_kernel i
     parse_xid_events,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import check_expected, judge_node
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nvidia_smi_reader import NvidiaSmiReader
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_pcie import (
     AER_KINDS,
     parse_aer,
@@ -330,6 +375,7 @@ class GpuNodeCheck:
         self.module = module
         self.params = module.params
         self.unreadable: dict[str, str] = {}
+        self.nvidia_smi = None  # the facts judged: given, or read with gather
 
     def text(self, source: str, command: str) -> str | None:
         """The given text, else the output of running `command`; None (and a note) when it fails."""
@@ -349,11 +395,39 @@ class GpuNodeCheck:
             return None
         return out
 
+    def gather(self) -> dict:
+        """ansible_facts.nvidia_smi and .infiniband read on the node as the two facts modules read them, neither
+        failing: what could not be read is in their errors (their *_readable checks)."""
+        smi = NvidiaSmiReader(
+            self.module,
+            {
+                "executable": "nvidia-smi",
+                "topology": True,
+                "nvlink": True,
+                "clock_event_samples": self.params["clock_event_samples"],
+                "clock_event_interval_ms": self.params["clock_event_interval_ms"],
+            },
+        ).gather()
+        try:
+            infiniband = InfinibandReader(self.module, {"fail_on_missing": False, "devinfo": True}).facts()
+        except InfinibandReadError as exc:
+            infiniband = unavailable(str(exc))
+        return {"nvidia_smi": smi, "infiniband": infiniband}
+
     def main(self):
         try:
             expected = check_expected(self.params["expected"])
         except OptionError as exc:
             self.module.fail_json(msg=str(exc))
+        facts = {}
+        if self.params["gather"]:
+            if self.params["nvidia_smi"] is not None or self.params["infiniband"] is not None:
+                self.module.fail_json(
+                    msg="gather: true reads nvidia_smi and infiniband on the node: give gather or those facts, not both"
+                )
+            facts = self.gather()
+        self.nvidia_smi = facts["nvidia_smi"] if facts else self.params["nvidia_smi"]
+        infiniband = facts["infiniband"] if facts else self.params["infiniband"]
         lsmod = None
         lsmod_text = self.text("lsmod", "lsmod")
         if lsmod_text is not None:
@@ -363,12 +437,12 @@ class GpuNodeCheck:
                 self.unreadable["lsmod"] = str(exc)
         log = self.text("kernel_log", "dmesg")
         events = parse_xid_events(log) if log is not None else []
-        flaps = parse_link_flaps(log, netdevs(self.params["infiniband"])) if log is not None else None
+        flaps = parse_link_flaps(log, netdevs(infiniband)) if log is not None else None
         pcie, pkeys = (self.pcie_inputs(log), self.pkeys()) if self.params["pcie"] else (None, {})
         nvswitch = bool(expected.get("nvswitch"))
         result = judge_node(
-            self.params["nvidia_smi"],
-            self.params["infiniband"],
+            self.nvidia_smi,
+            infiniband,
             lsmod,
             events,
             expected,
@@ -378,6 +452,8 @@ class GpuNodeCheck:
             sxid_events=parse_sxid_events(log) if log is not None and nvswitch else None,
             fabric_manager=self.fabric_manager() if nvswitch else None,
         )
+        if facts:
+            result["ansible_facts"] = facts
         self.module.exit_json(changed=False, pkeys=pkeys, **result)
 
     def lspci(self):
@@ -430,7 +506,7 @@ class GpuNodeCheck:
     def pcie_inputs(self, log) -> dict:
         """The PCIe inputs of judge_node: lspci is run first (the lab's lspci writes its sysfs tree)."""
         devices = self.lspci()
-        return pcie_inputs(devices, log, self.params["sysfs_root"], self.params["nvidia_smi"])
+        return pcie_inputs(devices, log, self.params["sysfs_root"], self.nvidia_smi)
 
     def pkeys(self) -> dict:
         return sysfs_pkeys(self.params["sysfs_root"])
@@ -441,6 +517,9 @@ def main():
         argument_spec={
             "nvidia_smi": {"type": "dict"},
             "infiniband": {"type": "dict"},
+            "gather": {"type": "bool", "default": False},
+            "clock_event_samples": {"type": "int", "default": 20},
+            "clock_event_interval_ms": {"type": "int", "default": 500},
             "lsmod": {"type": "str"},
             "kernel_log": {"type": "str"},
             "lspci": {"type": "str"},

@@ -174,7 +174,9 @@ def test_rolling_upgrade_turns_a_branch_into_a_release_the_os_repository_publish
     # roles/nvidia_driver/tasks/main.yml wants N.N[.N], verify.yml wants nvidia-smi to answer it) and the
     # branch validation then expects agree.
     assert release.split(".")[0] == "570" and all(part.isdigit() for part in release.split("."))
-    check = task_results(output, "Judge the node against its expected system")[0]
+    check = task_results(
+        output, "Read the GPUs and InfiniBand adapters and judge the node against its expected system"
+    )[0]
     assert check["invocation"]["module_args"]["expected"]["driver_branch"] == "570"
     assert len(calls) == 1
 

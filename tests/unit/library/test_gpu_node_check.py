@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
+from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpuforge.cluster.plugins.modules import gpu_node_check, nvidia_smi_facts
+from ansible_collections.gpuforge.cluster.plugins.modules import gpu_node_check, infiniband_facts, nvidia_smi_facts
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
-from gpuforge_sim import lspci
+from gpuforge_sim import ibdev2netdev, ibstat, ibv_devinfo, lspci
 from node_sim_helpers import SimNode, expected_for
 from pcie_sim_helpers import lspci_output
 
@@ -304,3 +306,100 @@ def test_real_h200_vm_fails_the_skus_nvlink_links_and_another_gpu_count(tmp_path
     assert result["failed_checks"] == ["gpu_count"]
     count = next(c for c in result["checks"] if c["name"] == "gpu_count")
     assert (count["status"], count["expected"], count["observed"]) == ("fail", 8, 1)
+
+
+class SimTools:
+    """run_command and get_bin_path of a SimNode's tools: nvidia-smi and the InfiniBand tools answer from the lab's
+    simulators in-process, the others from `answers` (path to (rc, out, err)); `calls` records every argv."""
+
+    SIMULATED = {"ibstat": ibstat, "ibv_devinfo": ibv_devinfo, "ibdev2netdev": ibdev2netdev}
+
+    def __init__(self, node: SimNode, answers: dict, missing=()):
+        self.node, self.answers, self.missing, self.calls = node, answers, set(missing), []
+
+    def path(self, name):
+        if name in self.missing:
+            return None
+        return {"lsmod": "/usr/sbin/lsmod", "lspci": "/usr/bin/lspci"}.get(name, f"/usr/bin/{name}")
+
+    def __call__(self, argv, **kwargs):
+        self.calls.append(list(argv))
+        if argv[0] in self.answers:
+            return self.answers[argv[0]]
+        name = argv[0].rsplit("/", 1)[-1]
+        if name == "nvidia-smi":
+            return self.node.smi(*argv[1:])
+        out = io.StringIO()
+        with redirect_stdout(out):
+            rc = self.SIMULATED[name].main(list(argv[1:]))
+        return rc or 0, out.getvalue(), ""
+
+
+def gather_answers(node: SimNode) -> dict:
+    return {
+        "/usr/sbin/lsmod": (0, node.lsmod(), ""),
+        "/usr/bin/dmesg": (0, node.dmesg(), ""),
+        "/usr/bin/lspci": (0, lspci_output("-vvv", "-D"), ""),
+    }
+
+
+def test_gather_reads_what_the_facts_modules_read_and_judges_the_same(tmp_path, monkeypatch, ansible_module):
+    """gather: true returns, as ansible_facts, what nvidia_smi_facts (fail_on_error false) and infiniband_facts
+    (fail_on_missing false) return on the same node, and judges it as the module given those facts does."""
+    faults = [{"type": "ib_port_state", "hca": "mlx5_3", "port": 1, "state": "Down"}, {"type": "peermem_load_failure"}]
+    node = SimNode(tmp_path, monkeypatch, "dgx1-v100-edr", faults)
+    answers = gather_answers(node)
+    sampling = {"clock_event_samples": 3, "clock_event_interval_ms": 0}
+    base = {"expected": expected_for("dgx1-v100-edr"), "sysfs_root": lspci.sysfs_root()}
+
+    def run(module, args):
+        tools = SimTools(node, answers, missing=("ofed_info",))
+        return ansible_module(module, args, tools, check_mode=True, bin_path=tools.path), tools.calls
+
+    smi, smi_calls = run(nvidia_smi_facts, {"fail_on_error": False, **sampling})
+    ib, ib_calls = run(infiniband_facts, {"fail_on_missing": False})
+    given, given_calls = run(
+        gpu_node_check,
+        {**base, "nvidia_smi": smi["ansible_facts"]["nvidia_smi"], "infiniband": ib["ansible_facts"]["infiniband"]},
+    )
+    gathered, calls = run(gpu_node_check, {**base, "gather": True, **sampling})
+    assert calls == smi_calls + ib_calls + given_calls  # the same runs, in one module
+    assert gathered["ansible_facts"] == {
+        "nvidia_smi": smi["ansible_facts"]["nvidia_smi"],
+        "infiniband": ib["ansible_facts"]["infiniband"],
+    }
+    assert "ansible_facts" not in given
+    assert {k: v for k, v in gathered.items() if k != "ansible_facts"} == given
+    assert gathered["failed_checks"] == ["ib_port_state", "peermem_loaded"]
+    assert gathered["ansible_facts"]["infiniband"]["inactive_ports"] == ["mlx5_3/1"]
+    assert gathered["ansible_facts"]["nvidia_smi"]["gpus"][0]["clock_events"]["samples"] == 3
+
+
+def test_gather_turns_unreadable_tools_into_failed_checks_not_a_failed_task(tmp_path, monkeypatch, ansible_module):
+    """nvidia-smi missing and ibstat failing: the facts modules would fail (or record errors); gather records both
+    as failed *_readable checks naming the cause, and the module succeeds with a report."""
+    node = SimNode(tmp_path, monkeypatch, "dgx1-v100-edr")
+    answers = {**gather_answers(node), "/usr/bin/ibstat": (1, "", "ibpanic: [42] main: can't init UMAD library")}
+    tools = SimTools(node, answers, missing=("nvidia-smi", "ofed_info"))
+    args = {"expected": expected_for("dgx1-v100-edr"), "sysfs_root": lspci.sysfs_root(), "gather": True}
+    result = ansible_module(gpu_node_check, args, tools, check_mode=True, bin_path=tools.path)
+    checks = {c["name"]: c for c in result["checks"]}
+    assert result["healthy"] is False and "failed" not in result
+    assert checks["nvidia_smi_readable"]["status"] == checks["infiniband_readable"]["status"] == "fail"
+    assert "nvidia-smi" in checks["nvidia_smi_readable"]["fault"]
+    assert "gpuforge_nvidia_driver role" in checks["nvidia_smi_readable"]["fault"]
+    assert checks["infiniband_readable"]["fault"] == (
+        "could not read all of the InfiniBand facts: ibstat failed (rc=1): ibpanic: [42] main: can't init UMAD library"
+    )
+    infiniband = result["ansible_facts"]["infiniband"]
+    assert (infiniband["available"], infiniband["hcas"]) == (False, [])
+    assert not any(argv[0].endswith("ibv_devinfo") for argv in tools.calls)  # stopped at the failed primary tool
+
+
+def test_gather_with_facts_given_is_refused(tmp_path, monkeypatch, ansible_module):
+    node = SimNode(tmp_path, monkeypatch, "dgx1-v100-edr")
+    args = node_args(node, "dgx1-v100-edr", gather=True, infiniband=None)
+    result = ansible_module(gpu_node_check, args, expect_failure=True, check_mode=True)
+    assert result["msg"] == (
+        "gather: true reads nvidia_smi and infiniband on the node: give gather or those facts, not both"
+    )

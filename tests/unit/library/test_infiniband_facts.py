@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_infiniband_reader
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_infiniband import parse_ofed_info_release
 from ansible_collections.gpuforge.cluster.plugins.modules import infiniband_facts
 from gpuforge_sim import ibdev2netdev, ibstat, ibv_devinfo
@@ -226,7 +227,7 @@ NO_SUBNET_MANAGER = [{"type": "ib_port_state", "hca": f"mlx5_{n}", "port": 1, "s
 @pytest.fixture
 def clock(monkeypatch):
     fake = FakeClock()
-    monkeypatch.setattr(infiniband_facts, "time", fake)
+    monkeypatch.setattr(gpuforge_infiniband_reader, "time", fake)
     return fake
 
 

@@ -1,9 +1,10 @@
 """Only validation samples clock event reasons (issue 18: the toolkit's own speed).
 
-nvidia_smi_facts samples the clock event reasons 20 times, 500 ms apart, by default: 10 s per node and call.
-Validation judges them (thermal and power slowdown); every other caller needs the GPU list, the driver release
-or the topology, and a converge calls it on every GPU node (the driver's verify, Slurm's gres.conf, the
-container smoke test), so those calls set clock_event_samples: 0.
+nvidia_smi_facts samples the clock event reasons 20 times, 500 ms apart, by default: 10 s per node and call, and so
+does gpu_node_check when it reads the GPUs itself (gather: true). Validation judges them (thermal and power
+slowdown); every other caller needs the GPU list, the driver release or the topology, and a converge calls it on
+every GPU node (the driver's verify, Slurm's gres.conf, the container smoke test), so those calls set
+clock_event_samples: 0.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 MODULE = "gpuforge.cluster.nvidia_smi_facts"
+# gpu_node_check reads nvidia-smi as nvidia_smi_facts does, sampling included, when it gathers.
+CHECK_MODULE = "gpuforge.cluster.gpu_node_check"
 # Where sampling is the point: validation's node checks read the clock event reasons.
 SAMPLING_ALLOWED = {"playbooks/tasks/validate_node.yml"}
 
@@ -35,8 +38,11 @@ def _calls():
     files = sorted((ROOT / "roles").glob("*/tasks/*.yml")) + sorted((ROOT / "playbooks").rglob("*.yml"))
     for path in files:
         for task in _tasks(yaml.safe_load(path.read_text(encoding="utf-8")) or []):
-            if MODULE in task:
-                yield path.relative_to(ROOT).as_posix(), task.get("name", ""), task[MODULE] or {}
+            args = task.get(MODULE)
+            if args is None and (task.get(CHECK_MODULE) or {}).get("gather"):
+                args = task[CHECK_MODULE]
+            if MODULE in task or args is not None:
+                yield path.relative_to(ROOT).as_posix(), task.get("name", ""), args or {}
 
 
 def test_the_scan_finds_the_known_callers():
