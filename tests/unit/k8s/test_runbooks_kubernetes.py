@@ -189,3 +189,16 @@ def test_rolling_upgrade_refuses_a_branch_the_os_repository_does_not_publish_bef
     failed = task_results(output, "Refuse a driver branch this OS's repository does not publish")[0]
     assert "branch 550" in failed["msg"] and "ubuntu2204" in failed["msg"] and "535" in failed["msg"]
     assert calls == []
+
+
+def test_health_sweep_names_a_node_without_a_verdict_as_not_checked(tmp_path):
+    """A node that fails before its check (here: no Python where the inventory says) is not reported healthy."""
+    hosts = inventory(tmp_path)
+    data = yaml.safe_load(hosts.read_text(encoding="utf-8"))
+    data["all"]["children"]["gpu_nodes"]["hosts"]["node-b"] = {"ansible_python_interpreter": "/nonexistent/python3"}
+    hosts.write_text(yaml.safe_dump(data), encoding="utf-8")
+    rc, _, output = run_runbook(tmp_path, RUNBOOKS / "health_sweep.yml", hosts, {})
+    assert rc != 0  # node-b failed
+    summary = task_results(output, "Report healthy, failing and unchecked nodes")[0]["msg"]
+    # node-a has no GPU tools on this machine: checked and failing
+    assert summary == {"healthy": [], "failing": ["node-a"], "not_checked": ["node-b"]}
