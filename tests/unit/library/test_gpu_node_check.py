@@ -212,10 +212,10 @@ H200_ANSWERS = {
 }
 
 
-def h200_vm_facts(ansible_module) -> dict:
-    """ansible_facts.nvidia_smi as nvidia_smi_facts gathers them from the captured outputs. The clock event
-    samples are the 18:14 idle capture of a machine of the same kind (same bus ID; the validated machine's own
-    samples are not among the fixtures), one csv output per query as nvidia-smi prints them."""
+def h200_smi():
+    """run_command answering nvidia-smi from the captured outputs. The clock event samples are the 18:14 idle capture
+    of a machine of the same kind (same bus ID; the validated machine's own samples are not among the fixtures), one
+    csv output per query as nvidia-smi prints them."""
     chunks = (
         (H200_SMI / H200_NAME.format("clock_events_idle.csv")).read_text(encoding="utf-8").splitlines(keepends=True)
     )
@@ -226,8 +226,13 @@ def h200_vm_facts(ansible_module) -> dict:
             return 0, next(samples), ""
         return 0, (H200_SMI / H200_NAME.format(H200_ANSWERS[tuple(argv[1:])])).read_text(encoding="utf-8"), ""
 
+    return run_command
+
+
+def h200_vm_facts(ansible_module) -> dict:
+    """ansible_facts.nvidia_smi as nvidia_smi_facts gathers them from the captured outputs."""
     args = {"fail_on_error": False, "clock_event_interval_ms": 0}
-    result = ansible_module(nvidia_smi_facts, args, run_command, bin_path=lambda n: f"/usr/bin/{n}")
+    result = ansible_module(nvidia_smi_facts, args, h200_smi(), bin_path=lambda n: f"/usr/bin/{n}")
     return result["ansible_facts"]["nvidia_smi"]
 
 
@@ -291,6 +296,26 @@ def test_real_h200_vm_is_healthy_with_the_checks_of_its_validation_report(tmp_pa
     }
     # What the module found and expected is what the playbook wrote for the machine, check by check.
     assert result["checks"] == report["checks"]
+
+
+def test_real_h200_vm_judged_the_same_when_the_module_reads_the_gpus_itself(tmp_path, ansible_module):
+    """gather: true over the same captures (nvidia-smi answered from them; that VM had no ibstat or ibv_devinfo, as
+    here): the checks of the machine's validation report, and the facts nvidia_smi_facts returns."""
+    args = {
+        "gather": True,
+        "clock_event_interval_ms": 0,
+        "lsmod": (FIXTURES / "lsmod" / "gpuforge-device_1xh200_drv580.159.04_firecracker.txt").read_text("utf-8"),
+        "kernel_log": "",
+        "lspci": (FIXTURES / "lspci" / "gpuforge-device_1xh200_firecracker_vvv_D.txt").read_text(encoding="utf-8"),
+        "sysfs_root": str(tmp_path),
+        "expected": h200_vm_expected(),
+    }
+    paths = {"nvidia-smi": "/usr/bin/nvidia-smi"}
+    result = ansible_module(gpu_node_check, args, h200_smi(), check_mode=True, bin_path=paths.get)
+    report = json.loads(H200_REPORT.read_text(encoding="utf-8"))
+    assert result["healthy"] is True and result["checks"] == report["checks"]
+    assert result["ansible_facts"]["nvidia_smi"] == h200_vm_facts(ansible_module)
+    assert result["ansible_facts"]["infiniband"]["available"] is False
 
 
 def test_real_h200_vm_fails_the_skus_nvlink_links_and_another_gpu_count(tmp_path, ansible_module, run_module):
