@@ -6,12 +6,11 @@ module that returns what it is given as ansible_facts, with the keys the compari
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
+from local_playbook import run_local_playbook
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ROOT / "playbooks" / "tasks" / "fleet_consistency.yml"
@@ -49,7 +48,6 @@ def test_the_node_flashed_differently_is_the_outlier(tmp_path):
     firmware = {"gpu01": "12.23.1020", "gpu02": "12.23.1020", "gpu03": "12.21.1000"}
     hosts = {
         name: {
-            "ansible_connection": "local",
             "ansible_python_interpreter": sys.executable,
             "gpuforge_expected_system": "dgx1-v100-edr",
             "gpuforge_node_check": {"pkeys": {"mlx5_0/1": ["0xffff"]}},
@@ -72,24 +70,14 @@ def test_the_node_flashed_differently_is_the_outlier(tmp_path):
     }
     playbook = tmp_path / "fleet.yml"
     playbook.write_text(yaml.safe_dump([play], sort_keys=False), encoding="utf-8")
-    env = {
-        **os.environ,
-        "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-        "ANSIBLE_LIBRARY": str(library),
-        "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(tmp_path / "facts"),
-        "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    result = subprocess.run(
-        ["ansible-playbook", "-i", str(inventory), str(playbook)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
+    result = run_local_playbook(
+        playbook,
+        "-i",
+        str(inventory),
+        ANSIBLE_LIBRARY=str(library),
+        ANSIBLE_CACHE_PLUGIN_CONNECTION=str(tmp_path / "facts"),
+        ANSIBLE_STDOUT_CALLBACK="ansible.builtin.json",
     )
-    assert result.returncode == 0, result.stdout + result.stderr
     document, _ = json.JSONDecoder().raw_decode(result.stdout)  # ansible.cfg's timer prints after it
     shown = document["plays"][0]["tasks"][-1]["hosts"]["gpu01"]["gpuforge_fleet_consistency"]
     assert shown["outliers"] == ["gpu03"]
