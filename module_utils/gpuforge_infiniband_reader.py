@@ -69,7 +69,7 @@ class InfinibandReader:
 
     def __init__(self, module, options: dict):
         self.module = module
-        self.options = options
+        self.params = options
         self.errors: list[str] = []
 
     def run(self, path: str, args: list[str]) -> tuple[int, str, str]:
@@ -91,7 +91,7 @@ class InfinibandReader:
     def read(self, name: str, args: list[str], parser, ok_rcs=(0,), optional=False) -> dict | None:
         """Run one tool and parse it; None when it is not installed.
 
-        A failing or unreadable primary tool fails the module; an optional one (extra detail only)
+        A failing or unreadable primary tool raises InfinibandReadError; an optional one (extra detail only)
         is noted in `errors` and skipped.
         """
         path = self.module.get_bin_path(name)
@@ -161,7 +161,7 @@ class InfinibandReader:
             return None
 
     def gather(self) -> dict:
-        params = self.options
+        params = self.params
         # ibstat exits 255 after an ibpanic but has printed every CA before it: keep those.
         ibstat = self.read("ibstat", [], parse_ibstat, ok_rcs=(0, 255))
         devinfo = None
