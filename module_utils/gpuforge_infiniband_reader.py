@@ -16,7 +16,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_infiniba
     parse_ibv_devinfo,
     parse_ofed_info_release,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import missing_tool, this_host
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import ToolNotRun, start_tool, this_host
 
 __all__ = ["INSTALL_HINT", "InfinibandReadError", "InfinibandReader", "unavailable"]
 
@@ -75,17 +75,9 @@ class InfinibandReader:
     def run(self, path: str, args: list[str]) -> tuple[int, str, str]:
         """run_command in the C locale; a tool that cannot be started raises, naming it, the host and the fix."""
         try:
-            rc, out, err = self.module.run_command(
-                [path, *args], environ_update={"LC_ALL": "C"}, handle_exceptions=False
-            )
-        except OSError as exc:
-            if isinstance(exc, FileNotFoundError):
-                raise InfinibandReadError(missing_tool(path, INSTALL_HINT)) from exc
-            raise InfinibandReadError(
-                f"{path} could not be run on {this_host()} ({exc.strerror or exc}): {INSTALL_HINT}"
-            ) from exc
-        if rc == 127 and "not found" in (err or "").lower():
-            raise InfinibandReadError(f"{missing_tool(path, INSTALL_HINT)} ({(err or '').strip()[:200]})")
+            rc, out, err = start_tool(self.module, [path, *args], INSTALL_HINT)
+        except ToolNotRun as exc:
+            raise InfinibandReadError(str(exc)) from exc
         return rc, out or "", err or ""
 
     def read(self, name: str, args: list[str], parser, ok_rcs=(0,), optional=False) -> dict | None:

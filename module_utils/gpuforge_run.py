@@ -12,11 +12,13 @@ import platform
 __all__ = [
     "KILL_AFTER_S",
     "TIMED_OUT_RCS",
+    "ToolNotRun",
     "find_tool",
     "missing_tool",
     "output_tail",
     "run_bounded",
     "run_tool",
+    "start_tool",
     "this_host",
 ]
 
@@ -62,9 +64,13 @@ def find_tool(module, name: str, fix: str, opt_dirs=None, result=None) -> str:
     return path
 
 
-def run_tool(module, argv: list, fix: str, environ=None, result=None):
-    """run_command(argv) in the C locale -> (rc, out, err); a tool that cannot be started fails the module
-    naming it (FileNotFoundError, or a wrapper script's 127) instead of "Error executing command."."""
+class ToolNotRun(Exception):
+    """A tool that could not be started; the message names it, the host and the fix."""
+
+
+def start_tool(module, argv: list, fix: str, environ=None):
+    """run_command(argv) in the C locale -> (rc, out, err); a tool that cannot be started (FileNotFoundError, another
+    OSError, or a wrapper script's 127) raises ToolNotRun naming it instead of "Error executing command."."""
     try:
         rc, out, err = module.run_command(
             argv, environ_update={"LC_ALL": "C", **(environ or {})}, handle_exceptions=False
@@ -73,11 +79,19 @@ def run_tool(module, argv: list, fix: str, environ=None, result=None):
         problem = missing_tool(argv[0], fix)
         if not isinstance(exc, FileNotFoundError):
             problem = f"{argv[0]} could not be run on {this_host()} ({exc.strerror or exc}): {fix}"
-        module.fail_json(msg=problem, **(result or {}))
-        raise  # not reached: fail_json exits
+        raise ToolNotRun(problem) from exc
     if rc == 127 and "not found" in (err or "").lower():
-        module.fail_json(msg=f"{missing_tool(argv[0], fix)} ({(err or '').strip()[:200]})", **(result or {}))
+        raise ToolNotRun(f"{missing_tool(argv[0], fix)} ({(err or '').strip()[:200]})")
     return rc, out, err
+
+
+def run_tool(module, argv: list, fix: str, environ=None, result=None):
+    """start_tool(), failing the module with its message (and `result`) when the tool cannot be started."""
+    try:
+        return start_tool(module, argv, fix, environ)
+    except ToolNotRun as exc:
+        module.fail_json(msg=str(exc), **(result or {}))
+        raise  # not reached: fail_json exits
 
 
 def run_bounded(module, cmd: list, seconds: int, environ=None, fix: str = "", result=None):
