@@ -99,69 +99,12 @@ cmd:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_dcgm import (
-    ParseError,
-    judge_diag,
-    parse_diag,
-)
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import find_tool, run_bounded, this_host
-
-FIX = (
-    "install DCGM from NVIDIA's CUDA repository - set nvidia_driver_dcgm_enabled: true for the "
-    "gpuforge_nvidia_driver role (package datacenter-gpu-manager-4-cuda12; DCGM 3.x: datacenter-gpu-manager)"
-)
-NO_HOST_ENGINE = ("unable to connect to host engine", "unable to establish a connection")
-TIMEOUTS = {1: 600, 2: 1800, 3: 3600, 4: 14400}
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_diagnostics import DCGM_ARGUMENT_SPEC, run_dcgm
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "level": {"type": "int", "default": 1, "choices": [1, 2, 3, 4]},
-            "gpus": {"type": "list", "elements": "dict", "default": []},
-            "allow_skip": {"type": "bool", "default": True},
-            "timeout": {"type": "int", "default": 0},
-            "executable": {"type": "str", "default": "dcgmi"},
-        },
-        supports_check_mode=True,
-    )
-    params = module.params
-    level = params["level"]
-    path = find_tool(module, params["executable"], FIX)
-    cmd = [path, "diag", "-r", str(level), "-j"]
-    result = {"changed": False, "ran": False, "healthy": True, "cmd": cmd}
-    if module.check_mode:
-        module.exit_json(msg="check mode: the DCGM diagnostic was not run", **result)
-    seconds = params["timeout"] or TIMEOUTS[level]
-    rc, out, err, timed_out = run_bounded(module, cmd, seconds, fix=FIX, result=result)
-    text = f"{out}\n{err}"
-    if timed_out:
-        module.fail_json(
-            msg=f"dcgmi diag -r {level} did not finish in {seconds} s on {this_host()}: raise timeout, or check "
-            "for a hung GPU (nvidia-smi) and nv-hostengine's log (/var/log/nvidia-dcgm/nv-hostengine.log)",
-            rc=rc,
-            **result,
-        )
-    if any(marker in text.lower() for marker in NO_HOST_ENGINE):
-        module.fail_json(
-            msg=f"the DCGM host engine (nv-hostengine) is not running on {this_host()}: start it with "
-            "'systemctl enable --now nvidia-dcgm' (the gpuforge_nvidia_driver role does with "
-            "nvidia_driver_dcgm_enabled: true). dcgmi said: " + " ".join(err.split())[:200],
-            rc=rc,
-            **result,
-        )
-    try:
-        parsed = parse_diag(out)
-    except ParseError as exc:
-        module.fail_json(
-            msg=f"dcgmi diag -r {level} -j (exit {rc}) printed no readable result: {exc}. Output: "
-            + " | ".join(text.strip().splitlines()[:3])[:300],
-            rc=rc,
-            **result,
-        )
-    check = judge_diag(parsed, level, params["gpus"], params["allow_skip"])
-    result.update(ran=True, dcgm=parsed, check=check, healthy=check["status"] != "fail", rc=rc)
-    module.exit_json(**result)
+    module = AnsibleModule(argument_spec=DCGM_ARGUMENT_SPEC, supports_check_mode=True)
+    module.exit_json(**run_dcgm(module, module.params))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ description:
   - Runs C(lsmod), C(dmesg) and C(lspci -vvv -D) (as root - lspci hides capabilities from other users) when
     I(lsmod) / I(kernel_log) / I(lspci) are not given, C(systemctl is-active nvidia-fabricmanager) on NVSwitch
     systems when I(fabric_manager) is not given, and reads sysfs under I(sysfs_root). Reads only; check mode runs
-    the same commands.
+    the same commands, but no diagnostic of O(diagnostics).
 options:
   nvidia_smi:
     description: The C(ansible_facts.nvidia_smi) dict of the nvidia_smi_facts module. Not with O(gather).
@@ -66,6 +66,21 @@ options:
     description: With O(gather) - milliseconds between two clock event samples.
     type: int
     default: 500
+  diagnostics:
+    description:
+      - Diagnostics to run after the node's own checks, in this order - C(dcgm) (the DCGM diagnostic, check
+        C(dcgm_diag)), C(nvbandwidth) (host<->GPU copies, check C(nvbandwidth)) and C(gdr) (an ib_write_bw loopback
+        from GPU memory per HCA port, check C(gdr_ib_write_bw)). A key's value holds the options of the module of
+        the same run - C(dcgm_diag), C(nvbandwidth), C(gdr_loopback_bw) (see theirs); a key that is absent is not
+        run.
+      - Their C(gpus) default to the GPUs judged here, C(gdr)'s C(node_checks) to this module's own checks (a port
+        that fails because a node check already failed names it in C(caused_by)).
+      - Their checks join RV(checks) and decide RV(healthy) and RV(failed_checks); each one's result is in
+        RV(diagnostics). A diagnostic that cannot run (the tool missing, a timeout, unreadable output) fails the
+        task naming the host and the fix, as its module does.
+      - One module run on the node where the diagnostics' modules were one each (playbooks/validate.yml).
+    type: dict
+    default: {}
   lsmod:
     description: Output of C(lsmod); when omitted the module runs C(lsmod).
     type: str
@@ -116,7 +131,7 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Reads state only; check mode runs the same reads.
+    details: Reads state only; check mode runs the same reads, not the diagnostics (their results say so).
   diff_mode:
     support: none
   platform:
@@ -154,6 +169,17 @@ EXAMPLES = r"""
     system: "{{ gpuforge_expected_systems['dgx1-v100-edr'] }}"
   register: node_check
 
+- name: Judge the node, then run the DCGM diagnostic and nvbandwidth in the same module run
+  gpuforge.cluster.gpu_node_check:
+    gather: true
+    expected: "{{ gpuforge_expected_gpu_skus[system.gpu_sku] | combine(system) }}"
+    diagnostics:
+      dcgm: {level: 1}
+      nvbandwidth: {thresholds: {h2d: 20.0, d2h: 20.0}}
+  vars:
+    system: "{{ gpuforge_expected_systems['dgx1-v100-edr'] }}"
+  register: node_check
+
 - name: Stop on an unhealthy node
   ansible.builtin.assert:
     that: node_check.healthy
@@ -185,6 +211,14 @@ ansible_facts:
   type: dict
   sample: {nvidia_smi: {driver_version: 535.183.01, gpu_count: 8, gpus: [], errors: []},
            infiniband: {available: true, active_ports: [mlx5_0/1], hcas: [], errors: []}}
+diagnostics:
+  description:
+    - Per diagnostic of O(diagnostics) that ran (C(dcgm), C(nvbandwidth), C(gdr)) - what its module returns (see
+      C(dcgm_diag), C(nvbandwidth), C(gdr_loopback_bw)), and C(checked_at), when it ended (UTC, ISO 8601, the
+      node's clock).
+  returned: always
+  type: dict
+  sample: {dcgm: {ran: true, healthy: true, check: {name: dcgm_diag, status: ok}, checked_at: "2026-11-28T10:00:00Z"}}
 pkeys:
   description: HCA port (C(hca/port)) to the sorted P_Keys in use in its P_Key table (empty when not read).
   returned: always
@@ -197,7 +231,7 @@ checks:
       ecc_enabled, ecc_volatile_dbe, ecc_aggregate, row_remap, retired_pages, pcie_link, throttle, xid,
       nvlink_active, nvlink_errors, hcas_present, ib_port_state, ib_port_rate, ib_link_flaps, peermem_loaded,
       gpu_hca_affinity, lspci_readable, pcie_link_hca, pcie_link_limited, pcie_aer, pcie_acs, sxid,
-      fabric_manager.
+      fabric_manager; then those of O(diagnostics) - dcgm_diag, nvbandwidth, gdr_ib_write_bw.
     - Checks whose spec key is absent (or whose input could not be read) are left out.
   returned: always
   type: list
@@ -235,8 +269,18 @@ checks:
 """
 
 import os
+import time
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_diagnostics import (
+    DCGM_ARGUMENT_SPEC,
+    GDR_ARGUMENT_SPEC,
+    NVBANDWIDTH_ARGUMENT_SPEC,
+    GdrLoopback,
+    run_dcgm,
+    run_nvbandwidth,
+)
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_infiniband_reader import (
     InfinibandReader,
@@ -249,7 +293,11 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_kernel i
     parse_sxid_events,
     parse_xid_events,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import check_expected, judge_node
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import (
+    check_expected,
+    judge_node,
+    summarize,
+)
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nvidia_smi_reader import NvidiaSmiReader
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_pcie import (
     AER_KINDS,
@@ -270,6 +318,12 @@ TOOL_FIXES = {
     "systemctl": "run the check on a systemd host, or pass fabric_manager",
 }
 FABRIC_MANAGER_UNIT = "nvidia-fabricmanager"
+# The diagnostics of the diagnostics option, in the order they run: name -> (its module's argument spec, runner).
+DIAGNOSTICS = {
+    "dcgm": (DCGM_ARGUMENT_SPEC, run_dcgm),
+    "nvbandwidth": (NVBANDWIDTH_ARGUMENT_SPEC, run_nvbandwidth),
+    "gdr": (GDR_ARGUMENT_SPEC, lambda module, params: GdrLoopback(module, params).run()),
+}
 ACCESS_DENIED = "<access denied>"  # lspci's capability line when not run as root
 
 
@@ -370,6 +424,23 @@ def pcie_inputs(devices, log, root, nvidia_smi) -> dict:
     }
 
 
+class DiagnosticModule:
+    """The module as one diagnostic sees it. Its failure (a missing tool, a timeout) fails the task as the
+    diagnostic's own module fails, with its partial result under diagnostics.<name>: the diagnostic's own keys
+    (healthy: true until judged) must not stand for the node's verdict, and the node's checks, printed with every
+    failed task, would bury the message."""
+
+    def __init__(self, module: AnsibleModule, name: str):
+        self.module = module
+        self.name = name
+
+    def __getattr__(self, attribute):
+        return getattr(self.module, attribute)
+
+    def fail_json(self, msg: str, **partial):
+        self.module.fail_json(msg=msg, diagnostics={self.name: partial})
+
+
 class GpuNodeCheck:
     def __init__(self, module: AnsibleModule):
         self.module = module
@@ -414,11 +485,53 @@ class GpuNodeCheck:
             infiniband = unavailable(str(exc))
         return {"nvidia_smi": smi, "infiniband": infiniband}
 
+    def diagnostic_options(self) -> dict:
+        """{name: its validated options} of the diagnostics option, in the order they run; a bad option fails the
+        module before anything is read."""
+        given = self.params["diagnostics"] or {}
+        unknown = sorted(set(given) - set(DIAGNOSTICS))
+        if unknown:
+            self.module.fail_json(
+                msg=f"diagnostics: unknown {', '.join(unknown)}; the diagnostics are {', '.join(DIAGNOSTICS)}"
+            )
+        options = {}
+        for name, (spec, _run) in DIAGNOSTICS.items():
+            if name not in given:
+                continue
+            if not isinstance(given[name], dict):
+                self.module.fail_json(msg=f"diagnostics.{name}: a dict of its module's options, got {given[name]!r}")
+            validated = ArgumentSpecValidator(spec).validate(given[name])
+            if validated.error_messages:
+                self.module.fail_json(msg=f"diagnostics.{name}: {'; '.join(validated.error_messages)}")
+            options[name] = (validated.validated_parameters, set(given[name]))
+        return options
+
+    def run_diagnostics(self, options: dict, result: dict) -> None:
+        """Run each diagnostic; its result goes to result['diagnostics'], its check joins the node's checks, which
+        are summarised again (healthy, failed_checks, caused_failures) as judge_node summarises its own."""
+        gpus = (self.nvidia_smi or {}).get("gpus") or []
+        gpu_count = (self.nvidia_smi or {}).get("gpu_count") or 0
+        own_checks = list(result["checks"])
+        for name, (params, given) in options.items():
+            if "gpus" not in given:
+                params["gpus"] = gpus
+            if name == "gdr" and "node_checks" not in given:
+                params["node_checks"] = own_checks
+            if name == "nvbandwidth" and gpu_count < 2 and "p2p" in params["testcases"]:
+                params["testcases"] = [case for case in params["testcases"] if case != "p2p"]  # needs two GPUs
+            outcome = DIAGNOSTICS[name][1](DiagnosticModule(self.module, name), params)
+            outcome["checked_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            result["diagnostics"][name] = outcome
+            if isinstance(outcome.get("check"), dict):  # none when not run (check mode, nothing to measure)
+                result["checks"].append(outcome["check"])
+        result.update(summarize(result["checks"]))
+
     def main(self):
         try:
             expected = check_expected(self.params["expected"])
         except OptionError as exc:
             self.module.fail_json(msg=str(exc))
+        diagnostics = self.diagnostic_options()
         facts = {}
         if self.params["gather"]:
             if self.params["nvidia_smi"] is not None or self.params["infiniband"] is not None:
@@ -452,6 +565,9 @@ class GpuNodeCheck:
             sxid_events=parse_sxid_events(log) if log is not None and nvswitch else None,
             fabric_manager=self.fabric_manager() if nvswitch else None,
         )
+        result["diagnostics"] = {}
+        if diagnostics:
+            self.run_diagnostics(diagnostics, result)
         if facts:
             result["ansible_facts"] = facts
         self.module.exit_json(changed=False, pkeys=pkeys, **result)
@@ -518,6 +634,7 @@ def main():
             "nvidia_smi": {"type": "dict"},
             "infiniband": {"type": "dict"},
             "gather": {"type": "bool", "default": False},
+            "diagnostics": {"type": "dict", "default": {}},
             "clock_event_samples": {"type": "int", "default": 20},
             "clock_event_interval_ms": {"type": "int", "default": 500},
             "lsmod": {"type": "str"},

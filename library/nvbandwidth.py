@@ -94,93 +94,15 @@ cmd:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nvbandwidth import (
-    TESTCASES,
-    ParseError,
-    judge_bandwidth,
-    parse_output,
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_diagnostics import (
+    NVBANDWIDTH_ARGUMENT_SPEC,
+    run_nvbandwidth,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import find_tool, run_bounded, this_host
-
-FIX = (
-    "build nvbandwidth from github.com/NVIDIA/nvbandwidth (cmake, libboost-program-options) and install it "
-    "on the PATH, or give its path in executable"
-)
-
-
-def thresholds_for(module, testcases: list) -> dict:
-    """{nvbandwidth testcase name: float} for the chosen testcases; fails naming a missing or bad value."""
-    given = module.params["thresholds"] or {}
-    found = {}
-    for short in testcases:
-        value = given.get(short)
-        if value is None:
-            module.fail_json(
-                msg=f"thresholds.{short} is not set: this GPU SKU has no published measured {short} bandwidth in "
-                "gpuforge_expected_nvbandwidth; measure a known-good node and set it for the site "
-                f"(gpuforge_expected_nvbandwidth['<sku>'].{short}, GB/s)"
-            )
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            module.fail_json(msg=f"thresholds.{short}: {value!r} is not a number of GB/s")
-        if number <= 0:
-            module.fail_json(msg=f"thresholds.{short}: must be > 0 GB/s")
-        found[TESTCASES[short]] = number
-    return found
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec={
-            "testcases": {"type": "list", "elements": "str", "choices": sorted(TESTCASES), "default": ["h2d", "d2h"]},
-            "thresholds": {"type": "dict", "required": True},
-            "gpus": {"type": "list", "elements": "dict", "default": []},
-            "timeout": {"type": "int", "default": 900},
-            "executable": {"type": "str", "default": "nvbandwidth"},
-        },
-        supports_check_mode=True,
-    )
-    params = module.params
-    testcases = list(dict.fromkeys(params["testcases"]))
-    if not testcases:
-        module.fail_json(msg="testcases: choose at least one of h2d, d2h, p2p")
-    minimums = thresholds_for(module, testcases)
-    path = find_tool(module, params["executable"], FIX)
-    cmd = [path, "-t", *[TESTCASES[t] for t in testcases]]
-    result = {"changed": False, "ran": False, "healthy": True, "cmd": cmd}
-    if module.check_mode:
-        module.exit_json(msg="check mode: nvbandwidth was not run", **result)
-    rc, out, err, timed_out = run_bounded(
-        module, cmd, params["timeout"], environ={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, fix=FIX, result=result
-    )
-    if timed_out:
-        module.fail_json(msg=f"nvbandwidth did not finish in {params['timeout']} s on {this_host()}", rc=rc, **result)
-    if rc != 0:
-        module.fail_json(
-            msg=f"nvbandwidth exited with code {rc} on {this_host()}: "
-            + " | ".join((err or out).strip().splitlines()[:3])[:300]
-            + ". Check the driver (nvidia-smi) and that nvbandwidth was built for this CUDA version",
-            rc=rc,
-            **result,
-        )
-    try:
-        parsed = parse_output(out)
-    except ParseError as exc:
-        module.fail_json(msg=f"could not read nvbandwidth output: {exc}", rc=rc, **result)
-    check = judge_bandwidth(parsed, minimums, params["gpus"])
-    result.update(ran=True, nvbandwidth=_json_ready(parsed), check=check, healthy=check["status"] != "fail", rc=rc)
-    module.exit_json(**result)
-
-
-def _json_ready(parsed: dict) -> dict:
-    """Matrix keys as strings (Ansible results are JSON)."""
-    cases = {}
-    for name, case in parsed["testcases"].items():
-        matrix = {str(r): {str(c): v for c, v in row.items()} for r, row in case["matrix"].items()}
-        cases[name] = dict(case, matrix=matrix)
-    devices = {str(n): d for n, d in parsed["devices"].items()}
-    return dict(parsed, testcases=cases, devices=devices)
+    module = AnsibleModule(argument_spec=NVBANDWIDTH_ARGUMENT_SPEC, supports_check_mode=True)
+    module.exit_json(**run_nvbandwidth(module, module.params))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """validate.yml's report writing, run by ansible-playbook on the controller alone: one managed_files run on the
-controller writes every node's report and the results its diagnostics recorded, built from every node's hostvars. The
-task is taken from playbooks/validate.yml as it is; the facts the checks before it set are given per host, in the
-shapes the task files record (tasks/validate_dcgm.yml and the others)."""
+controller writes every node's report and its diagnostics' results, built from every node's hostvars. The task is
+taken from playbooks/validate.yml as it is; the result of the check before it (gpu_node_check with diagnostics,
+tasks/validate_node.yml) is given per host in the module's shape."""
 
 from __future__ import annotations
 
@@ -17,6 +17,37 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ("Write every node's report and its diagnostics' results on the controller",)
 CHECK = {"name": "gpu_count", "status": "pass", "observed": 8, "expected": 8}
+DCGM_CHECK = {"name": "dcgm_diag", "status": "ok"}
+# gpu_node_check's diagnostics results, as the module returns them (trimmed to what the documents take, plus a key
+# they leave out).
+DIAGNOSTICS = {
+    "dcgm": {
+        "ran": True,
+        "healthy": True,
+        "check": DCGM_CHECK,
+        "dcgm": {"version": "3.3.5"},
+        "cmd": ["dcgmi"],
+        "checked_at": "2026-11-27T03:59:59Z",
+    },
+    "nvbandwidth": {
+        "ran": True,
+        "healthy": True,
+        "check": None,
+        "nvbandwidth": {"testcases": {}},
+        "cmd": ["nvbandwidth"],
+        "checked_at": "2026-11-27T04:00:00Z",
+    },
+    "gdr": {
+        "applicable": False,
+        "reason": "peermem: false",
+        "ran": False,
+        "healthy": True,
+        "plan": [],
+        "unplanned": [],
+        "cmds": {},
+        "checked_at": "2026-11-27T04:00:01Z",
+    },
+}
 
 
 def _validate_play() -> dict:
@@ -24,47 +55,61 @@ def _validate_play() -> dict:
     return next(play for play in plays if play.get("name") == "Validate GPU nodes")
 
 
-def _validate_tasks() -> list[dict]:
-    tasks = {task["name"]: task for task in _validate_play()["tasks"]}
-    return [tasks[name] for name in TASKS]
+def _without(result: dict, *keys) -> dict:
+    return {key: value for key, value in result.items() if key not in keys}
 
 
-def _host_vars(name: str, with_dcgm: bool) -> dict:
-    facts = {
+def _role_defaults() -> dict:
+    return yaml.safe_load((ROOT / "roles/gpuforge/defaults/main/acceptance_checks.yml").read_text(encoding="utf-8"))
+
+
+def _host_vars(name: str) -> dict:
+    """gpu01: healthy, every diagnostic ran. gpu02: unhealthy, DCGM turned off. gpu03: DCGM on but not run (its
+    SKU is one DCGM does not support: validate.yml hands the module no dcgm)."""
+    diagnostics = dict(DIAGNOSTICS)
+    if name != "gpu01":
+        del diagnostics["dcgm"]
+    return {
         "ansible_connection": "local",
         "ansible_python_interpreter": sys.executable,
         "gpuforge_expected_system": "dgx1-v100-edr",
-        "gpuforge_node_healthy": name != "gpu02",
-        "gpuforge_node_failed_all": [] if name != "gpu02" else ["gpu_count"],
-        "gpuforge_node_checks_all": [CHECK],
-        "gpuforge_nvbandwidth_result": {"host": name, "checked_at": "2026-11-27T04:00:00Z", "ran": True},
-        "gpuforge_gdr_result": {"host": name, "checked_at": "2026-11-27T04:00:01Z", "applicable": False},
+        **({"gpuforge_validate_dcgm": False} if name == "gpu02" else {}),
+        "gpuforge_node_check": {
+            "healthy": name != "gpu02",
+            "failed_checks": [] if name != "gpu02" else ["gpu_count"],
+            "checks": [CHECK] + ([DCGM_CHECK] if name == "gpu01" else []),
+            "diagnostics": diagnostics,
+        },
     }
-    if with_dcgm:
-        facts["gpuforge_dcgm_result"] = {"host": name, "checked_at": "2026-11-27T03:59:59Z", "level": 1}
-    return facts
 
 
-@pytest.fixture
-def written(tmp_path):
+def _run_tasks(tmp_path: Path, names: tuple[str, ...], hosts: dict) -> tuple[subprocess.CompletedProcess, Path]:
+    """validate.yml's tasks of these names, as they are, on local hosts with these variables."""
     playbook = tmp_path / "reports.yml"
     validation = tmp_path / "artifacts" / "validation"
+    tasks = {task["name"]: task for task in _validate_play()["tasks"]}
     play = {
         "name": "Reports",
         "hosts": "gpu_nodes",
         "gather_facts": False,
         # validate.yml's own gpuforge_validation_dir, from an artifacts folder given with ".." in it (the default is
         # <playbooks>/../artifacts): managed_files takes only normalised absolute paths.
+        # validate.yml's play vars, and the gpuforge role's defaults it reads as play-level values: neither is in
+        # hostvars, which the write task reads each node's values from.
         "vars": {
             **_validate_play()["vars"],
+            **{
+                key: value
+                for key, value in _role_defaults().items()
+                if key.startswith(("gpuforge_dcgm", "gpuforge_validate"))
+            },
             "gpuforge_artifacts_dir": str(tmp_path / "elsewhere" / ".." / "artifacts"),
             "gpuforge_fleet_consistency": {"outliers": ["gpu02"]},
         },
-        "tasks": _validate_tasks(),
+        "tasks": [tasks[name] for name in names],
     }
     playbook.write_text(yaml.safe_dump([play], sort_keys=False), encoding="utf-8")
     inventory = tmp_path / "hosts.yml"
-    hosts = {name: _host_vars(name, with_dcgm=name != "gpu02") for name in ("gpu01", "gpu02")}
     inventory.write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": hosts}}}}), encoding="utf-8")
     env = {
         **os.environ,
@@ -82,8 +127,33 @@ def written(tmp_path):
         check=False,
         timeout=300,
     )
+    return result, validation
+
+
+@pytest.fixture
+def written(tmp_path):
+    hosts = {name: _host_vars(name) for name in ("gpu01", "gpu02", "gpu03")}
+    result, validation = _run_tasks(tmp_path, TASKS, hosts)
     assert result.returncode == 0, result.stdout + result.stderr
     return validation, result.stdout
+
+
+def test_summary_and_verdict_name_unhealthy_and_unjudged_nodes(tmp_path):
+    """gpu03's check task failed (a diagnostic could not run: its registered result has no verdict): neither
+    healthy in the summary nor passed by the final assert."""
+    hosts = {name: _host_vars(name) for name in ("gpu01", "gpu02", "gpu03")}
+    hosts["gpu03"]["gpuforge_node_check"] = {
+        "failed": True,
+        "msg": "dcgmi was not found on gpu03",
+        "checks": [CHECK],
+        "diagnostics": {"dcgm": {"ran": False, "healthy": True}},
+    }
+    result, _ = _run_tasks(tmp_path, ("Cluster summary", "Fail when a node is unhealthy"), hosts)
+    output = " ".join(result.stdout.split())  # the callback wraps long messages
+    assert result.returncode != 0, output
+    assert "gpu01 | Healthy" in output and "gpu02 | FAIL: gpu_count" in output
+    assert "gpu03 | FAIL: no result (unreachable or aborted)" in output
+    assert "Unhealthy GPU nodes: gpu02, gpu03 " in output
 
 
 def test_every_nodes_report_and_results_in_one_controller_module_run(written):
@@ -91,26 +161,66 @@ def test_every_nodes_report_and_results_in_one_controller_module_run(written):
     files = sorted(str(path.relative_to(validation)) for path in validation.rglob("*") if path.is_file())
     assert files == [
         "dcgm/gpu01.json",
+        "dcgm/gpu03.json",
         "gdr/gpu01.json",
         "gdr/gpu02.json",
+        "gdr/gpu03.json",
         "gpu01.json",
         "gpu02.json",
+        "gpu03.json",
         "nvbandwidth/gpu01.json",
         "nvbandwidth/gpu02.json",
+        "nvbandwidth/gpu03.json",
     ]
-    # one run for both nodes: the write task reports on the first host only, delegated to the controller
+    # one run for all nodes: the write task reports on the first host only, delegated to the controller
     assert output.count("changed: [gpu01 -> localhost]") == 1 and "[gpu02 -> localhost]" not in output
 
 
-def test_the_reports_hold_what_the_checks_recorded(written):
+def test_the_reports_hold_what_the_check_returned(written):
     validation, _ = written
     report = json.loads((validation / "gpu02.json").read_text(encoding="utf-8"))
     assert set(report) == {"host", "checked_at", "system", "healthy", "failed", "checks", "fleet_outlier", "fleet"}
     assert report["host"] == "gpu02" and report["system"] == "dgx1-v100-edr"
     assert report["healthy"] is False and report["failed"] == ["gpu_count"] and report["checks"] == [CHECK]
     assert report["fleet_outlier"] is True and report["fleet"] == {}
-    assert json.loads((validation / "gpu01.json").read_text(encoding="utf-8"))["healthy"] is True
-    dcgm = (validation / "dcgm" / "gpu01.json").read_text(encoding="utf-8")
-    assert json.loads(dcgm) == {"host": "gpu01", "checked_at": "2026-11-27T03:59:59Z", "level": 1}
-    assert dcgm.endswith("}\n")
+    healthy = json.loads((validation / "gpu01.json").read_text(encoding="utf-8"))
+    assert healthy["healthy"] is True and healthy["checks"] == [CHECK, DCGM_CHECK]
     assert oct((validation / "gdr" / "gpu02.json").stat().st_mode & 0o777) == "0o644"
+
+
+def test_each_diagnostic_document_holds_its_fields_and_its_own_time(written):
+    validation, _ = written
+
+    def read(path):
+        text = (validation / path).read_text(encoding="utf-8")
+        assert text.endswith("}\n")
+        return json.loads(text)
+
+    assert read("dcgm/gpu01.json") == {
+        "host": "gpu01",
+        "checked_at": "2026-11-27T03:59:59Z",
+        "level": 1,
+        "ran": True,
+        "healthy": True,
+        "check": DCGM_CHECK,
+        "dcgm": {"version": "3.3.5"},
+    }
+    # the module's result, less what the document leaves out (the command lines), with the host (and gdr's check,
+    # none when not applicable)
+    assert read("nvbandwidth/gpu02.json") == {"host": "gpu02", **_without(DIAGNOSTICS["nvbandwidth"], "cmd")}
+    assert read("gdr/gpu03.json") == {"host": "gpu03", "check": None, **_without(DIAGNOSTICS["gdr"], "cmds")}
+
+
+def test_dcgm_on_but_not_run_is_recorded_as_not_run(written):
+    validation, _ = written
+    document = json.loads((validation / "dcgm" / "gpu03.json").read_text(encoding="utf-8"))
+    report = json.loads((validation / "gpu03.json").read_text(encoding="utf-8"))
+    assert document == {
+        "host": "gpu03",
+        "checked_at": report["checked_at"],
+        "level": 1,
+        "ran": False,
+        "healthy": True,
+        "check": None,
+        "dcgm": None,
+    }

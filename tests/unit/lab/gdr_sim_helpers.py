@@ -2,7 +2,7 @@
 
 The module is not faked: it starts the simulator's server and client as real processes on this machine (both on
 the node's HCA port, the client connecting to 127.0.0.1), through coreutils timeout, as it does on a lab node.
-The values are the ones playbooks/tasks/validate_gdr.yml hands it: the expected system and link speeds of
+The values are the ones playbooks/validate.yml hands it: the expected system and link speeds of
 roles/gpuforge/defaults/main/expected_hardware.yml, and the lab's thresholds and run length of
 inventories/lab/group_vars/all/validation.yml.
 """
@@ -32,7 +32,7 @@ def _yaml(path: Path) -> dict:
 
 
 def lab_args(profile: str) -> dict:
-    """The module arguments validate_gdr.yml builds for a lab node of this profile (its facts and node checks are
+    """The module arguments validate.yml builds for a lab node of this profile (its facts and node checks are
     added by the caller)."""
     hardware, defaults, lab = _yaml(EXPECTED), _yaml(ACCEPTANCE), _yaml(LAB_VALIDATION)
     value = {**defaults, **lab}.get

@@ -1,12 +1,12 @@
 """lab/specs/all-faults.yml: every node-health fault type at once, several per node, on every GPU profile.
 
 Each node's simulators (nvidia-smi, ibstat, the simulated kernel) are booted in-process from the hardware
-document `gpuforge lab up` would write for it, and judged by gpu_node_check's own judge, joined (as
-playbooks/validate.yml folds it in) by the gdr_ib_write_bw check of library/gdr_loopback_bw.py, which runs the
-lab's ib_write_bw as real server and client processes on the node's HCA ports (gdr_sim_helpers.py). Every fault must
-be failed by the check that names it, as a root cause (no caused_by), with a remedy; every other failed or
-warning check must be a consequence that names its root cause; healthy nodes of all five GPU profiles pass
-with zero warnings.
+document `gpuforge lab up` would write for it, and judged by gpu_node_check's own judge, joined (as its
+diagnostics fold it in for playbooks/validate.yml) by the gdr_ib_write_bw check of library/gdr_loopback_bw.py, which
+runs the lab's ib_write_bw as real server and client processes on the node's HCA ports (gdr_sim_helpers.py). Every
+fault must be failed by the check that names it, as a root cause (no caused_by), with a remedy; every other failed
+or warning check must be a consequence that names its root cause; healthy nodes of all five GPU profiles pass with
+zero warnings.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def _judge(tmp_path, monkeypatch, node):
         monkeypatch, tmp_path, {**lab_args(node.profile), "gpus": smi["gpus"], "node_checks": result["checks"]}
     )
     assert not gdr.get("failed"), gdr
-    # validate.yml folds the check in when there is one (a system with peermem: false or no InfiniBand port has none)
+    # gpu_node_check folds the check in when there is one (a system with peermem: false or no InfiniBand port has none)
     assert gdr["applicable"] is (node.profile not in NO_GDR_PROFILES), (node.profile, gdr["reason"])
     return summarize(result["checks"] + ([gdr["check"]] if gdr.get("check") else []))
 

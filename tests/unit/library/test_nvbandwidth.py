@@ -20,7 +20,7 @@ PATHS = {"nvbandwidth": "/usr/bin/nvbandwidth", "timeout": "/usr/bin/timeout"}
 
 
 def minimums(profile: str) -> dict:
-    """The thresholds validate_nvbandwidth.yml hands the module for a lab node of this profile."""
+    """The thresholds validate.yml hands the diagnostic for a lab node of this profile."""
     systems = yaml.safe_load(EXPECTED.read_text(encoding="utf-8"))["gpuforge_expected_systems"]
     table = yaml.safe_load(ACCEPTANCE.read_text(encoding="utf-8"))["gpuforge_expected_nvbandwidth"]
     return table[systems[profile]["gpu_sku"]]

@@ -1,0 +1,253 @@
+"""gpu_node_check with diagnostics: the node's checks, then the DCGM diagnostic, nvbandwidth and the GPUDirect RDMA
+loopback in the same module run (validate.yml's one round trip per node), against the lab's simulators run as
+processes, as on a lab node. Each diagnostic must return what its own module returns on the same node, and its
+check must decide the node's verdict as validate.yml's fold of the separate tasks did."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible_collections.gpuforge.cluster.plugins.modules import (
+    dcgm_diag,
+    gdr_loopback_bw,
+    gpu_node_check,
+    nvbandwidth,
+)
+from gpuforge_sim import dcgmi
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
+from gdr_sim_helpers import lab_args
+from node_sim_helpers import EXPECTED, SimNode, expected_for
+
+SIM = Path(__file__).resolve().parents[3] / "lab" / "sim"
+# The tools the module runs here, each the lab simulator of the same name (lsmod, dmesg are given as text).
+SIMULATED = {
+    "nvidia-smi": "nvidia_smi",
+    "ibstat": "ibstat",
+    "ibv_devinfo": "ibv_devinfo",
+    "ibdev2netdev": "ibdev2netdev",
+    "dcgmi": "dcgmi",
+    "nvbandwidth": "nvbandwidth",
+    "ib_write_bw": "ib_write_bw",
+}
+PROFILE = "dgx1-v100-edr"
+
+
+def minimums(profile: str) -> dict:
+    """The nvbandwidth minimums validate.yml hands the diagnostic for this profile's GPU SKU."""
+    systems = yaml.safe_load(EXPECTED.read_text(encoding="utf-8"))["gpuforge_expected_systems"]
+    table = yaml.safe_load((EXPECTED.parent / "acceptance_checks.yml").read_text(encoding="utf-8"))
+    return table["gpuforge_expected_nvbandwidth"][systems[profile]["gpu_sku"]]
+
+
+class LabTools:
+    """get_bin_path and run_command of a lab node: each simulated tool is a script on disk that runs the simulator
+    with this Python (as the lab package's wrapper does), started as a real process; `calls` records every argv."""
+
+    def __init__(self, directory: Path, missing=()):
+        directory.mkdir(exist_ok=True)
+        self.paths = {"timeout": shutil.which("timeout")}
+        for tool, module in SIMULATED.items():
+            if tool in missing:
+                continue
+            path = directory / tool
+            path.write_text(
+                f"#!{sys.executable}\nimport os, sys\nos.environ['GPUFORGE_SIM_PROG'] = {tool!r}\n"
+                f"sys.path.insert(0, {str(SIM)!r})\nfrom gpuforge_sim.{module} import main\n"
+                "sys.exit(main(sys.argv[1:]))\n",
+                encoding="utf-8",
+            )
+            path.chmod(0o755)
+            self.paths[tool] = str(path)
+        self.calls = []
+
+    def path(self, name):
+        return self.paths.get(name)
+
+    def __call__(self, argv, environ_update=None, before_communicate_callback=None, **_kwargs):
+        self.calls.append([Path(part).name if part in self.paths.values() else part for part in argv])
+        process = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, **(environ_update or {})},
+        )
+        if before_communicate_callback:
+            before_communicate_callback(process)
+        out, err = process.communicate()
+        return process.returncode, out, err
+
+
+@pytest.fixture
+def lab_node(tmp_path, monkeypatch):
+    """A booted SimNode of PROFILE with these faults, DCGM's host engine running, and the arguments of its check."""
+
+    def boot(faults=()):
+        node = SimNode(tmp_path, monkeypatch, PROFILE, list(faults))
+        (tmp_path / "lib" / "dcgm.json").write_text(json.dumps({"version": "1:4.4.1"}), encoding="utf-8")
+        dcgmi.hostengine_main([], io.StringIO(), serve=False)
+        monkeypatch.setenv("GPUFORGE_LAB_PERFTEST_TIMEOUT", "20")
+        base = {
+            "expected": expected_for(PROFILE),
+            "gather": True,
+            "clock_event_samples": 0,
+            "lsmod": node.lsmod(),
+            "kernel_log": node.dmesg(),
+            "pcie": False,
+        }
+        return node, base
+
+    return boot
+
+
+def diagnostics_options() -> dict:
+    """What validate.yml hands the module in the lab: level 1, the SKU's minimums, the lab's loopback settings."""
+    return {
+        "dcgm": {"level": 1},
+        "nvbandwidth": {"testcases": ["h2d", "d2h"], "thresholds": minimums(PROFILE)},
+        "gdr": lab_args(PROFILE),
+    }
+
+
+def without(result: dict, *keys) -> dict:
+    return {key: value for key, value in result.items() if key not in keys}
+
+
+def test_each_diagnostic_returns_what_its_module_returns_and_decides_the_verdict(tmp_path, lab_node, ansible_module):
+    """A slow GPUDirect port (gdr_slow): the snapshot passes, the loopback fails as a root cause."""
+    _, base = lab_node([{"type": "gdr_slow", "hca": "mlx5_3", "fraction": 0.002}])
+    tools = LabTools(tmp_path / "bin")
+    checked = ansible_module(gpu_node_check, base, tools, bin_path=tools.path)
+    assert checked["healthy"] is True and checked["diagnostics"] == {}
+    gpus = checked["ansible_facts"]["nvidia_smi"]["gpus"]
+    options = diagnostics_options()
+    alone = {
+        "dcgm": ansible_module(dcgm_diag, {**options["dcgm"], "gpus": gpus}, tools, bin_path=tools.path),
+        "nvbandwidth": ansible_module(
+            nvbandwidth, {**options["nvbandwidth"], "gpus": gpus}, tools, bin_path=tools.path
+        ),
+        "gdr": ansible_module(
+            gdr_loopback_bw,
+            {**options["gdr"], "gpus": gpus, "node_checks": checked["checks"]},
+            tools,
+            bin_path=tools.path,
+        ),
+    }
+    separate_calls, tools.calls = tools.calls, []
+
+    both = ansible_module(gpu_node_check, {**base, "diagnostics": options}, tools, bin_path=tools.path)
+
+    assert tools.calls == separate_calls  # the same runs in the same order, in one module run
+    assert list(both["diagnostics"]) == ["dcgm", "nvbandwidth", "gdr"]
+    for name in ("dcgm", "nvbandwidth"):
+        assert without(both["diagnostics"][name], "checked_at") == alone[name]
+    gdr, gdr_alone = both["diagnostics"]["gdr"], alone["gdr"]
+    assert without(gdr, "checked_at", "check") == without(gdr_alone, "check")
+    assert (gdr["check"]["status"], gdr["check"]["observed"]["low"]) == ("fail", ["mlx5_3/1"])
+    for result in both["diagnostics"].values():
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", result["checked_at"])
+    assert [c["name"] for c in both["checks"]] == [c["name"] for c in checked["checks"]] + [
+        "dcgm_diag",
+        "nvbandwidth",
+        "gdr_ib_write_bw",
+    ]
+    assert both["checks"][: len(checked["checks"])] == checked["checks"]
+    assert (both["healthy"], both["failed_checks"], both["caused_failures"]) == (False, ["gdr_ib_write_bw"], {})
+
+
+def test_a_port_a_node_check_already_failed_is_its_consequence(tmp_path, lab_node, ansible_module):
+    """mlx5_3 down: ib_port_state fails; the loopback on that port fails too, caused by it (node_checks are the
+    module's own checks), so the root causes stay the node check's."""
+    _, base = lab_node([{"type": "ib_port_state", "hca": "mlx5_3", "port": 1, "state": "Down"}])
+    tools = LabTools(tmp_path / "bin")
+    result = ansible_module(
+        gpu_node_check, {**base, "diagnostics": {"gdr": diagnostics_options()["gdr"]}}, tools, bin_path=tools.path
+    )
+    check = result["diagnostics"]["gdr"]["check"]
+    assert (check["status"], check["caused_by"]) == ("fail", "ib_port_state")
+    assert result["healthy"] is False and result["failed_checks"] == ["ib_port_state"]
+    assert result["caused_failures"]["gdr_ib_write_bw"] == "ib_port_state"
+
+
+def test_bad_diagnostic_options_fail_before_anything_runs(tmp_path, lab_node, ansible_module):
+    _, base = lab_node()
+    tools = LabTools(tmp_path / "bin")
+    cases = {
+        "diagnostics: unknown nccl; the diagnostics are dcgm, nvbandwidth, gdr": {"nccl": {}},
+        "diagnostics.dcgm: a dict of its module's options, got 1": {"dcgm": 1},
+        "diagnostics.nvbandwidth: missing required arguments: thresholds": {"nvbandwidth": {}},
+    }
+    for message, diagnostics in cases.items():
+        result = ansible_module(
+            gpu_node_check, {**base, "diagnostics": diagnostics}, tools, expect_failure=True, bin_path=tools.path
+        )
+        assert result["msg"] == message
+    level = ansible_module(
+        gpu_node_check, {**base, "diagnostics": {"dcgm": {"level": 7}}}, tools, expect_failure=True, bin_path=tools.path
+    )
+    assert level["msg"].startswith("diagnostics.dcgm: value of level must be one of: 1, 2, 3, 4, got: 7")
+    assert tools.calls == []
+
+
+def test_a_diagnostic_that_cannot_run_fails_the_task_without_a_verdict(tmp_path, lab_node, ansible_module):
+    """DCGM not installed: the task fails naming the host and the fix, as dcgm_diag does; the result holds DCGM's
+    partial result, but no verdict (the diagnostic's own healthy: true must not read as the node's)."""
+    _, base = lab_node()
+    tools = LabTools(tmp_path / "bin", missing=("dcgmi",))
+    options = diagnostics_options()
+    result = ansible_module(
+        gpu_node_check, {**base, "diagnostics": options}, tools, expect_failure=True, bin_path=tools.path
+    )
+    assert result["msg"].startswith(f"dcgmi not found in PATH on {platform.node()}: install DCGM")
+    assert "healthy" not in result and "failed_checks" not in result
+    assert result["diagnostics"] == {"dcgm": {}}
+    assert "checks" not in result
+    assert not any(call[0] in ("nvbandwidth", "timeout") for call in tools.calls)  # nothing ran after it
+
+
+def test_check_mode_runs_no_diagnostic(tmp_path, lab_node, ansible_module):
+    _, base = lab_node()
+    tools = LabTools(tmp_path / "bin")
+    result = ansible_module(
+        gpu_node_check, {**base, "diagnostics": diagnostics_options()}, tools, check_mode=True, bin_path=tools.path
+    )
+    assert {name: r["msg"] for name, r in result["diagnostics"].items()} == {
+        "dcgm": "check mode: the DCGM diagnostic was not run",
+        "nvbandwidth": "check mode: nvbandwidth was not run",
+        "gdr": "check mode: ib_write_bw was not run",
+    }
+    assert not any("check" in r for r in result["diagnostics"].values())
+    assert result["healthy"] is True
+    assert [call[0] for call in tools.calls if call[0] in ("timeout", "dcgmi", "nvbandwidth", "ib_write_bw")] == []
+
+
+def test_p2p_is_left_out_on_a_node_with_one_gpu(tmp_path, lab_node, ansible_module):
+    """nvbandwidth's GPU<->GPU copies need two GPUs: validate.yml asks for p2p by the SKU's minimum, the module
+    leaves it out where fewer than two GPUs answered (as validate.yml did from the gathered count)."""
+    node, base = lab_node()
+    tools = LabTools(tmp_path / "bin")
+    facts = node.nvidia_smi_facts(samples=0)
+    one_gpu = {**facts, "gpus": facts["gpus"][:1], "gpu_count": 1}
+    args = {
+        **{k: v for k, v in base.items() if k not in ("gather", "clock_event_samples")},
+        "nvidia_smi": one_gpu,
+        "infiniband": node.infiniband_facts(),
+        "diagnostics": {
+            "nvbandwidth": {"testcases": ["h2d", "d2h", "p2p"], "thresholds": {"h2d": 1, "d2h": 1, "p2p": 1}}
+        },
+    }
+    result = ansible_module(gpu_node_check, args, tools, bin_path=tools.path)
+    assert result["diagnostics"]["nvbandwidth"]["cmd"][2:] == ["host_to_device_memcpy_ce", "device_to_host_memcpy_ce"]
+    assert result["diagnostics"]["nvbandwidth"]["check"]["status"] == "ok"
