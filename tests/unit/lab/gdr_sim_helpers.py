@@ -53,12 +53,13 @@ def lab_args(profile: str) -> dict:
     }
 
 
-def sim_executable(directory: Path) -> str:
-    """An ib_write_bw on disk that runs the lab simulator with this Python (as the lab package's wrapper does)."""
-    path = directory / "ib_write_bw"
+def sim_executable(directory: Path, tool: str = "ib_write_bw") -> str:
+    """The tool on disk (ib_write_bw, nvidia-smi, ...), running the lab simulator of its name with this Python (as the
+    lab package's wrapper does)."""
+    path = directory / tool
     path.write_text(
         f"#!{sys.executable}\nimport sys\nsys.path.insert(0, {str(SIM)!r})\n"
-        "from gpuforge_sim.ib_write_bw import main\nsys.exit(main())\n",
+        f"from gpuforge_sim.{tool.replace('-', '_')} import main\nsys.exit(main())\n",
         encoding="utf-8",
     )
     path.chmod(0o755)

@@ -16,7 +16,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from ansible_collections.gpuforge.cluster.plugins.modules import (
     dcgm_diag,
     gdr_loopback_bw,
@@ -27,28 +26,12 @@ from gpuforge_sim import dcgmi
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
-from gdr_sim_helpers import lab_args
-from node_sim_helpers import EXPECTED, SimNode, expected_for
+from gdr_sim_helpers import lab_args, sim_executable
+from node_sim_helpers import SimNode, expected_for, nvbandwidth_minimums
 
-SIM = Path(__file__).resolve().parents[3] / "lab" / "sim"
 # The tools the module runs here, each the lab simulator of the same name (lsmod, dmesg are given as text).
-SIMULATED = {
-    "nvidia-smi": "nvidia_smi",
-    "ibstat": "ibstat",
-    "ibv_devinfo": "ibv_devinfo",
-    "ibdev2netdev": "ibdev2netdev",
-    "dcgmi": "dcgmi",
-    "nvbandwidth": "nvbandwidth",
-    "ib_write_bw": "ib_write_bw",
-}
+SIMULATED = ("nvidia-smi", "ibstat", "ibv_devinfo", "ibdev2netdev", "dcgmi", "nvbandwidth", "ib_write_bw")
 PROFILE = "dgx1-v100-edr"
-
-
-def minimums(profile: str) -> dict:
-    """The nvbandwidth minimums validate.yml hands the diagnostic for this profile's GPU SKU."""
-    systems = yaml.safe_load(EXPECTED.read_text(encoding="utf-8"))["gpuforge_expected_systems"]
-    table = yaml.safe_load((EXPECTED.parent / "acceptance_checks.yml").read_text(encoding="utf-8"))
-    return table["gpuforge_expected_nvbandwidth"][systems[profile]["gpu_sku"]]
 
 
 class LabTools:
@@ -58,18 +41,7 @@ class LabTools:
     def __init__(self, directory: Path, missing=()):
         directory.mkdir(exist_ok=True)
         self.paths = {"timeout": shutil.which("timeout")}
-        for tool, module in SIMULATED.items():
-            if tool in missing:
-                continue
-            path = directory / tool
-            path.write_text(
-                f"#!{sys.executable}\nimport os, sys\nos.environ['GPUFORGE_SIM_PROG'] = {tool!r}\n"
-                f"sys.path.insert(0, {str(SIM)!r})\nfrom gpuforge_sim.{module} import main\n"
-                "sys.exit(main(sys.argv[1:]))\n",
-                encoding="utf-8",
-            )
-            path.chmod(0o755)
-            self.paths[tool] = str(path)
+        self.paths.update({tool: sim_executable(directory, tool) for tool in SIMULATED if tool not in missing})
         self.calls = []
 
     def path(self, name):
@@ -116,7 +88,7 @@ def diagnostics_options() -> dict:
     """What validate.yml hands the module in the lab: level 1, the SKU's minimums, the lab's loopback settings."""
     return {
         "dcgm": {"level": 1},
-        "nvbandwidth": {"testcases": ["h2d", "d2h"], "thresholds": minimums(PROFILE)},
+        "nvbandwidth": {"testcases": ["h2d", "d2h"], "thresholds": nvbandwidth_minimums(PROFILE)},
         "gdr": lab_args(PROFILE),
     }
 

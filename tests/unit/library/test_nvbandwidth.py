@@ -8,22 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 from ansible_collections.gpuforge.cluster.plugins.modules import nvbandwidth as nvbandwidth_module
 from gpuforge_sim import nvbandwidth
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
-from node_sim_helpers import EXPECTED, GPU_PROFILES, SimNode
+from node_sim_helpers import GPU_PROFILES, SimNode
+from node_sim_helpers import nvbandwidth_minimums as minimums
 
-ACCEPTANCE = EXPECTED.parent / "acceptance_checks.yml"
 PATHS = {"nvbandwidth": "/usr/bin/nvbandwidth", "timeout": "/usr/bin/timeout"}
-
-
-def minimums(profile: str) -> dict:
-    """The thresholds validate.yml hands the diagnostic for a lab node of this profile."""
-    systems = yaml.safe_load(EXPECTED.read_text(encoding="utf-8"))["gpuforge_expected_systems"]
-    table = yaml.safe_load(ACCEPTANCE.read_text(encoding="utf-8"))["gpuforge_expected_nvbandwidth"]
-    return table[systems[profile]["gpu_sku"]]
 
 
 def sim_nvbandwidth(calls):

@@ -51,6 +51,14 @@ GPU_PROFILES = [
 ]
 
 
+def nvbandwidth_minimums(profile: str) -> dict:
+    """The nvbandwidth thresholds validate.yml hands the diagnostic for a lab node of this profile (its GPU SKU's
+    entry of gpuforge_expected_nvbandwidth, roles/gpuforge/defaults/main/acceptance_checks.yml)."""
+    systems = yaml.safe_load(EXPECTED.read_text(encoding="utf-8"))["gpuforge_expected_systems"]
+    table = yaml.safe_load((EXPECTED.parent / "acceptance_checks.yml").read_text(encoding="utf-8"))
+    return table["gpuforge_expected_nvbandwidth"][systems[profile]["gpu_sku"]]
+
+
 def expected_for(system: str) -> dict:
     """The spec validate.yml hands gpu_node_check: SKU + system + link speeds + global thresholds."""
     data = yaml.safe_load(EXPECTED.read_text(encoding="utf-8"))
