@@ -67,6 +67,30 @@ def test_opensm_service_follows_the_stack_not_the_os(os_name, source, service):
     assert render("mlnx_ofed", os_name, "{{ mlnx_ofed_opensm_service }}", mlnx_ofed_source=source) == service
 
 
+@pytest.mark.parametrize(
+    ("source", "openibd", "groups", "units"),
+    [
+        ("doca", True, ["gpu_nodes", "ib_subnet_manager"], ["openibd", "opensmd"]),
+        ("doca", True, ["gpu_nodes"], ["openibd"]),
+        ("tarball", False, ["ib_subnet_manager"], ["opensmd"]),
+        # The in-box stack has no openibd; its OpenSM is opensm.service.
+        ("inbox", True, ["storage_nodes", "ib_subnet_manager"], ["opensm"]),
+        ("inbox", True, ["gpu_nodes"], []),
+    ],
+)
+def test_one_units_task_starts_openibd_then_the_subnet_manager(source, openibd, groups, units):
+    rendered = render(
+        "mlnx_ofed",
+        "Debian",
+        "{{ mlnx_ofed_units }}",
+        mlnx_ofed_source=source,
+        mlnx_ofed_openibd=openibd,
+        group_names=groups,
+    )
+    assert [unit["name"] for unit in rendered] == units
+    assert all(unit["enabled"] is True and unit["state"] == "started" for unit in rendered)
+
+
 def test_the_subnet_manager_starts_before_the_ports_are_checked():
     # A port stays Initializing until a subnet manager configures it: where the OpenSM this role starts is the
     # fabric's only one, checking the ports first would fail every host of a first install.
@@ -74,8 +98,8 @@ def test_the_subnet_manager_starts_before_the_ports_are_checked():
     names = [task["name"] for task in yaml.safe_load((tasks_dir / "main.yml").read_text(encoding="utf-8"))]
     order = [
         "Flush handlers so openibd reloads the new stack before it is checked",
-        "Keep openibd enabled and running (loads the HCA driver and access layer at boot)",
-        "Subnet manager",
+        "Install OpenSM on the subnet manager's host",
+        "Keep openibd (loads the HCA driver and access layer at boot) and the subnet manager enabled and running",
         "Check the installed release and the Active ports",
     ]
     assert [name for name in names if name in order] == order
