@@ -63,6 +63,9 @@ def test_mirror_checksum_file_is_used_only_for_unpinned_files():
     assert args["url"] == "http://mirror/apptainer/releases/download/v1.5.3/apptainer_1.5.3_amd64.deb"
 
 
+REFUSE = "Refuse unsupported systems and settings, and a download without a checksum"
+
+
 @pytest.mark.parametrize(
     ("os_name", "extra", "allowed"),
     [
@@ -76,9 +79,11 @@ def test_mirror_checksum_file_is_used_only_for_unpinned_files():
 )
 def test_a_download_without_a_checksum_is_refused(os_name, extra, allowed):
     role = render(os_name, **extra)
-    assert all(role.conditions("main.yml", "Refuse a download without a checksum", key="that")) is allowed
+    assert all(role.conditions("main.yml", REFUSE, key="that")) is allowed
     if not allowed:
-        assert "no sha256 pinned for apptainer" in role.message("main.yml", "Refuse a download without a checksum")
+        message = role.message("main.yml", REFUSE)
+        assert "no sha256 pinned for apptainer" in message
+        assert "the apptainer role supports" not in message  # only the problem found
 
 
 def test_bind_paths_come_from_the_hosts_own_shared_file_systems():
@@ -144,6 +149,8 @@ def test_gpu_directives(extra, directives):
     ("extra", "allowed"),
     [
         ({}, True),
+        # Paths with an "s" in them: the check looks for commas and whitespace only.
+        ({"apptainer_bind_paths": ["/shared/home", "/var/tmp:/scratch:ro"]}, True),
         ({"apptainer_nvccli": True, "apptainer_suid": True}, False),
         ({"apptainer_bind_paths": ["relative/path"]}, False),
         ({"apptainer_bind_paths": ["/a,/b"]}, False),
@@ -153,7 +160,18 @@ def test_gpu_directives(extra, directives):
 )
 def test_unsupported_settings_are_refused(extra, allowed):
     role = render(**extra)
-    assert all(role.conditions("main.yml", "Refuse unsupported systems", key="that")) is allowed
+    assert all(role.conditions("main.yml", REFUSE, key="that")) is allowed
+    if not allowed:
+        message = role.message("main.yml", REFUSE)
+        assert "the apptainer role supports" in message
+        assert "no sha256 pinned" not in message
+
+
+def test_both_refusals_in_one_message():
+    role = render(apptainer_nvccli=True, apptainer_suid=True, apptainer_version="1.5.4")
+    assert all(role.conditions("main.yml", REFUSE, key="that")) is False
+    message = " ".join(role.message("main.yml", REFUSE).split())
+    assert message.index("the apptainer role supports") < message.index("no sha256 pinned for apptainer")
 
 
 def test_gpu_check_command():

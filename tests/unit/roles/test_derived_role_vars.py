@@ -96,3 +96,16 @@ def test_nfs_client_kernel_nfs_from_proc_filesystems(filesystems, has_nfs):
     content = base64.b64encode(filesystems.encode()).decode()
     render = RoleRender("nfs_client", "debian12", nfs_client_proc_filesystems={"content": content})
     assert render.var("nfs_client_kernel_nfs") is has_nfs
+
+
+def test_slurm_refuses_a_release_without_pins_and_a_missing_controller_in_one_message():
+    role = slurm("debian12", "trixie")
+    role.templar.available_variables = {
+        **role.templar.available_variables,
+        "groups": {"slurm_controller": [], "slurm_compute": ["gpu01"]},
+    }
+    task = "Refuse an inventory without a Slurm controller"
+    assert role.conditions("main.yml", task, key="that") == [False]
+    message = " ".join(role.message("main.yml", task).split())
+    assert message.startswith("gpu01 is in a Slurm group, but group slurm_controller has no hosts.")
+    assert "gpu01: no Slurm/MUNGE version pinned for Debian" in message

@@ -67,7 +67,30 @@ def test_infiniband_module_optional_per_domain(os_name):
         assert f"allow {domain} unlabeled_t:infiniband_pkey access;" in text
 
 
+REFUSE = "Refuse anything but enforcing"
+
+
 def test_only_enforcing_is_accepted():
-    task = RoleRender("gpu_selinux", "debian12", gpu_selinux_state="permissive").task("main.yml", "Refuse anything but")
-    assert task["that"] == "gpu_selinux_state == 'enforcing'"
-    assert "never disables SELinux or sets it permissive" in task["fail_msg"]
+    role = RoleRender("gpu_selinux", "debian12", gpu_selinux_state="permissive")
+    assert role.conditions("main.yml", REFUSE, key="that") == [False]
+    message = " ".join(role.message("main.yml", REFUSE).split())
+    assert message.startswith("gpu_selinux_state is 'permissive': gpuforge never disables SELinux or sets it")
+    assert "gpu_selinux supports" not in message
+    assert RoleRender("gpu_selinux", "debian12").conditions("main.yml", REFUSE, key="that") == [True]
+
+
+def test_every_refusal_is_named_in_one_message():
+    role = RoleRender(
+        "gpu_selinux",
+        "rhel9",
+        gpu_selinux_enabled=True,
+        gpu_selinux_state="disabled",
+        gpu_selinux_modules=["nvidia_container", "x"],
+    )
+    assert role.conditions("main.yml", REFUSE, key="that") == [False]
+    message = " ".join(role.message("main.yml", REFUSE).split())
+    assert "gpu_selinux_state is 'disabled'" in message
+    assert message.endswith("and the modules nvidia_container and infiniband (asked for nvidia_container, x).")
+    # The system check is the role's only when it does something: gpu_selinux_enabled false leaves the state one.
+    off = RoleRender("gpu_selinux", "rhel9", gpu_selinux_enabled=False, gpu_selinux_modules=["x"])
+    assert off.conditions("main.yml", REFUSE, key="that") == [True]

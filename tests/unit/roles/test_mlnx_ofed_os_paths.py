@@ -108,3 +108,31 @@ def test_the_subnet_manager_starts_before_the_ports_are_checked():
         "{{ 0 if ansible_check_mode else mlnx_ofed_min_active_ports | int }}"
     )
     assert render("mlnx_ofed", "Debian", "{{ mlnx_ofed_active_ports_wait_s }}") == 60
+
+
+REFUSE = "Refuse an unknown RDMA stack source and a kernel"
+
+
+@pytest.mark.parametrize(
+    ("kernel", "source", "problems"),
+    [
+        ("6.1.0-26-amd64", "doca", []),
+        ("6.12.9-amd64", "doca", ["kernel 6.12.9-amd64 on debian12"]),
+        ("6.12.9-amd64", "inbox", []),  # the distribution's own stack follows its kernel
+        ("6.1.0-26-amd64", "ofed", ["mlnx_ofed_source must be one of ['inbox', 'doca', 'tarball'] (got ofed)"]),
+        ("6.12.9-amd64", "ofed", ["mlnx_ofed_source must be one of", "kernel 6.12.9-amd64 on debian12"]),
+    ],
+)
+def test_settings_refused_in_one_message(kernel, source, problems):
+    from gpu_stack_render import OS_FACTS, RoleRender
+
+    role = RoleRender(
+        "mlnx_ofed", "debian12", mlnx_ofed_source=source, ansible_facts={**OS_FACTS["debian12"], "kernel": kernel}
+    )
+    assert role.conditions("main.yml", REFUSE, key="that") == [not problems]
+    if problems:
+        message = " ".join(role.message("main.yml", REFUSE).split())
+        assert message.startswith("gpu01: ")
+        positions = [message.index(problem) for problem in problems]
+        assert positions == sorted(positions)
+        assert message.count("gpu01: ") == len(problems)

@@ -94,8 +94,36 @@ def test_ganesha_client_blocks_carry_access_and_squash():
 def test_ganesha_refuses_options_it_cannot_express():
     exports = [{"path": "/srv/x", "clients": [{"network": "10.0.0.0/8", "options": ["rw", "fsid=0", "crossmnt"]}]}]
     role = RoleRender("nfs_server", "debian12", nfs_server_exports=exports, nfs_server_implementation="ganesha")
-    raw = role.find_task("main.yml", "The ganesha server is given options it can express")
+    raw = role.find_task("main.yml", "Refuse exports and options this server cannot serve")
     assert role.expr(raw["vars"]["unsupported"]) == ["fsid=0", "crossmnt"]
+    assert role.conditions("main.yml", "Refuse exports and options", key="that") == [False]
+    message = role.message("main.yml", "Refuse exports and options")
+    assert message.startswith("gpu01: nfs-ganesha cannot express the export options fsid=0, crossmnt;")
+    assert "nfs_server_exports needs" not in message and "NFS/RDMA" not in message
+
+
+def test_every_refused_setting_is_named_in_one_message():
+    exports = [
+        {"path": "srv/x", "clients": [{"network": "10.0.0.0/8", "options": ["rw", "fsid=0"]}]},
+        {"path": "srv/x", "clients": []},
+    ]
+    role = RoleRender(
+        "nfs_server", "debian12", nfs_server_exports=exports, nfs_server_implementation="ganesha", nfs_server_rdma=True
+    )
+    assert role.conditions("main.yml", "Refuse exports and options", key="that") == [False]
+    message = " ".join(role.message("main.yml", "Refuse exports and options").split())
+    assert message == (
+        "gpu01: nfs_server_exports needs one entry per absolute path, each with at least one client network"
+        " (srv/x, srv/x). nfs-ganesha cannot express the export options fsid=0; use rw/ro and"
+        " root_squash/no_root_squash/all_squash (plus sync, async, no_subtree_check, which it ignores) or"
+        " nfs_server_implementation: kernel. nfs_server_rdma is set but nfs_server_implementation is ganesha;"
+        " NFS/RDMA is served by the kernel nfsd only."
+    )
+
+
+def test_good_exports_pass_the_settings_check():
+    role = RoleRender("nfs_server", "debian12", nfs_server_exports=SEED_002)
+    assert role.conditions("main.yml", "Refuse exports and options", key="that") == [True]
 
 
 def test_export_directories_carry_each_exports_owner_group_and_mode_or_the_spec_defaults():
