@@ -108,6 +108,12 @@ options:
       - The lab points it at the tree its simulated lspci writes.
     type: path
     default: /sys
+  system:
+    description:
+      - The name of the expected system the node is judged against (a key of C(gpuforge_expected_systems)), returned
+        as RV(system) so that what reports the verdict names the system this run used (a play variable never reaches
+        another host's C(hostvars)).
+    type: str
   expected:
     description:
       - The expected spec - a GPU SKU entry of C(gpuforge_expected_gpu_skus) combined with the system
@@ -219,6 +225,11 @@ diagnostics:
   returned: always
   type: dict
   sample: {dcgm: {ran: true, healthy: true, check: {name: dcgm_diag, status: ok}, checked_at: "2026-11-28T10:00:00Z"}}
+system:
+  description: O(system) as given (null when not).
+  returned: always
+  type: str
+  sample: dgx-h100
 pkeys:
   description: HCA port (C(hca/port)) to the sorted P_Keys in use in its P_Key table (empty when not read).
   returned: always
@@ -570,7 +581,7 @@ class GpuNodeCheck:
             self.run_diagnostics(diagnostics, result)
         if facts:
             result["ansible_facts"] = facts
-        self.module.exit_json(changed=False, pkeys=pkeys, **result)
+        self.module.exit_json(changed=False, pkeys=pkeys, system=self.params["system"], **result)
 
     def lspci(self):
         """Parsed `lspci -vvv -D` (or the given text); None and a note when it cannot be read."""
@@ -643,6 +654,7 @@ def main():
             "fabric_manager": {"type": "str"},
             "pcie": {"type": "bool", "default": True},
             "sysfs_root": {"type": "path", "default": "/sys"},
+            "system": {"type": "str"},
             "expected": {"type": "dict", "required": True},
         },
         supports_check_mode=True,

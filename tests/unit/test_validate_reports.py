@@ -65,16 +65,17 @@ def _role_defaults() -> dict:
 
 def _host_vars(name: str) -> dict:
     """gpu01: healthy, every diagnostic ran. gpu02: unhealthy, DCGM turned off. gpu03: DCGM on but not run (its
-    SKU is one DCGM does not support: validate.yml hands the module no dcgm)."""
+    SKU is one DCGM does not support: validate.yml hands the module no dcgm). No host has gpuforge_expected_system in
+    its hostvars, as when it is given as a play variable: the report takes the system from the check's result."""
     diagnostics = dict(DIAGNOSTICS)
     if name != "gpu01":
         del diagnostics["dcgm"]
     return {
         "ansible_connection": "local",
         "ansible_python_interpreter": sys.executable,
-        "gpuforge_expected_system": "dgx1-v100-edr",
         **({"gpuforge_validate_dcgm": False} if name == "gpu02" else {}),
         "gpuforge_node_check": {
+            "system": "dgx1-v100-edr",
             "healthy": name != "gpu02",
             "failed_checks": [] if name != "gpu02" else ["gpu_count"],
             "checks": [CHECK] + ([DCGM_CHECK] if name == "gpu01" else []),

@@ -84,6 +84,16 @@ def test_given_text_is_used_without_running_commands(tmp_path, monkeypatch, run_
     # PCIe checks: lspci_readable, pcie_link_hca, pcie_link_limited, pcie_aer, pcie_acs.
     assert len(result["checks"]) == 30
     assert result["pkeys"] == {"mlx5_0/1": ["0xffff"]}
+    assert result["system"] is None  # not given
+
+
+def test_the_system_judged_against_is_returned(tmp_path, monkeypatch, run_module):
+    # validate.yml's report and fleet comparison read it from the result: a system given as a play variable is in
+    # no other host's hostvars (found by Molecule gpudirect_rdma's side effect).
+    node = SimNode(tmp_path, monkeypatch, "poweredge-c4140-v100")
+    args = node_args(node, "poweredge-c4140-v100", lspci=lspci_output("-vvv"), sysfs_root=lspci.sysfs_root())
+    result, _ = run_module({**args, "system": "poweredge-c4140-v100"}, {})
+    assert result["system"] == "poweredge-c4140-v100"
 
 
 def test_unreadable_lsmod_and_failing_dmesg_are_failed_checks(run_module):

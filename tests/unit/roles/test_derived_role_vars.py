@@ -109,3 +109,40 @@ def test_slurm_refuses_a_release_without_pins_and_a_missing_controller_in_one_me
     message = " ".join(role.message("main.yml", task).split())
     assert message.startswith("gpu01 is in a Slurm group, but group slurm_controller has no hosts.")
     assert "gpu01: no Slurm/MUNGE version pinned for Debian" in message
+
+
+def test_the_cluster_munge_key_is_the_controllers_own_read_or_the_one_it_just_created():
+    had = {"head01": {"slurm_local_key": {"content": "b2xk"}, "slurm_new_controller_key": {"skipped": True}}}
+    assert slurm("debian12", "bookworm", hostvars=had).var("slurm_controller_key") == "b2xk"
+    created = {
+        "head01": {
+            "slurm_local_key": {"failed": True, "msg": "file not found: /etc/munge/munge.key"},
+            "slurm_new_controller_key": {"content": "bmV3"},
+        }
+    }
+    assert slurm("debian12", "bookworm", hostvars=created).var("slurm_controller_key") == "bmV3"
+
+
+def test_a_play_without_the_controller_is_told_to_include_it():
+    role = slurm("debian12", "bookworm", hostvars={"head01": {}})
+    with pytest.raises(Exception, match="MUNGE key of the Slurm controller head01 was not read in this play"):
+        role.var("slurm_controller_key")
+
+
+@pytest.mark.parametrize(
+    ("host", "local_key", "new_key", "installs"),
+    [
+        # A compute node whose package made its own key gets the controller's.
+        ("gpu01", {"content": "b3du"}, {"skipped": True}, True),
+        ("gpu01", {"content": "b2xk"}, {"skipped": True}, False),
+        # The controller that had no key and just created one keeps it (no rewrite of the same key).
+        ("head01", {"failed": True}, {"content": "b2xk"}, False),
+        ("head01", {"content": "b2xk"}, {"skipped": True}, False),
+    ],
+)
+def test_the_cluster_key_is_installed_only_where_it_differs(host, local_key, new_key, installs):
+    reads = {"slurm_local_key": local_key, "slurm_new_controller_key": new_key}
+    controller = reads if host == "head01" else {"slurm_local_key": {"content": "b2xk"}}
+    role = slurm("debian12", "bookworm", inventory_hostname=host, hostvars={"head01": controller}, **reads)
+    assert role.var("slurm_controller_key") == "b2xk"
+    assert role.conditions("munge.yml", "Install the cluster MUNGE key") == [installs]

@@ -64,3 +64,34 @@ def test_openibd_dropin(module):
     text = render_file("gpudirect_rdma", "Debian", "openibd-peermem.conf.j2", gpudirect_rdma_module=module)
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert lines == ["[Service]", f"ExecStartPost=-/sbin/modprobe {module}"]
+
+
+@pytest.mark.parametrize(
+    ("reads", "problems"),
+    [
+        ({"gpudirect_rdma_ofed": {"rc": 0}, "gpudirect_rdma_smi": {"stdout_lines": ["550.90.07"]}}, []),
+        ({"gpudirect_rdma_ofed": {"rc": 127}, "gpudirect_rdma_smi": {"stdout_lines": ["550.90.07"]}}, ["ofed_info"]),
+        (
+            {
+                "gpudirect_rdma_ofed": {"rc": 0},
+                "gpudirect_rdma_smi": {"stdout_lines": [], "stderr": "NVIDIA-SMI has failed"},
+            },
+            ["could not read the NVIDIA driver version (NVIDIA-SMI has failed)"],
+        ),
+        (
+            {"gpudirect_rdma_ofed": {"rc": 127}, "gpudirect_rdma_smi": {"stdout_lines": []}},
+            ["ofed_info", "nvidia-smi printed nothing"],
+        ),
+    ],
+)
+def test_missing_ofed_and_unknown_driver_are_refused_in_one_message(reads, problems):
+    from gpu_stack_render import RoleRender
+
+    role = RoleRender("gpudirect_rdma", "debian12", **reads)
+    task = "MLNX_OFED is present and the driver version is known"
+    assert role.conditions("main.yml", task, key="that") == [not problems]
+    if problems:
+        message = " ".join(role.message("main.yml", task).split())
+        positions = [message.index(problem) for problem in problems]
+        assert positions == sorted(positions)
+        assert message.count("gpu01: ") == len(problems)
