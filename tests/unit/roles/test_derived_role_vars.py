@@ -146,3 +146,19 @@ def test_the_cluster_key_is_installed_only_where_it_differs(host, local_key, new
     role = slurm("debian12", "bookworm", inventory_hostname=host, hostvars={"head01": controller}, **reads)
     assert role.var("slurm_controller_key") == "b2xk"
     assert role.conditions("munge.yml", "Install the cluster MUNGE key") == [installs]
+
+
+@pytest.mark.parametrize(
+    ("host", "local_key", "given", "creates"),
+    [
+        ("head01", {"failed": True}, "", True),  # the controller has none: it creates the cluster's
+        ("head01", {"content": "b2xk"}, "", False),  # a converged controller, or Debian's packaged key
+        ("head01", {"failed": True}, "a2V5", False),  # the key comes from slurm_munge_key
+        ("gpu01", {"failed": True}, "", False),  # only the controller creates it
+    ],
+)
+def test_only_a_controller_without_a_key_creates_one(host, local_key, given, creates):
+    role = slurm("debian12", "bookworm", inventory_hostname=host, slurm_local_key=local_key, slurm_munge_key=given)
+    assert role.var("slurm_creates_munge_key | bool") is creates
+    assert role.conditions("munge.yml", "Create the MUNGE key") == [creates]
+    assert role.conditions("munge.yml", "Read the controller's new MUNGE key") == [creates]
