@@ -151,3 +151,30 @@ def test_lab_overrides_point_at_the_mirror():
     assert render.var("nvidia_driver_kernel_module_flavor_effective") == "proprietary"
     assert render.var("nvidia_driver_kernel_headers") is False
     assert render.var("gpuforge_cuda_repo_key_fingerprint") == "ABC"
+
+
+REFUSE = "Refuse unsupported systems and inconsistent settings"
+
+
+@pytest.mark.parametrize(
+    ("extra", "refused"),
+    [
+        ({"nvidia_driver_dcgm_enabled": True}, False),  # the CUDA repository and the pinned version: fine
+        ({"nvidia_driver_dcgm_enabled": True, "nvidia_driver_dcgm_version": ""}, True),
+        ({"nvidia_driver_dcgm_enabled": True, "nvidia_driver_source": "ubuntu"}, True),
+        ({"nvidia_driver_dcgm_enabled": False, "nvidia_driver_dcgm_version": ""}, False),
+    ],
+)
+def test_dcgm_refused_without_the_cuda_repository_or_a_pin(extra, refused):
+    # DCGM's checks are in the role's one refusal (main.yml), not a task of their own in dcgm.yml.
+    os_name = "ubuntu2204" if extra.get("nvidia_driver_source") == "ubuntu" else "debian12"
+    render = driver(os_name, gpuforge_gpu_architecture="Volta", **extra)
+    conditions = render.conditions("main.yml", REFUSE, key="that")
+    assert conditions[:-1] == [True] * (len(conditions) - 1)
+    assert conditions[-1] is (not refused)
+    message = " ".join(render.message("main.yml", REFUSE).split())
+    assert ("DCGM (nvidia_driver_dcgm_enabled) needs nvidia_driver_source cuda" in message) is bool(
+        extra["nvidia_driver_dcgm_enabled"]
+    )
+    if refused and "nvidia_driver_dcgm_version" in extra:
+        assert "a pinned nvidia_driver_dcgm_version (got '')." in message

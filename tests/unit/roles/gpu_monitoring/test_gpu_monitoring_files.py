@@ -80,11 +80,15 @@ NOTHING = {
     "collector_changed": False,
     "prometheus_needs_restart": False,
     "prometheus_needs_reload": False,
+    "prometheus_touched": False,
 }
 
 
-def decisions(host="head01", files_changed=(), install=None, os_name="debian12"):
-    extra = {"gpu_monitoring_files": {"changed": bool(files_changed), "changed_paths": list(files_changed)}}
+def decisions(host="head01", files_changed=(), install=None, os_name="debian12", units_changed=False):
+    extra = {
+        "gpu_monitoring_files": {"changed": bool(files_changed), "changed_paths": list(files_changed)},
+        "gpu_monitoring_units": {"changed": units_changed},
+    }
     if install is not None:
         extra["gpu_monitoring_packages_installed"] = install
     render = role(os_name=os_name, host=host, **extra)
@@ -97,9 +101,19 @@ def test_a_converged_host_restarts_nothing():
 
 
 def test_a_new_configuration_reloads_prometheus_and_new_arguments_restart_it_once():
-    assert decisions(files_changed=["/etc/prometheus/prometheus.yml"]) == {**NOTHING, "prometheus_needs_reload": True}
+    reload = {**NOTHING, "prometheus_needs_reload": True, "prometheus_touched": True}
+    assert decisions(files_changed=["/etc/prometheus/prometheus.yml"]) == reload
     both = decisions(files_changed=["/etc/prometheus/prometheus.yml", "/etc/default/prometheus"])
-    assert both == {**NOTHING, "prometheus_needs_restart": True}  # the restart reads the configuration too
+    # The restart reads the configuration too.
+    assert both == {**NOTHING, "prometheus_needs_restart": True, "prometheus_touched": True}
+
+
+def test_prometheus_readiness_is_checked_after_this_run_touched_it():
+    # Restarted, reloaded (above) or started by the units task: there is a load to confirm. A converged server
+    # (test_a_converged_host_restarts_nothing) skips the request.
+    assert decisions(units_changed=True)["prometheus_touched"] is True
+    task = role(host="head01").find_task("main.yml", "Prometheus is ready")
+    assert "gpu_monitoring_prometheus_touched | bool" in task["when"]
 
 
 def test_collector_files_rerun_the_collector_and_node_exporter_arguments_restart_node_exporter():
@@ -117,7 +131,12 @@ def test_the_package_an_install_changed_is_restarted_and_only_that_one():
     only_node_exporter = {"changed": True, "unmet": ["prometheus-node-exporter>=1.5.0-1+b6"], "apt_ran": True}
     assert decisions(install=only_node_exporter) == {**NOTHING, "node_exporter_needs_restart": True}
     both = {"changed": True, "unmet": ["prometheus>=2.42.0+ds-5+deb12u1", "prometheus-node-exporter>=1.5.0-1+b6"]}
-    assert decisions(install=both) == {**NOTHING, "node_exporter_needs_restart": True, "prometheus_needs_restart": True}
+    assert decisions(install=both) == {
+        **NOTHING,
+        "node_exporter_needs_restart": True,
+        "prometheus_needs_restart": True,
+        "prometheus_touched": True,
+    }
 
 
 def test_a_dnf_install_restarts_every_package_of_the_host():
