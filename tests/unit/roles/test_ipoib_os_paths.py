@@ -117,3 +117,33 @@ def test_ifupdown_render_debian():
 def test_backend_per_os(os_name, backend):
     assert render("ipoib", os_name, "{{ ipoib_backend }}") == backend
     assert (Path(ROOT) / "roles" / "ipoib" / "tasks" / f"{backend}.yml").is_file()
+
+
+CHECK = "Every interface is well formed and has its network device"
+
+
+@pytest.mark.parametrize(
+    ("interfaces", "apply", "kernel", "problems"),
+    [
+        ([SEED_001], False, ["lo"], []),
+        ([SEED_001, {"hca": "mlx5_7", "address": "10.10.17.21/24"}], False, ["lo"], ["mlx5_7 port 1 has no IPoIB"]),
+        ([SEED_001], True, ["lo"], ["ib1 is listed by the IB tools but the kernel has no such network device"]),
+        ([{"hca": "mlx5_1", "address": "10.10.11.21/24", "mtu": 9000}], False, ["lo"], ["is invalid"]),
+    ],
+)
+def test_one_check_after_the_devices_are_resolved(interfaces, apply, kernel, problems):
+    # The role's task hands the filter the port map it built from ibdev2netdev and the kernel's interfaces.
+    from gpu_stack_render import OS_FACTS, RoleRender
+
+    role = RoleRender(
+        "ipoib",
+        "debian12",
+        ipoib_interfaces=interfaces,
+        ipoib_apply=apply,
+        ipoib_ibdev2netdev_out={"rc": 0, "stdout": IBDEV2NETDEV},
+        ansible_facts={**OS_FACTS["debian12"], "interfaces": kernel},
+    )
+    assert role.conditions("resolve.yml", CHECK, key="that") == [not problems]
+    message = " ".join(role.message("resolve.yml", CHECK).split())
+    assert [problem in message for problem in problems] == [True] * len(problems)
+    assert message.count("gpu01: ") == len(problems)

@@ -136,3 +136,24 @@ def test_export_directories_carry_each_exports_owner_group_and_mode_or_the_spec_
         {"path": "/scratch", "owner": "nobody", "group": "root", "mode": "1777"},
     ]
     assert RoleRender("nfs_server", "rhel9").var("nfs_server_export_directories") == []
+
+
+CHECK = "Check that the server lists every export"
+
+
+@pytest.mark.parametrize(
+    ("results", "checked"),
+    [
+        ({}, False),  # nothing registered (a converged run's results all unchanged reads the same)
+        ({"nfs_server_files": {"changed": False}, "nfs_server_units": {"changed": False}}, False),
+        ({"nfs_server_files": {"changed": True, "changed_paths": ["/etc/ganesha/ganesha.conf"]}}, True),
+        ({"nfs_server_units": {"changed": True}}, True),  # a stopped server started
+        ({"nfs_server_packages_installed": {"changed": True}}, True),
+        ({"nfs_server_nfsd_conf": {"changed": True, "results": []}}, True),
+    ],
+)
+def test_the_export_check_runs_after_a_run_that_changed_the_server(results, checked):
+    # A converged server skips its own showmount round trips; a changed one is checked.
+    role = RoleRender("nfs_server", "debian12", nfs_server_exports=SEED_002, **results)
+    assert role.conditions("main.yml", CHECK) == [checked]
+    assert role.conditions("main.yml", CHECK, nfs_server_check_exports=False) == [False]
