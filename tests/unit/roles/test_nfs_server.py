@@ -157,3 +157,5 @@ def test_the_export_check_runs_after_a_run_that_changed_the_server(results, chec
     role = RoleRender("nfs_server", "debian12", nfs_server_exports=SEED_002, **results)
     assert role.conditions("main.yml", CHECK) == [checked]
     assert role.conditions("main.yml", CHECK, nfs_server_check_exports=False) == [False]
+    # Asked for by its tag, the check runs on a converged server too.
+    assert role.conditions("main.yml", CHECK, ansible_run_tags=["nfs_server_verify"]) == [True]
