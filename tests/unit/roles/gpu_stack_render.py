@@ -194,6 +194,18 @@ class RoleRender:
         text = args.get("fail_msg", args.get("msg", ""))
         return self.task_templar(task, **variables).template(trusted(text))
 
+    def assert_problems(self, tasks_file: str, name_start: str, problems: list[str], host: str = "gpu01") -> None:
+        """For an assert over a list of problems (`that: <problems> | length == 0`, `fail_msg: <problems> | join`):
+        it passes exactly when `problems` is empty, and its message names each expected problem, in that order,
+        each problem behind the host's name."""
+        assert self.conditions(tasks_file, name_start, key="that") == [not problems]
+        message = " ".join(self.message(tasks_file, name_start).split())
+        positions = [message.index(problem) for problem in problems]
+        assert positions == sorted(positions)
+        assert message.count(f"{host}: ") == len(problems)
+        if problems:
+            assert message.startswith(f"{host}: ")
+
 
 def _as_list(value) -> list:
     if value is None:

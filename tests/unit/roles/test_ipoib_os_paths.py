@@ -143,7 +143,4 @@ def test_one_check_after_the_devices_are_resolved(interfaces, apply, kernel, pro
         ipoib_ibdev2netdev_out={"rc": 0, "stdout": IBDEV2NETDEV},
         ansible_facts={**OS_FACTS["debian12"], "interfaces": kernel},
     )
-    assert role.conditions("resolve.yml", CHECK, key="that") == [not problems]
-    message = " ".join(role.message("resolve.yml", CHECK).split())
-    assert [problem in message for problem in problems] == [True] * len(problems)
-    assert message.count("gpu01: ") == len(problems)
+    role.assert_problems("resolve.yml", CHECK, problems)
