@@ -14,11 +14,11 @@ short_description: Add one signed vendor apt repository (key, source, pins, take
 description:
   - "In this order, for one repository: the signing key at C(KEYRING_DIR/NAME.asc), kept when it is there
     (and has the sha256 I(key_sha256) when that is given), else downloaded from I(key_url) and checked against
-    I(key_sha256); the key's fingerprints read with C(gpg --show-keys --with-colons) and I(key_fingerprint)
-    required among them; every other C(*.list) or C(*.sources) file of I(sources_dir) that names the same URI
-    removed (I(take_over)); the deb822 source C(SOURCES_DIR/NAME.sources) with C(Signed-By) that key only; the
-    apt preferences file C(PREFERENCES_DIR/NAME.pref) written from I(preferences), or removed when that is
-    empty."
+    I(key_sha256); the key's fingerprints read from its OpenPGP packets (as C(gpg --show-keys) lists them)
+    and I(key_fingerprint) required among them; every other C(*.list) or C(*.sources) file of I(sources_dir)
+    that names the same URI removed (I(take_over)); the deb822 source C(SOURCES_DIR/NAME.sources) with
+    C(Signed-By) that key only; the apt preferences file C(PREFERENCES_DIR/NAME.pref) written from
+    I(preferences), or removed when that is empty."
   - The source file is byte for byte what C(ansible.builtin.deb822_repository) writes for the same values
     (its field order, C(X-Repolib-Name), mode 0644), so a host that module set up sees no change. It does not
     need python3-debian.
@@ -68,7 +68,8 @@ options:
   key_fingerprint:
     description:
       - The fingerprint the key must have (primary key or subkey), as C(gpg) prints it; case and spaces do not
-        matter. Needs C(gpg) (gnupg) on the host.
+        matter. The module computes the fingerprints itself (version 4 keys, RFC 4880 section 12.2), so the host
+        needs no gnupg; apt checks the repository's signatures with the key (gpgv or sqv).
     type: str
     default: ""
   key_timeout:
@@ -112,8 +113,6 @@ attributes:
     details:
       - Writes and removes nothing. A key that would be downloaded is downloaded all the same and checked
         (sha256, fingerprint) from a temporary file, removed after; the result says what would change.
-      - Without C(gpg) on the host (a fresh host, whose gnupg install did not run in check mode) the
-        fingerprint is not checked, with a warning.
   diff_mode:
     support: full
     details:
@@ -121,16 +120,12 @@ attributes:
         file, each source file taken over (after is empty).
   platform:
     platforms: debian
-requirements:
-  - gpg (gnupg) on the managed node when I(key_fingerprint) is given
 author:
   - gpuforge maintainers (@gpuforge)
 notes:
   - Runs as root (C(become)) to write under C(/etc/apt).
   - "A change of the source, the preferences or a source taken over needs an C(apt-get update): RV(index_stale)
     says so; the module does not refresh the package index itself."
-  - C(gpg --show-keys) may create the C(~/.gnupg) home directory of the user it runs as the first time, as any
-    C(gpg) call does.
 seealso:
   - module: ansible.builtin.deb822_repository
   - module: ansible.builtin.get_url
@@ -176,15 +171,9 @@ key_changed:
   returned: always
   type: bool
   sample: false
-gpg_found:
-  description: Whether C(gpg) is on the host's path. The role installs gnupg until a run says it is there, so a
-    host's later repositories skip that task.
-  returned: always
-  type: bool
-  sample: true
 fingerprints:
-  description: The fingerprints C(gpg --show-keys) found in the key (primary key and subkeys); empty when
-    I(key_fingerprint) is not given or gpg could not be run in check mode.
+  description: The fingerprints of the key (primary key and subkeys, as C(gpg --show-keys) lists them); empty
+    when I(key_fingerprint) is not given.
   returned: always
   type: list
   elements: str
@@ -237,29 +226,26 @@ import hashlib
 import os
 import re
 import stat
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import fetch_url
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_apt_sources import (
+    OpenPGPKeyError,
     deb822_slug,
-    gpg_fingerprints,
+    openpgp_fingerprints,
     render_source,
     same_repository,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_files import file_mode, write_atomic
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import show
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import (
-    find_tool,
-    output_tail,
-    run_tool,
-    this_host,
-)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import this_host
 
-GPG_FIX = "install gnupg (apt-get install gnupg; the vendor_repository role installs it before this task)"
 FILE_MODE = 0o644
 DIR_MODE = 0o755
+# The CA bundle an HTTPS download is checked against: ca-certificates' file on Debian and Ubuntu, ca-certificates'
+# on RHEL.
+CA_BUNDLES = ("/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt")
 # A signing key is a few KiB; a URL that answers with far more is not a key.
 MAX_KEY_BYTES = 1024 * 1024
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -327,7 +313,6 @@ class VendorAptRepository:
             "key_file": os.path.join(self.params["keyring_dir"], f"{name}.asc"),
             "key_downloaded": False,
             "key_changed": False,
-            "gpg_found": False,
             "fingerprints": [],
             "removed_sources": [],
             "sources_file": os.path.join(self.params["sources_dir"], f"{deb822_slug(name)}.sources"),
@@ -338,7 +323,6 @@ class VendorAptRepository:
             "index_stale": False,
         }
         self.diffs: list = []
-        self.result["gpg_found"] = bool(module.get_bin_path("gpg"))
         try:
             self.options = check_options(self.params)
         except OptionError as exc:
@@ -422,9 +406,14 @@ class VendorAptRepository:
         status = info.get("status")
         # A file:// or ftp:// answer has no HTTP status.
         if response is None or status not in (200, None):
+            no_bundle = url.startswith("https://") and not any(os.path.exists(path) for path in CA_BUNDLES)
             self.fail(
                 f"{this_host()}: could not download the key from {url} (status {status}: {info.get('msg', '')}). "
-                "Check the key URL, and that this host reaches it (proxy, mirror of an air-gapped site)."
+                + (
+                    f"This host has no CA certificate bundle ({CA_BUNDLES[0]}): install ca-certificates."
+                    if no_bundle
+                    else "Check the key URL, and that this host reaches it (proxy, mirror of an air-gapped site)."
+                )
             )
         data = response.read(MAX_KEY_BYTES + 1)
         if not data or len(data) > MAX_KEY_BYTES:
@@ -432,50 +421,34 @@ class VendorAptRepository:
             self.fail(f"{this_host()}: the key URL {url} answered with {size}, not a key. Check the key URL.")
         return data
 
-    def check_fingerprint(self, path: str) -> None:
-        """key_fingerprint is among the fingerprints `gpg --show-keys` reads from the key file at path."""
+    def check_fingerprint(self, data: bytes) -> None:
+        """key_fingerprint is among the fingerprints of the key's OpenPGP packets (the key file's, or a download's)."""
         fingerprint = self.options["fingerprint"]
         if not fingerprint:
             return
-        if self.module.check_mode and not self.module.get_bin_path("gpg"):
-            self.module.warn(
-                "gpg is not installed yet (in check mode the gnupg install before this task changed nothing): "
-                f"the fingerprint of {self.result['key_file']} is not checked"
+        try:
+            found = openpgp_fingerprints(data)
+        except OpenPGPKeyError as exc:
+            self.fail(
+                f"{this_host()}: the key at {self.options['key_url']} is not an OpenPGP public key that can be "
+                f"checked against {self.options['fingerprint_as_given']}: {exc}. Remove {self.result['key_file']} "
+                "and check the key URL."
             )
-            return
-        gpg = find_tool(self.module, "gpg", GPG_FIX, None, self.result)
-        rc, out, err = run_tool(self.module, [gpg, "--show-keys", "--with-colons", path], GPG_FIX, result=self.result)
-        found = gpg_fingerprints(out)
         self.result["fingerprints"] = found
         if fingerprint in found:
             return
-        msg = (
+        self.fail(
             f"{this_host()}: the key at {self.options['key_url']} is not {self.options['fingerprint_as_given']} "
-            f"(found {', '.join(found) or 'no key'}). Remove {self.result['key_file']} and check the key URL and "
-            "the pinned fingerprint."
+            f"(found {', '.join(found)}). Remove {self.result['key_file']} and check the key URL and the pinned "
+            "fingerprint."
         )
-        if rc != 0:
-            msg += f"\n`gpg --show-keys --with-colons {path}` exited {rc}: {output_tail(err or out)}"
-        self.fail(msg)
-
-    def check_downloaded_fingerprint(self, data: bytes) -> None:
-        """check_fingerprint on the downloaded bytes, from a temporary file of Ansible's temporary directory."""
-        if not self.options["fingerprint"]:
-            return
-        fd, tmp = tempfile.mkstemp(prefix="gpuforge-key-", suffix=".asc", dir=self.module.tmpdir)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            self.check_fingerprint(tmp)
-        finally:
-            os.remove(tmp)
 
     def key(self) -> None:
         path, pinned = self.result["key_file"], self.options["sha256"]
         current = self.read(path)
         if current is not None and (not pinned or _sha256(current) == pinned):
             # As get_url without force: a key file that is there is not downloaded again.
-            self.check_fingerprint(path)
+            self.check_fingerprint(current)
             self.result["key_changed"] = self.put(path, current)
             return
         data = self.download()
@@ -485,7 +458,7 @@ class VendorAptRepository:
                 f"{this_host()}: the key downloaded from {self.options['key_url']} has sha256 {actual}, not the "
                 f"pinned {pinned}. Check the key URL and the pinned checksum (key_sha256)."
             )
-        self.check_downloaded_fingerprint(data)
+        self.check_fingerprint(data)
         self.result["key_downloaded"] = self.result["key_changed"] = True
         before = f"sha256 {_sha256(current)}\n" if current is not None else ""
         self.diff(path, before, f"sha256 {actual}\n")

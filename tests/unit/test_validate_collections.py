@@ -88,7 +88,7 @@ def test_the_walk_reaches_the_files_validate_loads():
         "playbooks/validate_inventory.yml",  # import_playbook
         "playbooks/tasks/check_inventory.yml",  # include_tasks with file:
         "playbooks/tasks/validate_node.yml",  # import_tasks
-        "roles/gpuforge/tasks/rhcos.yml",  # a role's include_tasks
+        "roles/gpuforge/defaults/main/expected_hardware.yml",  # a play's role
     } <= files
 
 

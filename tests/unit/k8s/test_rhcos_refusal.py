@@ -1,54 +1,79 @@
-"""Host roles refuse an RHCOS node (os-release ID=rhcos) and point to the OpenShift operator path."""
+"""Every host role refuses an image-based host (RHCOS) in its first check, before it changes anything, and points
+to the OpenShift operator path. The check reads the facts (package manager atomic_container), not os-release:
+RHCOS of OpenShift 4.19 and later says ID="rhel" there and reads as RedHat 9.6."""
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-ROOT = Path(__file__).resolve().parents[3]
-RHCOS = 'NAME="Red Hat Enterprise Linux CoreOS"\nID="rhcos"\nID_LIKE="rhel fedora"\nVERSION_ID="4.17"\n'
-RHEL = 'NAME="Red Hat Enterprise Linux"\nID="rhel"\nID_LIKE="fedora"\nVERSION_ID="9.4"\n'
-PLAY = """- hosts: localhost
-  connection: local
-  gather_facts: false
-  roles:
-    - role: gpuforge
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "roles"))
 
+from gpu_stack_render import ROOT, RoleRender
 
-def run_check(tmp_path, os_release, *extra):
-    (tmp_path / "os-release").write_text(os_release)
-    (tmp_path / "play.yml").write_text(PLAY)
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_ROLES_PATH": str(ROOT / "roles")}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    command = [
-        "ansible-playbook",
-        "-i",
-        "localhost,",
-        str(tmp_path / "play.yml"),
-        "-e",
-        "gpuforge_rhcos_check=true",
-        "-e",
-        f"ansible_python_interpreter={sys.executable}",
-        "-e",
-        f"gpuforge_os_release_path={tmp_path / 'os-release'}",
-        *extra,
-    ]
-    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300, cwd=ROOT)
+# (role, tasks file, name of its first refusal): the first assert of the role, before any task that changes the host.
+REFUSALS = [
+    ("mlnx_ofed", "main.yml", "Refuse an unknown RDMA stack source"),
+    ("nvidia_driver", "main.yml", "Refuse unsupported systems and inconsistent settings"),
+    ("nvidia_container_toolkit", "main.yml", "Refuse unsupported systems and runtimes"),
+    ("gpu_selinux", "main.yml", "Refuse anything but enforcing"),
+    ("container_runtime_limits", "main.yml", "Refuse unsupported systems and unknown runtimes"),
+    ("gpudirect_rdma", "main.yml", "Refuse the peer memory module without MLNX_OFED"),
+    ("spectrum_scale_client", "main.yml", "Refuse an image-based host and an inventory without"),
+    ("slurm", "main.yml", "Refuse an inventory without a Slurm controller"),
+    ("apptainer", "main.yml", "Refuse unsupported systems and settings"),
+    ("gpu_monitoring", "main.yml", "Refuse an image-based host and a package without a pinned version"),
+]
+# Enough of an inventory and earlier results for each check to evaluate on a supported host.
+CONTEXT = {
+    "groups": {"slurm_controller": ["head01"], "slurm_compute": ["gpu01"], "spectrum_scale_cluster": ["gpfs01"]},
+    "group_names": ["gpu_nodes"],
+    "gpudirect_rdma_ofed": {"rc": 0, "stdout": "OFED-internal-24.10-1.1.4"},
+    "gpudirect_rdma_smi": {"rc": 0, "stdout": "550.90.07"},
+}
 
 
-# The check is tagged always: re-running one component (--tags) on an RHCOS node is refused all the same.
-@pytest.mark.parametrize("extra", [(), ("--tags", "nfs_client")])
-def test_rhcos_is_refused_with_the_operator_path(tmp_path, extra):
-    result = run_check(tmp_path, RHCOS, *extra)
-    assert result.returncode != 0
-    assert "Red Hat Enterprise Linux CoreOS" in result.stdout
-    assert "gpuforge_k8s_gpu_stack: operators" in result.stdout and "openshift_gpu_operators" in result.stdout
+def render(role, os_name):
+    return RoleRender(role, os_name, **CONTEXT)
 
 
-@pytest.mark.parametrize("os_release", [RHEL, 'ID=debian\nVERSION_ID="12"\n'])
-def test_rhel_and_debian_pass(tmp_path, os_release):
-    result = run_check(tmp_path, os_release)
-    assert result.returncode == 0, result.stdout[-2000:]
+def test_every_host_role_that_loads_the_pins_is_listed():
+    """A new host role (one that lists the gpuforge role as a dependency and installs packages) has a refusal here."""
+    controller_side = {"gpuforge_bench", "k8s_addons_common"}
+    dependents = {
+        path.parents[1].name
+        for path in (ROOT / "roles").glob("*/meta/main.yml")
+        if any(
+            (dep if isinstance(dep, str) else dep.get("role")) in ("gpuforge", "gpuforge.cluster.gpuforge")
+            for dep in (yaml.safe_load(path.read_text()) or {}).get("dependencies") or []
+        )
+    }
+    assert dependents - controller_side == {role for role, _, _ in REFUSALS}
+
+
+@pytest.mark.parametrize(("role", "tasks_file", "name"), REFUSALS)
+def test_an_image_based_host_is_refused_first_with_the_operator_path(role, tasks_file, name):
+    tasks = yaml.safe_load((ROOT / "roles" / role / "tasks" / tasks_file).read_text())
+    before = tasks[: next(i for i, task in enumerate(tasks) if task["name"].startswith(name))]
+    # Only reads come before the refusal: variables, and commands that change nothing.
+    for task in before:
+        assert "ansible.builtin.include_vars" in task or task.get("changed_when") is False, (role, task["name"])
+    rhcos = render(role, "rhcos419")
+    assert rhcos.refused(tasks_file, name)
+    message = rhcos.message(tasks_file, name)
+    assert message.startswith("gpu01 is an image-based system (Ansible reports its package manager as atomic_container")
+    assert "gpuforge_k8s_gpu_stack: operators" in message and "openshift_gpu_operators" in message
+    # The image-based reason alone: the role's other checks do not apply to a host it cannot manage.
+    assert "supports Debian 12" not in message
+
+
+@pytest.mark.parametrize(("role", "tasks_file", "name"), REFUSALS)
+@pytest.mark.parametrize("os_name", ["rhel9", "debian12"])
+def test_rhel_and_debian_are_not_image_based(role, tasks_file, name, os_name):
+    render_os = render(role, os_name)
+    assert render_os.var("gpuforge_host_problems") == []
+    # The refusal reads the list (in its condition, or in the problems it is gated by), which is empty here.
+    task = render_os.find_task(tasks_file, name)
+    assert render_os.module_of(task) == "ansible.builtin.fail"
+    assert "gpuforge_host_problems" in str(task["when"]) + str(task.get("vars"))

@@ -21,6 +21,7 @@ import pytest
 import yaml
 from ansible.module_utils.common.warnings import get_warning_messages
 from ansible_collections.gpuforge.cluster.plugins.modules import (
+    apt_archive_components,
     container_gpu_smoke,
     dcgm_diag,
     fio_benchmark,
@@ -57,6 +58,7 @@ HUGE = 10 * 1024 * 1024  # characters of the 10 MB output
 MODULES = {
     module.__name__.rpartition(".")[2]: module
     for module in (
+        apt_archive_components,
         container_gpu_smoke,
         dcgm_diag,
         fio_benchmark,
@@ -568,41 +570,52 @@ def run_package_version_floor(ansible_module, tmp_path, change, args=None, check
     return result, runner
 
 
-# `LC_ALL=C gpg --show-keys --with-colons /usr/share/keyrings/debian-archive-bookworm-automatic.gpg` on Debian 12
-# (GnuPG 2.2.40; tests/unit/module_utils/test_gpuforge_apt_sources.py): a primary key with revokers and a subkey.
-GPG_SHOW_KEYS = (
-    "pub:-:4096:1:B7C5D7D6350947F8:1674301461:1926589461::-:::scSC::::::23::0:\n"
-    "rvk:::1::::::80E976F14A508A48E9CA3FE9BC372252CA1CF964:80:\n"
-    "fpr:::::::::B8B80B5B623EAB6AD8775C45B7C5D7D6350947F8:\n"
-    "uid:-::::1674301461::100567F0EA7B90BC2ED03949BE60B7A6CFD8619F::Debian Archive Automatic Signing Key "
-    "(12/bookworm) <ftpmaster@debian.org>::::::::::0:\n"
-    "sub:-:4096:1:6ED0E7B82643E131:1674301461:1926589461:::::s::::::23:\n"
-    "fpr:::::::::4CB50190207B4758A3F73A796ED0E7B82643E131:\n"
-)
+# The "tool output" of vendor_apt_repository is the key file it is served: a real ASCII-armored key
+# (tests/fixtures/apt/SOURCES.md) whose fingerprint gpg printed as below.
+ARMORED_KEY = (ROOT / "tests" / "fixtures" / "apt" / "rsa3072-with-subkey.asc").read_text(encoding="ascii")
 
 
 def run_vendor_apt_repository(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
-    """The tool output is gpg --show-keys' colon listing; the key is served from a file:// URL, /etc/apt is
-    tmp_path/apt."""
-    output = change(GPG_SHOW_KEYS)
-    runner = Runner(answer or (lambda argv: (0, output, "")))
+    """The served key is what each family changes (the module reads its fingerprints itself, no command); the key
+    is served from a file:// URL, /etc/apt is tmp_path/apt."""
+    runner = Runner(answer or (lambda argv: AssertionError(f"vendor_apt_repository ran {argv}")))
     key = tmp_path / "srv" / "key.asc"
     key.parent.mkdir(exist_ok=True)
-    key.write_bytes(b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nkey\n-----END PGP PUBLIC KEY BLOCK-----\n")
+    key.write_bytes(change(ARMORED_KEY).encode("utf-8", "surrogateescape"))
     (tmp_path / "ansible-tmp").mkdir(exist_ok=True)
     base = {
         "name": "cuda",
         "url": "http://mirror/cuda/repos/debian12/x86_64",
         "key_url": key.as_uri(),
-        "key_fingerprint": "B8B80B5B623EAB6AD8775C45B7C5D7D6350947F8",
+        "key_fingerprint": "5A7A0518C2971AF62EE0700BEA54EAEBC1A218DD",
         "preferences": "Package: cuda-drivers-550\nPin: version 550.90.07-*\nPin-Priority: 1001\n",
         "keyring_dir": str(tmp_path / "apt" / "keyrings"),
         "sources_dir": str(tmp_path / "apt" / "sources.list.d"),
         "preferences_dir": str(tmp_path / "apt" / "preferences.d"),
         "_ansible_tmpdir": str(tmp_path / "ansible-tmp"),
     }
-    paths = paths or bins("gpg")
     result = ansible_module(vendor_apt_repository, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
+# The "tool output" of apt_archive_components is the host's sources: Debian 12 image's debian.sources
+# (tests/fixtures/apt/SOURCES.md); /etc/apt is tmp_path/apt.
+DEBIAN_SOURCES = (ROOT / "tests" / "fixtures" / "apt" / "debian12-image-debian.sources").read_text(encoding="utf-8")
+
+
+def run_apt_archive_components(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    """No tool: each family changes the debian.sources file the module reads."""
+    runner = Runner(answer or (lambda argv: AssertionError(f"apt_archive_components ran {argv}")))
+    folder = tmp_path / "apt" / "sources.list.d"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "debian.sources").write_bytes(change(DEBIAN_SOURCES).encode("utf-8", "surrogateescape"))
+    base = {
+        "release": "bookworm",
+        "components": ["contrib"],
+        "sources_list": str(tmp_path / "apt" / "sources.list"),
+        "sources_dir": str(folder),
+    }
+    result = ansible_module(apt_archive_components, {**base, **(args or {})}, runner, None, check_mode)
     return result, runner
 
 
@@ -660,6 +673,7 @@ def run_systemd_units(ansible_module, tmp_path, change, args=None, check_mode=Fa
 
 
 RUNNERS = {
+    "apt_archive_components": (run_apt_archive_components, ("apt source file",)),
     "container_gpu_smoke": (run_container_gpu_smoke, ("podman",)),
     "dcgm_diag": (run_dcgm_diag, ("dcgmi",)),
     "fio_benchmark": (run_fio_benchmark, ("fio",)),
@@ -687,7 +701,7 @@ RUNNERS = {
         ("mmlscluster", "mmlsnodeclass", "mmgetstate", "mmremotecluster", "mmremotefs", "mmlsmount"),
     ),
     "systemd_units": (run_systemd_units, ("systemctl",)),
-    "vendor_apt_repository": (run_vendor_apt_repository, ("gpg", "the key at")),
+    "vendor_apt_repository": (run_vendor_apt_repository, ("the key at", "the key URL")),
 }
 
 
@@ -792,7 +806,6 @@ def _missing_tool_cases():
         ),
         "spectrum_scale_facts": ({}, None, None, ("mmlscluster not found at", "is IBM Storage Scale (gpfs.base)")),
         "systemd_units": ({}, bins(), None, ("systemctl not found in PATH on", "needs systemd")),
-        "vendor_apt_repository": ({}, bins(), None, ("gpg not found in PATH on", "install gnupg")),
     }
 
 
@@ -853,6 +866,7 @@ def test_check_mode_writes_nothing(ansible_module, tmp_path, module):
             "directories": [{"path": str(target / "etc" / "crio.conf.d"), "mode": "0755"}],
             "files": [{"path": str(target / "etc" / "crio.conf.d" / "99-nvidia.conf"), "content": "x", "mode": "0644"}],
         },
+        "apt_archive_components": {"sources_list": str(target / "apt" / "sources.list")},
         "vendor_apt_repository": {
             "keyring_dir": str(target / "apt" / "keyrings"),
             "sources_dir": str(target / "apt" / "sources.list.d"),

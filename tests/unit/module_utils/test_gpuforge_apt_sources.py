@@ -1,5 +1,5 @@
 """gpuforge_apt_sources: the takeover regex, the deb822 text ansible.builtin.deb822_repository writes, and the
-fingerprints of real `gpg --show-keys --with-colons` output.
+fingerprints of real OpenPGP key files, against what `gpg --show-keys --with-colons` printed for them.
 
 The expected .sources texts were written by ansible-core 2.19.5's deb822_repository module itself (python-debian
 1.1.1, its Deb822.dump()), run with the same values; the first is also the file a lab node holds (cat -A of
@@ -9,11 +9,15 @@ The expected .sources texts were written by ansible-core 2.19.5's deb822_reposit
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_apt_sources import (
+    OpenPGPKeyError,
     deb822_slug,
-    gpg_fingerprints,
+    enable_components_deb822,
+    enable_components_one_line,
+    openpgp_fingerprints,
     render_deb822,
     render_source,
     repository_uri,
@@ -46,46 +50,69 @@ DEBIAN_STABLE_COLONS = (
     "<debian-release@lists.debian.org>::::::::::0:\n"
 )
 
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "apt"
 CUDA = "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64"
 NCT = "https://nvidia.github.io/libnvidia-container/stable/deb/amd64"
 
 
 # ---------------------------------------------------------------------------------------------------------
-# gpg --show-keys --with-colons
+# OpenPGP fingerprints, against what gpg printed for the same files
 
 
-def test_fingerprints_of_a_key_with_a_subkey_not_its_revokers():
-    assert gpg_fingerprints(DEBIAN_AUTOMATIC_COLONS) == [
-        "B8B80B5B623EAB6AD8775C45B7C5D7D6350947F8",
-        "4CB50190207B4758A3F73A796ED0E7B82643E131",
-    ]
+def gpg_fpr(colons: str) -> list:
+    """The fpr records of `gpg --show-keys --with-colons` output (GnuPG's doc/DETAILS: field 10), in order."""
+    return [line.split(":")[9] for line in colons.splitlines() if line.startswith("fpr:")]
 
 
-def test_fingerprints_of_a_single_key_and_of_two_keys_in_one_file():
-    assert gpg_fingerprints(DEBIAN_STABLE_COLONS) == ["4D64FEC119C2029067D6E791F8D2585B8783D481"]
-    both = gpg_fingerprints(DEBIAN_STABLE_COLONS + DEBIAN_AUTOMATIC_COLONS + DEBIAN_STABLE_COLONS)
-    assert both[0] == "4D64FEC119C2029067D6E791F8D2585B8783D481" and len(both) == 3
+KEY_FILES = [
+    # (file, gpg's colon listing of it)
+    ("debian-archive-bookworm-automatic.gpg", DEBIAN_AUTOMATIC_COLONS),
+    ("debian-archive-bookworm-stable.gpg", DEBIAN_STABLE_COLONS),
+    ("rsa3072-with-subkey.asc", None),
+    ("ed25519-cv25519.gpg", None),
+]
+
+
+@pytest.mark.parametrize(("name", "colons"), KEY_FILES, ids=[name for name, _ in KEY_FILES])
+def test_fingerprints_are_gpgs(name, colons):
+    """Binary and armored files, RSA and ed25519/cv25519, a key with revokers and subkeys: gpg's fpr records."""
+    colons = colons or (FIXTURES / name.replace(".asc", ".colons").replace(".gpg", ".colons")).read_text()
+    assert openpgp_fingerprints((FIXTURES / name).read_bytes()) == gpg_fpr(colons)
+    assert len(gpg_fpr(colons)) in (1, 2)
+
+
+def test_two_keys_in_one_file_in_order_without_repeats():
+    stable = (FIXTURES / "debian-archive-bookworm-stable.gpg").read_bytes()
+    automatic = (FIXTURES / "debian-archive-bookworm-automatic.gpg").read_bytes()
+    assert openpgp_fingerprints(stable + automatic + stable) == gpg_fpr(DEBIAN_STABLE_COLONS + DEBIAN_AUTOMATIC_COLONS)
+
+
+def test_armor_headers_and_crlf_are_read():
+    armored = (FIXTURES / "rsa3072-with-subkey.asc").read_text()
+    with_header = armored.replace("-----\n\n", "-----\nComment: gpuforge test\n\n", 1).replace("\n", "\r\n")
+    assert openpgp_fingerprints(with_header.encode()) == openpgp_fingerprints(armored.encode())
 
 
 @pytest.mark.parametrize(
-    "text",
+    ("data", "reason"),
     [
-        "",
-        None,
-        # what gpg prints on stdout for a file that holds no key (an HTML error page): nothing; and noise
-        "gpg: no valid OpenPGP data found.\n",
-        "fpr:::\n",
-        "pub:-:255:22:F8D2585B8783D481:1674492243:1926780243::-:::scSC:::::ed25519:::0:\n",
+        (b"<html><body>404 Not Found</body></html>\n", "starts no OpenPGP packet"),
+        (b"", "holds no OpenPGP public key"),
+        (b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmQINBGPL\n", "no END line"),
+        (b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\n%%%%\n-----END PGP PUBLIC KEY BLOCK-----\n", "not base64"),
+        # A version 6 key packet (RFC 9580): new-format tag 6, length 2, version 6.
+        (bytes([0xC6, 0x02, 0x06, 0x00]), "version 6 key"),
     ],
 )
-def test_no_fingerprint(text):
-    assert gpg_fingerprints(text) == []
+def test_what_is_not_a_readable_key(data, reason):
+    with pytest.raises(OpenPGPKeyError, match=reason):
+        openpgp_fingerprints(data)
 
 
-def test_fingerprints_are_uppercased():
-    assert gpg_fingerprints("fpr:::::::::4d64fec119c2029067d6e791f8d2585b8783d481:\n") == [
-        "4D64FEC119C2029067D6E791F8D2585B8783D481"
-    ]
+def test_a_truncated_key_is_refused():
+    data = (FIXTURES / "debian-archive-bookworm-stable.gpg").read_bytes()
+    with pytest.raises(OpenPGPKeyError, match="ends inside a packet"):
+        openpgp_fingerprints(data[: len(data) // 2])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -188,3 +215,64 @@ def test_takeover_escapes_the_url():
     assert not same_repository(
         "deb https://developerXdownload.nvidia.com/compute/cuda/repos/debian12/x86_64/ /\n", CUDA
     )
+
+
+# --- the distribution archive's components (apt_archive_components) ---
+
+
+def test_contrib_joins_both_stanzas_of_the_debian_image_sources():
+    text = (FIXTURES / "debian12-image-debian.sources").read_text()
+    new, entries = enable_components_deb822(text, "bookworm", ["contrib"])
+    assert entries == 2
+    assert new == text.replace("Components: main\n", "Components: main contrib\n")
+    # A second run changes nothing and still counts the entries.
+    assert enable_components_deb822(new, "bookworm", ["contrib"]) == (new, 2)
+
+
+def test_contrib_joins_every_archive_line_of_the_installer_sources_list():
+    text = (FIXTURES / "debian12-installer-sources.list").read_text()
+    new, entries = enable_components_one_line(text, "bookworm", ["contrib"])
+    assert entries == 6
+    expected = "".join(
+        line if line.startswith("#") else line.replace("main non-free-firmware\n", "main non-free-firmware contrib\n")
+        for line in text.splitlines(keepends=True)
+    )
+    # The commented cdrom line (which lists contrib) and the comments stay.
+    assert new == expected and new.splitlines()[0] == text.splitlines()[0]
+    assert enable_components_one_line(new, "bookworm", ["contrib"]) == (new, 6)
+
+
+def test_vendor_and_other_release_entries_are_left_alone():
+    lines = (
+        "deb [signed-by=/etc/apt/keyrings/cuda.asc arch=amd64] http://mirror/cuda/repos/debian12/x86_64/ /\n"
+        "deb http://deb.debian.org/debian trixie main\n"
+        "deb http://vendor.example/debian bookworm stable\n"
+        "deb http://deb.debian.org/debian bookworm main # archive\r\n"
+    )
+    new, entries = enable_components_one_line(lines, "bookworm", ["contrib", "non-free"])
+    assert entries == 1
+    assert new.splitlines(keepends=True)[:3] == lines.splitlines(keepends=True)[:3]
+    # Appended before the comment; the CRLF ending kept.
+    archive = "deb http://deb.debian.org/debian bookworm main contrib non-free # archive\r\n"
+    assert new.splitlines(keepends=True)[3] == archive
+
+
+def test_deb822_vendor_disabled_and_continued_stanzas():
+    text = (
+        "X-Repolib-Name: cuda\nSigned-By: /etc/apt/keyrings/cuda.asc\nSuites: /\nTypes: deb\nURIs: http://mirror/cuda/\n"
+        "\n"
+        "Types: deb\nURIs: http://old/debian\nSuites: bookworm\nComponents: main\nEnabled: no\n"
+        "\n"
+        "types: deb\nuris: http://deb.debian.org/debian\nsuites: bookworm-backports\n"
+        "components: main\n non-free-firmware\n"
+    )
+    new, entries = enable_components_deb822(text, "bookworm", ["contrib"])
+    assert entries == 1
+    continued = "components: main\n non-free-firmware"
+    assert new == text.replace(continued + "\n", continued + " contrib\n")
+
+
+def test_an_entry_without_main_or_of_another_release_is_not_the_archive():
+    restricted = "Types: deb\nSuites: noble\nComponents: restricted\n"
+    assert enable_components_deb822(restricted, "noble", ["universe"])[1] == 0
+    assert enable_components_one_line("deb http://x bookworm2 main\n", "bookworm", ["contrib"])[1] == 0

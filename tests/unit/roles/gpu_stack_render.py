@@ -46,6 +46,17 @@ OS_FACTS = {
         "kernel": "6.8.0-45-generic",
         "architecture": "x86_64",
     },
+    # Red Hat Enterprise Linux CoreOS of OpenShift 4.19 and later: os-release says ID="rhel", VERSION_ID="9.6", so
+    # Ansible reports RedHat 9.6; its package manager reads as atomic_container (/run/ostree-booted).
+    "rhcos419": {
+        "os_family": "RedHat",
+        "distribution": "RedHat",
+        "distribution_major_version": "9",
+        "distribution_version": "9.6",
+        "kernel": "5.14.0-570.19.1.el9_6.x86_64",
+        "architecture": "x86_64",
+        "pkg_mgr": "atomic_container",
+    },
     "debian12": {
         "os_family": "Debian",
         "distribution": "Debian",
@@ -194,11 +205,19 @@ class RoleRender:
         text = args.get("fail_msg", args.get("msg", ""))
         return self.task_templar(task, **variables).template(trusted(text))
 
+    def refused(self, tasks_file: str, name_start: str, **variables) -> bool:
+        """Whether a refusal stops the play: a `fail` task whose `when` holds (its enclosing blocks' conditions
+        included), or an assert one of whose `that` conditions does not."""
+        task = self.find_task(tasks_file, name_start)
+        if self.module_of(task) == "ansible.builtin.fail":
+            return all(self.conditions(tasks_file, name_start, **variables))
+        return not all(self.conditions(tasks_file, name_start, key="that", **variables))
+
     def assert_problems(self, tasks_file: str, name_start: str, problems: list[str], host: str = "gpu01") -> None:
-        """For an assert over a list of problems (`that: <problems> | length == 0`, `fail_msg: <problems> | join`):
-        it passes exactly when `problems` is empty, and its message names each expected problem, in that order,
-        each problem behind the host's name."""
-        assert self.conditions(tasks_file, name_start, key="that") == [not problems]
+        """For a check over a list of problems (a `fail` task with `when: <problems> | length > 0`, or an assert
+        with `that: <problems> | length == 0`; the message `<problems> | join`): it stops exactly when `problems` is
+        not empty, and its message names each expected problem, in that order, each problem behind the host's name."""
+        assert self.refused(tasks_file, name_start) is bool(problems)
         message = " ".join(self.message(tasks_file, name_start).split())
         positions = [message.index(problem) for problem in problems]
         assert positions == sorted(positions)

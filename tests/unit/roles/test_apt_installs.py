@@ -26,8 +26,6 @@ PINNED = "gpuforge.cluster.apt_pinned"
 READ = "gpuforge.cluster.package_version_floor"
 # apt tasks decided by other evidence, with the reason.
 EXEMPT = {
-    # Installs gnupg until vendor_apt_repository reports gpg_found (its own read of the host, one per repository).
-    ("vendor_repository", "setup-Debian.yml", "Install gnupg"),
     # nv_peer_mem packages the role builds from source on the node (legacy GPUDirect path, no pinned version list).
     ("gpudirect_rdma", "legacy.yml", "Install the nv_peer_mem packages"),
 }

@@ -72,11 +72,11 @@ REFUSE = "Refuse anything but enforcing"
 
 def test_only_enforcing_is_accepted():
     role = RoleRender("gpu_selinux", "debian12", gpu_selinux_state="permissive")
-    assert role.conditions("main.yml", REFUSE, key="that") == [False]
+    assert role.refused("main.yml", REFUSE)
     message = " ".join(role.message("main.yml", REFUSE).split())
     assert message.startswith("gpu_selinux_state is 'permissive': gpuforge never disables SELinux or sets it")
     assert "gpu_selinux supports" not in message
-    assert RoleRender("gpu_selinux", "debian12").conditions("main.yml", REFUSE, key="that") == [True]
+    assert not RoleRender("gpu_selinux", "debian12").refused("main.yml", REFUSE)
 
 
 def test_every_refusal_is_named_in_one_message():
@@ -87,10 +87,10 @@ def test_every_refusal_is_named_in_one_message():
         gpu_selinux_state="disabled",
         gpu_selinux_modules=["nvidia_container", "x"],
     )
-    assert role.conditions("main.yml", REFUSE, key="that") == [False]
+    assert role.refused("main.yml", REFUSE)
     message = " ".join(role.message("main.yml", REFUSE).split())
     assert "gpu_selinux_state is 'disabled'" in message
     assert message.endswith("and the modules nvidia_container and infiniband (asked for nvidia_container, x).")
     # The system check is the role's only when it does something: gpu_selinux_enabled false leaves the state one.
     off = RoleRender("gpu_selinux", "rhel9", gpu_selinux_enabled=False, gpu_selinux_modules=["x"])
-    assert off.conditions("main.yml", REFUSE, key="that") == [True]
+    assert not off.refused("main.yml", REFUSE)

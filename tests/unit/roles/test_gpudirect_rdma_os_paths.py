@@ -88,5 +88,5 @@ def test_missing_ofed_and_unknown_driver_are_refused_in_one_message(reads, probl
     from gpu_stack_render import RoleRender
 
     role = RoleRender("gpudirect_rdma", "debian12", **reads)
-    task = "MLNX_OFED is present and the driver version is known"
+    task = "Refuse the peer memory module without MLNX_OFED"
     role.assert_problems("main.yml", task, problems)

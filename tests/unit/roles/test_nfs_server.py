@@ -96,7 +96,7 @@ def test_ganesha_refuses_options_it_cannot_express():
     role = RoleRender("nfs_server", "debian12", nfs_server_exports=exports, nfs_server_implementation="ganesha")
     raw = role.find_task("main.yml", "Refuse exports and options this server cannot serve")
     assert role.expr(raw["vars"]["unsupported"]) == ["fsid=0", "crossmnt"]
-    assert role.conditions("main.yml", "Refuse exports and options", key="that") == [False]
+    assert role.refused("main.yml", "Refuse exports and options")
     message = role.message("main.yml", "Refuse exports and options")
     assert message.startswith("gpu01: nfs-ganesha cannot express the export options fsid=0, crossmnt;")
     assert "nfs_server_exports needs" not in message and "NFS/RDMA" not in message
@@ -110,7 +110,7 @@ def test_every_refused_setting_is_named_in_one_message():
     role = RoleRender(
         "nfs_server", "debian12", nfs_server_exports=exports, nfs_server_implementation="ganesha", nfs_server_rdma=True
     )
-    assert role.conditions("main.yml", "Refuse exports and options", key="that") == [False]
+    assert role.refused("main.yml", "Refuse exports and options")
     message = " ".join(role.message("main.yml", "Refuse exports and options").split())
     assert message == (
         "gpu01: nfs_server_exports needs one entry per absolute path, each with at least one client network"
@@ -123,7 +123,7 @@ def test_every_refused_setting_is_named_in_one_message():
 
 def test_good_exports_pass_the_settings_check():
     role = RoleRender("nfs_server", "debian12", nfs_server_exports=SEED_002)
-    assert role.conditions("main.yml", "Refuse exports and options", key="that") == [True]
+    assert not role.refused("main.yml", "Refuse exports and options")
 
 
 def test_export_directories_carry_each_exports_owner_group_and_mode_or_the_spec_defaults():

@@ -120,18 +120,13 @@ def test_takeover_finds_nvidia_container_toolkit_list_with_arch_variable():
 
 
 def test_debian_path_makes_one_remote_call_per_repository():
-    """gnupg (until the module reports gpg on the host), then the one module call; no get_url/command/find/
-    deb822_repository/template, and no set_fact or assert (the module checks the definition itself)."""
+    """The one module call (it reads the key's fingerprint itself: no gnupg install before it); no get_url/command/
+    find/deb822_repository/template, and no set_fact or assert (the module checks the definition itself)."""
     tasks = yaml.safe_load((ROLE / "tasks" / "setup-Debian.yml").read_text(encoding="utf-8"))
     modules = [next(key for key in task if key.startswith(("ansible.builtin.", "gpuforge.cluster."))) for task in tasks]
-    assert modules == [
-        "ansible.builtin.apt",
-        "gpuforge.cluster.vendor_apt_repository",
-        "ansible.builtin.meta",
-    ]
-    task = tasks[1]
+    assert modules == ["gpuforge.cluster.vendor_apt_repository", "ansible.builtin.meta"]
+    task = tasks[0]
     assert task["register"] == "vendor_repository_apt"
-    assert "not (vendor_repository_apt.gpg_found | default(false))" in tasks[0]["when"]
     assert task["notify"] == "Refresh the apt package index"
     handlers = yaml.safe_load((ROLE / "handlers" / "main.yml").read_text(encoding="utf-8"))
     assert [handler["name"] for handler in handlers] == [task["notify"]]
@@ -190,5 +185,3 @@ def test_the_module_gets_suites_components_checksum_and_takeover():
         ["main", "contrib"],
     )
     assert (args["key_sha256"], args["key_fingerprint"], args["take_over"]) == ("ab" * 32, "", False)
-    # no fingerprint: gnupg is not installed for this repository
-    assert render.conditions("setup-Debian.yml", "Install gnupg") == [False]
