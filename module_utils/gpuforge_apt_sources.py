@@ -213,23 +213,26 @@ _KEY_TAGS = (6, 14)
 
 
 def _dearmor(data: bytes) -> bytes:
-    """The binary packets of an ASCII-armored key (RFC 4880 section 6.2): the base64 lines after the armor headers'
-    blank line, up to the checksum line (`=XXXX`) or the END line; binary data is returned as it is."""
+    """The binary packets of an ASCII-armored key file (RFC 4880 section 6.2), every armored block of it in order
+    (a file may hold several, as gpg reads them): the base64 lines after each block's armor headers and blank line,
+    up to its checksum line (`=XXXX`) or END line. Binary data is returned as it is."""
     text = data.decode("ascii", errors="replace")
     if _ARMOR_BEGIN not in text:
         return data
-    body = text.split(_ARMOR_BEGIN, 1)[1]
-    if _ARMOR_END not in body:
-        raise OpenPGPKeyError("its ASCII armor has no END line (a truncated download?)")
-    lines = body.split(_ARMOR_END, 1)[0].strip("\r\n").splitlines()
-    # Armor headers (Version:, Comment:) end at the first blank line; some writers leave none.
-    if any(not line.strip() for line in lines):
-        lines = lines[[not line.strip() for line in lines].index(True) + 1 :]
-    encoded = "".join(line.strip() for line in lines if line.strip() and not line.startswith("="))
-    try:
-        return base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError) as exc:
-        raise OpenPGPKeyError(f"its ASCII armor is not base64 ({exc})") from exc
+    packets = b""
+    for block in text.split(_ARMOR_BEGIN)[1:]:
+        if _ARMOR_END not in block:
+            raise OpenPGPKeyError("its ASCII armor has no END line (a truncated download?)")
+        lines = block.split(_ARMOR_END, 1)[0].strip("\r\n").splitlines()
+        # Armor headers (Version:, Comment:) end at the first blank line; some writers leave none.
+        if any(not line.strip() for line in lines):
+            lines = lines[[not line.strip() for line in lines].index(True) + 1 :]
+        encoded = "".join(line.strip() for line in lines if line.strip() and not line.startswith("="))
+        try:
+            packets += base64.b64decode(encoded, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            raise OpenPGPKeyError(f"its ASCII armor is not base64 ({exc})") from exc
+    return packets
 
 
 def _packets(data: bytes):

@@ -87,6 +87,17 @@ def test_two_keys_in_one_file_in_order_without_repeats():
     assert openpgp_fingerprints(stable + automatic + stable) == gpg_fpr(DEBIAN_STABLE_COLONS + DEBIAN_AUTOMATIC_COLONS)
 
 
+def test_every_armored_block_of_a_file_is_read():
+    """gpg reads every armored block of a file: two keys exported one after the other, in order."""
+    rsa = (FIXTURES / "rsa3072-with-subkey.asc").read_bytes()
+    ed25519 = (FIXTURES / "ed25519-cv25519.asc").read_bytes()
+    expected = gpg_fpr((FIXTURES / "rsa3072-with-subkey.colons").read_text())
+    expected += gpg_fpr((FIXTURES / "ed25519-cv25519.colons").read_text())
+    assert openpgp_fingerprints(rsa + b"\n" + ed25519) == expected
+    # The armored export of the ed25519 key holds the same key as the binary one.
+    assert openpgp_fingerprints(ed25519) == openpgp_fingerprints((FIXTURES / "ed25519-cv25519.gpg").read_bytes())
+
+
 def test_armor_headers_and_crlf_are_read():
     armored = (FIXTURES / "rsa3072-with-subkey.asc").read_text()
     with_header = armored.replace("-----\n\n", "-----\nComment: gpuforge test\n\n", 1).replace("\n", "\r\n")
