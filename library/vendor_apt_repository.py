@@ -112,7 +112,7 @@ attributes:
     support: full
     details:
       - Writes and removes nothing. A key that would be downloaded is downloaded all the same and checked
-        (sha256, fingerprint) from a temporary file, removed after; the result says what would change.
+        (sha256, fingerprint) in memory, written nowhere; the result says what would change.
   diff_mode:
     support: full
     details:
