@@ -83,6 +83,21 @@ def gpuforge_ipoib_problems(
     return problems
 
 
+def gpuforge_ipoib_port_netdevs(infiniband: dict) -> dict[str, str]:
+    """HCA ports with a network device, ``{"mlx5_1 port 1": "ib1"}``, from the ``infiniband`` facts of
+    gpuforge.cluster.infiniband_facts (its ports' ``netdev`` comes from the same ``ibdev2netdev`` the role would run);
+    empty when no port has one (no ``ibdev2netdev``, or no facts)."""
+    port_netdevs = {}
+    for hca in (infiniband or {}).get("hcas") or []:
+        for port in hca.get("ports") or []:
+            if port.get("netdev"):
+                port_netdevs[f"{hca.get('name')} port {port.get('port')}"] = str(port["netdev"])
+    return port_netdevs
+
+
 class FilterModule:
     def filters(self):
-        return {"gpuforge_ipoib_problems": gpuforge_ipoib_problems}
+        return {
+            "gpuforge_ipoib_problems": gpuforge_ipoib_problems,
+            "gpuforge_ipoib_port_netdevs": gpuforge_ipoib_port_netdevs,
+        }

@@ -3,10 +3,11 @@
 #
 # collection/ansible_collections/gpuforge/cluster is the checkout seen as the collection: meta/ and README.md are
 # its own files; plugins/modules, plugins/module_utils, plugins/filter, plugins/action, plugins/lookup,
-# plugins/cache, roles, playbooks, benchmarks/resnet50 and LICENSES are links to the project's top-level folders. ansible-galaxy skips
-# links to folders outside the collection, so the tree is first copied with the links resolved (build/collection),
-# given its galaxy.yml (collection/galaxy.yml.in with pyproject.toml's version), then built into dist/ and
-# installed from the tarball into build/installed, where `make sanity` runs ansible-test.
+# plugins/cache, plugins/callback, roles, playbooks, benchmarks/resnet50 and LICENSES are links to the project's
+# top-level folders. ansible-galaxy skips links to folders outside the collection, so the tree is first copied
+# with the links resolved (build/collection), given its galaxy.yml (collection/galaxy.yml.in with pyproject.toml's
+# version), then built into dist/ and installed from the tarball into build/installed, where `make sanity` runs
+# ansible-test.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source_tree=$root/collection/ansible_collections/gpuforge/cluster

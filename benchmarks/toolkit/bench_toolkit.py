@@ -15,6 +15,7 @@ docs/performance.md. Method and definitions: benchmarks/toolkit/README.md.
 from __future__ import annotations
 
 import argparse
+import configparser
 import json
 import os
 import platform
@@ -173,13 +174,22 @@ def spread(values: list[float]) -> dict[str, float]:
     }
 
 
+def configured_callbacks(config: Path = ROOT / "ansible.cfg") -> list[str]:
+    """ansible.cfg's callbacks_enabled: the run is measured as configured (gpuforge.cluster.gc_freeze is part of
+    what the toolkit is), and ANSIBLE_CALLBACKS_ENABLED, which adds the recorder, replaces that list."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(config, encoding="utf-8")
+    value = parser.get("defaults", "callbacks_enabled", fallback="")
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
 def environment(tasks_file: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
         CONTAINERS_CONF=str(ROOT / ".gpuforge" / "containers.conf"),
         ANSIBLE_CALLBACK_PLUGINS=str(HERE / "callback_plugins"),
-        ANSIBLE_CALLBACKS_ENABLED="gpuforge_toolkit_tasks",
+        ANSIBLE_CALLBACKS_ENABLED=",".join([*configured_callbacks(), "gpuforge_toolkit_tasks"]),
         GPUFORGE_TOOLKIT_TASKS=str(tasks_file),
         ANSIBLE_FORCE_COLOR="0",
     )

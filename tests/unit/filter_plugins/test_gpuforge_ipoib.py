@@ -5,7 +5,11 @@ it resolved the devices). Port maps in the shape the role builds from `ibdev2net
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuforge.cluster.plugins.filter.gpuforge_ipoib import FilterModule, gpuforge_ipoib_problems
+from ansible_collections.gpuforge.cluster.plugins.filter.gpuforge_ipoib import (
+    FilterModule,
+    gpuforge_ipoib_port_netdevs,
+    gpuforge_ipoib_problems,
+)
 
 DGX1_PORTS = {f"mlx5_{n} port 1": f"ib{n}" for n in range(4)}
 MAX_MTU = {"datagram": 4092, "connected": 65520}
@@ -80,3 +84,31 @@ def test_every_problem_of_every_entry_in_the_entries_order():
 
 def test_registered_as_a_filter():
     assert FilterModule().filters()["gpuforge_ipoib_problems"] is gpuforge_ipoib_problems
+
+
+def test_port_netdevs_from_infiniband_facts_of_a_dgx1():
+    # infiniband_facts' shape (library/infiniband_facts.py RETURN): netdev from ibdev2netdev, null without it.
+    facts = {
+        "hcas": [
+            {"name": f"mlx5_{n}", "ports": [{"port": 1, "state": "Active", "netdev": f"ib{n}", "netdev_state": "Up"}]}
+            for n in range(4)
+        ]
+    }
+    assert gpuforge_ipoib_port_netdevs(facts) == DGX1_PORTS
+    # The map reads as the role's ibdev2netdev one does: the usable entries stay usable.
+    assert gpuforge_ipoib_problems(
+        [{"hca": "mlx5_1", "address": "10.10.11.21/24"}], "gpu01", gpuforge_ipoib_port_netdevs(facts), [], False,
+        "datagram", 2044, MAX_MTU,
+    ) == []  # fmt: skip
+
+
+def test_port_netdevs_without_ibdev2netdev_or_facts_is_empty():
+    no_netdev = {"hcas": [{"name": "mlx5_0", "ports": [{"port": 1, "netdev": None}, {"port": 2}]}, {"name": "mlx5_1"}]}
+    assert gpuforge_ipoib_port_netdevs(no_netdev) == {}
+    assert gpuforge_ipoib_port_netdevs({"available": False, "hcas": []}) == {}
+    assert gpuforge_ipoib_port_netdevs({}) == {}
+    assert gpuforge_ipoib_port_netdevs(None) == {}
+
+
+def test_port_netdevs_is_a_filter():
+    assert FilterModule().filters()["gpuforge_ipoib_port_netdevs"] is gpuforge_ipoib_port_netdevs

@@ -135,6 +135,19 @@ def test_markdown_section_replaces_only_the_generated_part(tmp_path):
     }
 
 
+def test_the_runs_keep_ansible_cfg_s_callbacks_beside_the_recorder(tmp_path):
+    # ANSIBLE_CALLBACKS_ENABLED replaces callbacks_enabled: the benchmark names the configured ones again, so the
+    # toolkit is measured as configured (gc_freeze included) and the floor runs with the same settings.
+    config = tmp_path / "ansible.cfg"
+    config.write_text("[defaults]\ncallbacks_enabled = a.b.c,\n  d.e.f\n", encoding="utf-8")
+    assert bench.configured_callbacks(config) == ["a.b.c", "d.e.f"]
+    (tmp_path / "empty.cfg").write_text("[defaults]\n", encoding="utf-8")
+    assert bench.configured_callbacks(tmp_path / "empty.cfg") == []
+    enabled = bench.environment(tmp_path / "tasks.jsonl")["ANSIBLE_CALLBACKS_ENABLED"].split(",")
+    assert enabled == [*bench.configured_callbacks(), "gpuforge_toolkit_tasks"]
+    assert "gpuforge.cluster.gc_freeze" in enabled
+
+
 def test_callback_records_are_json_lines(tmp_path):
     """The callback plugin loads in ansible-core and writes one JSON object per task result."""
     if shutil.which("ansible") is None:

@@ -65,6 +65,25 @@ def test_slurm_cgroups_follow_the_setting_or_the_compute_nodes(setting, virtuali
         ),
         # nvidia-smi printed nothing: the driver is '' and the role's assert on it fails with the fix.
         ({"gpudirect_rdma_smi": {"stdout_lines": []}}, "", "nv_peer_mem"),
+        # The nvidia_driver role read the driver earlier in this run (site.yml): this role's read was skipped.
+        (
+            {
+                "gpudirect_rdma_smi": {"skipped": True},
+                "nvidia_driver_nvidia_smi": {"ansible_facts": {"nvidia_smi": {"driver_version": "460.106.00"}}},
+            },
+            "460.106.00",
+            "nv_peer_mem",
+        ),
+        # The setting wins over both reads.
+        (
+            {
+                "gpudirect_rdma_driver_version": "535.183.01",
+                "gpudirect_rdma_smi": {"skipped": True},
+                "nvidia_driver_nvidia_smi": {"ansible_facts": {"nvidia_smi": {"driver_version": "460.106.00"}}},
+            },
+            "535.183.01",
+            "nvidia_peermem",
+        ),
     ],
 )
 def test_gpudirect_rdma_module_for_the_driver(extra, driver, module):

@@ -9,6 +9,10 @@ from fabric_role_vars import render, render_file
 # starts with nvidia-peer-memory (1.2-0), so dpkg-buildpackage writes 1.2-0 packages (Mellanox/nv_peer_memory #106).
 CHANGELOG = {"gpu01": {"gpudirect_rdma_legacy_changelog": {"stdout": "1.2-0\n", "rc": 0}}}
 TOPDIR = "/var/cache/gpuforge/nv_peer_memory/rpmbuild"
+# What the mlnx_ofed and nvidia_driver roles registered earlier in the same run (site.yml), in their modules' shapes.
+SAME_RUN_OFED = {"ansible_facts": {"infiniband": {"ofed_release": "OFED-internal-24.10-1.1.4.0.200:"}}}
+SAME_RUN_SMI = {"ansible_facts": {"nvidia_smi": {"driver_version": "550.90.07"}}}
+SAME_RUN_DRIVER = {"gpudirect_rdma_smi": {"skipped": True}, "nvidia_driver_nvidia_smi": SAME_RUN_SMI}
 
 
 @pytest.mark.parametrize(
@@ -82,6 +86,17 @@ def test_openibd_dropin(module):
             {"gpudirect_rdma_ofed": {"rc": 127}, "gpudirect_rdma_smi": {"stdout_lines": []}},
             ["ofed_info", "nvidia-smi printed nothing"],
         ),
+        # The mlnx_ofed role's read of this run (site.yml) stands for ofed_info: its release line, or null when
+        # ofed_info was missing or failed.
+        ({"gpudirect_rdma_ofed": {"skipped": True}, "mlnx_ofed_infiniband": SAME_RUN_OFED, **SAME_RUN_DRIVER}, []),
+        (
+            {
+                "gpudirect_rdma_ofed": {"skipped": True},
+                "mlnx_ofed_infiniband": {"ansible_facts": {"infiniband": {"ofed_release": None}}},
+                **SAME_RUN_DRIVER,
+            },
+            ["ofed_info"],
+        ),
     ],
 )
 def test_missing_ofed_and_unknown_driver_are_refused_in_one_message(reads, problems):
@@ -90,3 +105,20 @@ def test_missing_ofed_and_unknown_driver_are_refused_in_one_message(reads, probl
     role = RoleRender("gpudirect_rdma", "debian12", **reads)
     task = "Refuse the peer memory module without MLNX_OFED"
     role.assert_problems("main.yml", task, problems)
+
+
+@pytest.mark.parametrize(
+    ("same_run", "reads"),
+    [
+        ({}, True),
+        # The roles before it did not read in this run (a tag or host limit skipped their reads).
+        ({"mlnx_ofed_infiniband": {"skipped": True}, "nvidia_driver_nvidia_smi": {"skipped": True}}, True),
+        ({"mlnx_ofed_infiniband": SAME_RUN_OFED, "nvidia_driver_nvidia_smi": SAME_RUN_SMI}, False),
+    ],
+)  # fmt: skip
+def test_ofed_and_driver_are_read_only_when_no_role_read_them_in_this_run(same_run, reads):
+    from gpu_stack_render import RoleRender
+
+    role = RoleRender("gpudirect_rdma", "debian12", **same_run)
+    assert all(role.conditions("main.yml", "Check that MLNX_OFED is installed")) is reads
+    assert all(role.conditions("main.yml", "Read the installed NVIDIA driver version")) is reads

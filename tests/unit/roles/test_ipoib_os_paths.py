@@ -33,6 +33,47 @@ def test_rdma_link_fallback_without_ofed():
     assert render("ipoib", "RedHat", "{{ ipoib_item_netdev }}", **extra) == "ibp75s0"
 
 
+# What the mlnx_ofed role registered earlier in the same run (site.yml): infiniband_facts with ibdev2netdev's devices.
+SAME_RUN_READ = {
+    "ansible_facts": {
+        "infiniband": {
+            "hcas": [
+                {"name": f"mlx5_{n}", "ports": [{"port": 1, "state": "Active", "netdev": f"ib{n}"}]} for n in range(3)
+            ]
+        }
+    }
+}
+
+
+def test_the_same_run_read_stands_for_ibdev2netdev():
+    extra = _vars(SEED_001, mlnx_ofed_infiniband=SAME_RUN_READ, ipoib_ibdev2netdev_out={"skipped": True})
+    ports = render("ipoib", "Debian", "{{ ipoib_port_netdevs }}", **extra)
+    assert ports == {"mlx5_0 port 1": "ib0", "mlx5_1 port 1": "ib1", "mlx5_2 port 1": "ib2"}
+    assert render("ipoib", "Debian", "{{ ipoib_item_netdev }}", **extra) == "ib1"
+
+
+@pytest.mark.parametrize(
+    ("same_run", "runs_ibdev2netdev"),
+    [
+        ({}, True),
+        ({"mlnx_ofed_infiniband": {"skipped": True}}, True),
+        # mlnx_ofed read the ports without ibdev2netdev (no devices): the role runs its own tools.
+        ({"mlnx_ofed_infiniband": {"ansible_facts": {"infiniband": {"hcas": [{"name": "mlx5_0", "ports": [{}]}]}}}},
+         True),
+        ({"mlnx_ofed_infiniband": SAME_RUN_READ}, False),
+    ],
+)  # fmt: skip
+def test_ibdev2netdev_runs_only_without_a_same_run_read(same_run, runs_ibdev2netdev):
+    from gpu_stack_render import RoleRender
+
+    role = RoleRender("ipoib", "debian12", ipoib_interfaces=[SEED_001], **same_run)
+    assert all(role.conditions("resolve.yml", "Map HCA ports to network devices (ibdev2netdev)")) is runs_ibdev2netdev
+    # rdma link show only after ibdev2netdev ran and failed.
+    rdma = "Map HCA ports to network devices (rdma link show"
+    assert not all(role.conditions("resolve.yml", rdma, ipoib_ibdev2netdev_out={"skipped": True}))
+    assert all(role.conditions("resolve.yml", rdma, ipoib_ibdev2netdev_out={"rc": 127}))
+
+
 def test_name_wins_over_hca():
     assert (
         render("ipoib", "Debian", "{{ ipoib_item_netdev }}", **_vars({"name": "ib3", "address": "10.10.13.1/24"}))
