@@ -68,12 +68,16 @@ class ToolNotRun(Exception):
     """A tool that could not be started; the message names it, the host and the fix."""
 
 
-def start_tool(module, argv: list, fix: str, environ=None):
+def start_tool(module, argv: list, fix: str, environ=None, expand: bool = True):
     """run_command(argv) in the C locale -> (rc, out, err); a tool that cannot be started (FileNotFoundError, another
-    OSError, or a wrapper script's 127) raises ToolNotRun naming it instead of "Error executing command."."""
+    OSError, or a wrapper script's 127) raises ToolNotRun naming it instead of "Error executing command.".
+    expand=False passes the arguments as given (run_command expands ~ and $VARS in each by default)."""
     try:
         rc, out, err = module.run_command(
-            argv, environ_update={"LC_ALL": "C", **(environ or {})}, handle_exceptions=False
+            argv,
+            environ_update={"LC_ALL": "C", **(environ or {})},
+            handle_exceptions=False,
+            **({} if expand else {"expand_user_and_vars": False}),
         )
     except OSError as exc:
         problem = missing_tool(argv[0], fix)

@@ -22,6 +22,7 @@ import yaml
 from ansible.module_utils.common.warnings import get_warning_messages
 from ansible_collections.gpuforge.cluster.plugins.modules import (
     apt_archive_components,
+    command_reads,
     container_gpu_smoke,
     dcgm_diag,
     fio_benchmark,
@@ -59,6 +60,7 @@ MODULES = {
     module.__name__.rpartition(".")[2]: module
     for module in (
         apt_archive_components,
+        command_reads,
         container_gpu_smoke,
         dcgm_diag,
         fio_benchmark,
@@ -619,6 +621,28 @@ def run_apt_archive_components(ansible_module, tmp_path, change, args=None, chec
     return result, runner
 
 
+# What the reads of the nfs_client role print on a converged lab node (stat of showmount and a mount point,
+# /proc/filesystems' first lines as Linux prints them): command_reads returns them as they are.
+STAT_AND_FILESYSTEMS = {
+    "stat": "/usr/sbin/showmount\n/srv/shared\n",
+    "cat": "nodev\tsysfs\nnodev\ttmpfs\nnodev\tproc\n\text4\n",
+}
+
+
+def run_command_reads(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    """The tool output is each command's; the module parses none of it, so every family must read back clean."""
+    runner = Runner(answer or (lambda argv: (0, change(STAT_AND_FILESYSTEMS[argv[0]]), "")))
+    base = {
+        "commands": [
+            {"name": "paths", "argv": ["stat", "--format=%n", "--", "/usr/sbin/showmount", "/srv/shared"],
+             "ok_rcs": [0, 1]},
+            {"name": "filesystems", "argv": ["cat", "/proc/filesystems"]},
+        ]
+    }  # fmt: skip
+    result = ansible_module(command_reads, {**base, **(args or {})}, runner, None, check_mode)
+    return result, runner
+
+
 # A CRI-O drop-in as the crio role renders it: the "tool output" of managed_files is the content it is handed.
 CRIO_DROPIN = (
     '[crio.runtime]\ndefault_runtime = "nvidia"\n\n'
@@ -674,6 +698,7 @@ def run_systemd_units(ansible_module, tmp_path, change, args=None, check_mode=Fa
 
 RUNNERS = {
     "apt_archive_components": (run_apt_archive_components, ("apt source file",)),
+    "command_reads": (run_command_reads, ("stat", "cat")),
     "container_gpu_smoke": (run_container_gpu_smoke, ("podman",)),
     "dcgm_diag": (run_dcgm_diag, ("dcgmi",)),
     "fio_benchmark": (run_fio_benchmark, ("fio",)),
@@ -766,6 +791,7 @@ def _missing_tool_cases():
         return 127, "", f"timeout: failed to run command '{command}': No such file or directory\n"
 
     return {
+        "command_reads": ({}, None, not_found, ("stat not found on", "exited 127", "install it or give its full path")),
         "container_gpu_smoke": ({}, bins("timeout"), None, ("podman not found in PATH on", "remove podman-cdi")),
         "dcgm_diag": ({}, bins("timeout"), None, ("dcgmi not found in PATH on", "nvidia_driver_dcgm_enabled")),
         "nvbandwidth": (

@@ -108,8 +108,13 @@ def test_bind_paths_come_from_the_hosts_own_shared_file_systems():
     assert block["state"] == "present" and block["insertafter"] == "^bind path = "
     # verify.yml looks for the host side of each bind path, in one stat(1)
     assert role.var("apptainer_bind_sources") == ["/shared/home", "/shared/apps", "/gpfs/ess3000_4M", "/var/tmp"]
-    stat = role.task_args("verify.yml", "Look for the bind paths' sources")
-    assert stat["argv"] == ["stat", "--format=%n", "--", "/shared/home", "/shared/apps", "/gpfs/ess3000_4M", "/var/tmp"]
+    version, stat = role.task_args("verify.yml", "Read the installed release")["commands"]
+    assert version == {"name": "version", "argv": ["apptainer", "--version"]}
+    assert stat == {
+        "name": "bind_sources",
+        "argv": ["stat", "--format=%n", "--", "/shared/home", "/shared/apps", "/gpfs/ess3000_4M", "/var/tmp"],
+        "ok_rcs": [0, 1],
+    }
 
 
 def test_no_binds_from_file_systems_the_host_does_not_mount():
@@ -117,6 +122,10 @@ def test_no_binds_from_file_systems_the_host_does_not_mount():
     role = render(groups=("gpu_nodes",), **INVENTORY)
     assert role.var("apptainer_managed_bind_paths") == []
     assert role.task_args("configure.yml", "Bind the shared file systems")["state"] == "absent"
+    # Nothing to stat: the verify reads only the release.
+    assert role.task_args("verify.yml", "Read the installed release")["commands"] == [
+        {"name": "version", "argv": ["apptainer", "--version"]}
+    ]
     assert (
         render(groups=("nfs_clients",), **INVENTORY, apptainer_bind_shared_filesystems=False).var(
             "apptainer_managed_bind_paths"
@@ -176,8 +185,11 @@ def test_both_refusals_in_one_message():
 
 def test_gpu_check_command():
     role = render(apptainer_verify_image="/images/cuda.sif")
-    args = role.task_args("verify.yml", "Run a GPU command in a container")
+    assert all(role.conditions("verify.yml", "Run a GPU command in a container and check"))
+    args = role.task_args("verify_container.yml", "Run a GPU command in a container")
     assert args["argv"] == ["apptainer", "exec", "--nv", "/images/cuda.sif", "nvidia-smi", "-L"]
+    # Without a test image the run and its check are skipped in one decision.
+    assert not all(render().conditions("verify.yml", "Run a GPU command in a container and check"))
 
 
 def test_argument_specs_cover_every_default():

@@ -4,8 +4,6 @@ as the tasks that use them would see them."""
 
 from __future__ import annotations
 
-import base64
-
 import pytest
 from gpu_stack_render import OS_FACTS, ROOT, RoleRender
 from role_yaml import load_yaml
@@ -67,10 +65,7 @@ def test_slurm_cgroups_follow_the_setting_or_the_compute_nodes(setting, virtuali
         ({"gpudirect_rdma_smi": {"stdout_lines": []}}, "", "nv_peer_mem"),
         # The nvidia_driver role read the driver earlier in this run (site.yml): this role's read was skipped.
         (
-            {
-                "gpudirect_rdma_smi": {"skipped": True},
-                "nvidia_driver_nvidia_smi": {"ansible_facts": {"nvidia_smi": {"driver_version": "460.106.00"}}},
-            },
+            {"nvidia_driver_nvidia_smi": {"ansible_facts": {"nvidia_smi": {"driver_version": "460.106.00"}}}},
             "460.106.00",
             "nv_peer_mem",
         ),
@@ -78,7 +73,6 @@ def test_slurm_cgroups_follow_the_setting_or_the_compute_nodes(setting, virtuali
         (
             {
                 "gpudirect_rdma_driver_version": "535.183.01",
-                "gpudirect_rdma_smi": {"skipped": True},
                 "nvidia_driver_nvidia_smi": {"ansible_facts": {"nvidia_smi": {"driver_version": "460.106.00"}}},
             },
             "535.183.01",
@@ -112,9 +106,29 @@ def test_nvidia_driver_reboot_required_after_the_nouveau_unload(nouveau, require
     [("nodev\tsysfs\nnodev\tnfs\nnodev\tnfs4\n\text4\n", True), ("nodev\tnfsd\n\text4\n", False)],
 )
 def test_nfs_client_kernel_nfs_from_proc_filesystems(filesystems, has_nfs):
-    content = base64.b64encode(filesystems.encode()).decode()
-    render = RoleRender("nfs_client", "debian12", nfs_client_proc_filesystems={"content": content})
+    reads = {"outputs": {"filesystems": {"rc": 0, "stdout": filesystems}}}
+    render = RoleRender("nfs_client", "debian12", nfs_client_reads=reads)
     assert render.var("nfs_client_kernel_nfs") is has_nfs
+
+
+def test_nfs_client_reads_every_path_the_file_systems_and_each_server_s_exports_in_one_run():
+    mounts = [
+        {"server": "10.10.11.1", "export": "/export/home", "path": "/home/shared"},
+        {"server": "10.10.11.1", "export": "/export/data", "path": "/data"},
+        {"server": "storage02", "export": "/scratch", "path": "/scratch"},
+    ]
+    render = RoleRender("nfs_client", "debian12", nfs_client_mounts=mounts)
+    showmount = render.var("nfs_client_showmount")
+    assert render.var("nfs_client_read_commands") == [
+        {"name": "paths", "ok_rcs": [0, 1], "argv": ["stat", "--format=%n", "--", showmount, "/home/shared", "/data",
+                                                    "/scratch"]},
+        {"name": "filesystems", "argv": ["cat", "/proc/filesystems"]},
+        # One showmount per server (it asks one); a missing showmount (127) is kept, not a failure.
+        {"name": "showmount 10.10.11.1", "argv": [showmount, "-e", "--no-headers", "10.10.11.1"], "ok_rcs": []},
+        {"name": "showmount storage02", "argv": [showmount, "-e", "--no-headers", "storage02"], "ok_rcs": []},
+    ]  # fmt: skip
+    without_exports = RoleRender("nfs_client", "debian12", nfs_client_mounts=mounts, nfs_client_check_exports=False)
+    assert [command["name"] for command in without_exports.var("nfs_client_read_commands")] == ["paths", "filesystems"]
 
 
 def test_slurm_refuses_a_release_without_pins_and_a_missing_controller_in_one_message():
@@ -179,5 +193,8 @@ def test_the_cluster_key_is_installed_only_where_it_differs(host, local_key, new
 def test_only_a_controller_without_a_key_creates_one(host, local_key, given, creates):
     role = slurm("debian12", "bookworm", inventory_hostname=host, slurm_local_key=local_key, slurm_munge_key=given)
     assert role.var("slurm_creates_munge_key | bool") is creates
+    # The creation and the read of the new key are one include, taken only then.
     assert role.conditions("munge.yml", "Create the MUNGE key") == [creates]
-    assert role.conditions("munge.yml", "Read the controller's new MUNGE key") == [creates]
+    included = role.task_args("munge.yml", "Create the MUNGE key")["file"]
+    names = [task["name"] for task in load_yaml(ROOT / "roles" / "slurm" / "tasks" / included)]
+    assert names == ["Create the MUNGE key", "Read the controller's new MUNGE key"]

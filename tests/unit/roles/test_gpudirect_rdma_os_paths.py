@@ -12,7 +12,8 @@ TOPDIR = "/var/cache/gpuforge/nv_peer_memory/rpmbuild"
 # What the mlnx_ofed and nvidia_driver roles registered earlier in the same run (site.yml), in their modules' shapes.
 SAME_RUN_OFED = {"ansible_facts": {"infiniband": {"ofed_release": "OFED-internal-24.10-1.1.4.0.200:"}}}
 SAME_RUN_SMI = {"ansible_facts": {"nvidia_smi": {"driver_version": "550.90.07"}}}
-SAME_RUN_DRIVER = {"gpudirect_rdma_smi": {"skipped": True}, "nvidia_driver_nvidia_smi": SAME_RUN_SMI}
+# With the same-run reads, read_versions.yml is not included: its results are not registered at all.
+SAME_RUN_DRIVER = {"nvidia_driver_nvidia_smi": SAME_RUN_SMI}
 
 
 @pytest.mark.parametrize(
@@ -88,10 +89,9 @@ def test_openibd_dropin(module):
         ),
         # The mlnx_ofed role's read of this run (site.yml) stands for ofed_info: its release line, or null when
         # ofed_info was missing or failed.
-        ({"gpudirect_rdma_ofed": {"skipped": True}, "mlnx_ofed_infiniband": SAME_RUN_OFED, **SAME_RUN_DRIVER}, []),
+        ({"mlnx_ofed_infiniband": SAME_RUN_OFED, **SAME_RUN_DRIVER}, []),
         (
             {
-                "gpudirect_rdma_ofed": {"skipped": True},
                 "mlnx_ofed_infiniband": {"ansible_facts": {"infiniband": {"ofed_release": None}}},
                 **SAME_RUN_DRIVER,
             },
@@ -120,5 +120,9 @@ def test_ofed_and_driver_are_read_only_when_no_role_read_them_in_this_run(same_r
     from gpu_stack_render import RoleRender
 
     role = RoleRender("gpudirect_rdma", "debian12", **same_run)
-    assert all(role.conditions("main.yml", "Check that MLNX_OFED is installed")) is reads
-    assert all(role.conditions("main.yml", "Read the installed NVIDIA driver version")) is reads
+    assert all(role.conditions("main.yml", "Read the OFED release and the NVIDIA driver version")) is reads
+    assert all(role.conditions("read_versions.yml", "Check that MLNX_OFED is installed")) is reads
+    assert all(role.conditions("read_versions.yml", "Read the installed NVIDIA driver version")) is reads
+    # A driver version set in the inventory needs no driver read.
+    set_version = RoleRender("gpudirect_rdma", "debian12", gpudirect_rdma_driver_version="550.90.07")
+    assert not all(set_version.conditions("read_versions.yml", "Read the installed NVIDIA driver version"))

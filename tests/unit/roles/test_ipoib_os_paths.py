@@ -17,8 +17,18 @@ RDMA_LINK = (
 SEED_001 = {"hca": "mlx5_1", "port": 1, "address": "10.10.11.21/24"}
 
 
+def _tools(ibdev2netdev=(0, IBDEV2NETDEV), rdma_link=(127, "")):
+    """What the role's one command_reads run of both tools registers (rc, stdout of each)."""
+    return {
+        "outputs": {
+            "ibdev2netdev": {"rc": ibdev2netdev[0], "stdout": ibdev2netdev[1]},
+            "rdma_link": {"rc": rdma_link[0], "stdout": rdma_link[1]},
+        }
+    }
+
+
 def _vars(item, **extra):
-    return {**ROLE_VARS, "item": item, "ipoib_ibdev2netdev_out": {"rc": 0, "stdout": IBDEV2NETDEV}, **extra}
+    return {**ROLE_VARS, "item": item, "ipoib_port_tools": _tools(), **extra}
 
 
 def test_ibdev2netdev_map():
@@ -27,9 +37,7 @@ def test_ibdev2netdev_map():
 
 
 def test_rdma_link_fallback_without_ofed():
-    extra = _vars(
-        SEED_001, ipoib_ibdev2netdev_out={"rc": 2, "stdout": ""}, ipoib_rdma_link_out={"rc": 0, "stdout": RDMA_LINK}
-    )
+    extra = _vars(SEED_001, ipoib_port_tools=_tools(ibdev2netdev=(127, ""), rdma_link=(0, RDMA_LINK)))
     assert render("ipoib", "RedHat", "{{ ipoib_item_netdev }}", **extra) == "ibp75s0"
 
 
@@ -46,7 +54,7 @@ SAME_RUN_READ = {
 
 
 def test_the_same_run_read_stands_for_ibdev2netdev():
-    extra = _vars(SEED_001, mlnx_ofed_infiniband=SAME_RUN_READ, ipoib_ibdev2netdev_out={"skipped": True})
+    extra = _vars(SEED_001, mlnx_ofed_infiniband=SAME_RUN_READ, ipoib_port_tools={"skipped": True})
     ports = render("ipoib", "Debian", "{{ ipoib_port_netdevs }}", **extra)
     assert ports == {"mlx5_0 port 1": "ib0", "mlx5_1 port 1": "ib1", "mlx5_2 port 1": "ib2"}
     assert render("ipoib", "Debian", "{{ ipoib_item_netdev }}", **extra) == "ib1"
@@ -67,11 +75,7 @@ def test_ibdev2netdev_runs_only_without_a_same_run_read(same_run, runs_ibdev2net
     from gpu_stack_render import RoleRender
 
     role = RoleRender("ipoib", "debian12", ipoib_interfaces=[SEED_001], **same_run)
-    assert all(role.conditions("resolve.yml", "Map HCA ports to network devices (ibdev2netdev)")) is runs_ibdev2netdev
-    # rdma link show only after ibdev2netdev ran and failed.
-    rdma = "Map HCA ports to network devices (rdma link show"
-    assert not all(role.conditions("resolve.yml", rdma, ipoib_ibdev2netdev_out={"skipped": True}))
-    assert all(role.conditions("resolve.yml", rdma, ipoib_ibdev2netdev_out={"rc": 127}))
+    assert all(role.conditions("resolve.yml", "Map HCA ports to network devices")) is runs_ibdev2netdev
 
 
 def test_name_wins_over_hca():
@@ -181,7 +185,7 @@ def test_one_check_after_the_devices_are_resolved(interfaces, apply, kernel, pro
         "debian12",
         ipoib_interfaces=interfaces,
         ipoib_apply=apply,
-        ipoib_ibdev2netdev_out={"rc": 0, "stdout": IBDEV2NETDEV},
+        ipoib_port_tools=_tools(),
         ansible_facts={**OS_FACTS["debian12"], "interfaces": kernel},
     )
     role.assert_problems("resolve.yml", CHECK, problems)
