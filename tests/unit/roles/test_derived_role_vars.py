@@ -144,15 +144,23 @@ def test_slurm_refuses_a_release_without_pins_and_a_missing_controller_in_one_me
     assert "gpu01: no Slurm/MUNGE version pinned for Debian" in message
 
 
-def test_the_cluster_munge_key_is_the_controllers_own_read_or_the_one_it_just_created():
-    had = {"head01": {"slurm_local_key": {"content": "b2xk"}, "slurm_new_controller_key": {"skipped": True}}}
-    assert slurm("debian12", "bookworm", hostvars=had).var("slurm_controller_key") == "b2xk"
-    created = {
-        "head01": {
-            "slurm_local_key": {"failed": True, "msg": "file not found: /etc/munge/munge.key"},
-            "slurm_new_controller_key": {"content": "bmV3"},
+def key_read(key: str | None, mode: str = "munge:munge:400") -> dict:
+    """What tasks/munge.yml's command_reads registers: `base64 --wrap=0` of the key (exit 1 and GNU coreutils'
+    message without one) and `stat --format=%U:%G:%a` of the file."""
+    if key is None:
+        return {
+            "outputs": {
+                "key": {"rc": 1, "stdout": "", "stderr": "base64: /etc/munge/munge.key: No such file or directory\n"},
+                "mode": {"rc": 1, "stdout": ""},
+            }
         }
-    }
+    return {"outputs": {"key": {"rc": 0, "stdout": key}, "mode": {"rc": 0, "stdout": mode + "\n"}}}
+
+
+def test_the_cluster_munge_key_is_the_controllers_own_read_or_the_one_it_just_created():
+    had = {"head01": {"slurm_local_key": key_read("b2xk")}}
+    assert slurm("debian12", "bookworm", hostvars=had).var("slurm_controller_key") == "b2xk"
+    created = {"head01": {"slurm_local_key": key_read(None), "slurm_new_controller_key": {"content": "bmV3"}}}
     assert slurm("debian12", "bookworm", hostvars=created).var("slurm_controller_key") == "bmV3"
 
 
@@ -166,28 +174,46 @@ def test_a_play_without_the_controller_is_told_to_include_it():
     ("host", "local_key", "new_key", "installs"),
     [
         # A compute node whose package made its own key gets the controller's.
-        ("gpu01", {"content": "b3du"}, {"skipped": True}, True),
-        ("gpu01", {"content": "b2xk"}, {"skipped": True}, False),
+        ("gpu01", key_read("b3du"), None, True),
+        ("gpu01", key_read("b2xk"), None, False),
         # The controller that had no key and just created one keeps it (no rewrite of the same key).
-        ("head01", {"failed": True}, {"content": "b2xk"}, False),
-        ("head01", {"content": "b2xk"}, {"skipped": True}, False),
+        ("head01", key_read(None), {"content": "b2xk"}, False),
+        ("head01", key_read("b2xk"), None, False),
     ],
 )
 def test_the_cluster_key_is_installed_only_where_it_differs(host, local_key, new_key, installs):
-    reads = {"slurm_local_key": local_key, "slurm_new_controller_key": new_key}
-    controller = reads if host == "head01" else {"slurm_local_key": {"content": "b2xk"}}
+    # The creation is an include: without it, its read is not registered at all.
+    reads = {"slurm_local_key": local_key, **({"slurm_new_controller_key": new_key} if new_key else {})}
+    controller = reads if host == "head01" else {"slurm_local_key": key_read("b2xk")}
     role = slurm("debian12", "bookworm", inventory_hostname=host, hostvars={"head01": controller}, **reads)
     assert role.var("slurm_controller_key") == "b2xk"
     assert role.conditions("munge.yml", "Install the cluster MUNGE key") == [installs]
 
 
 @pytest.mark.parametrize(
+    ("mode", "installed", "created", "sets_mode"),
+    [
+        ("munge:munge:400", {"skipped": True}, False, False),  # a converged host: no module run
+        ("root:root:600", {"skipped": True}, False, True),  # drifted
+        ("munge:munge:400", {"changed": True}, False, True),  # the install above wrote it as root, 0600
+        ("munge:munge:400", {"skipped": True}, True, True),  # mungekey created it
+    ],
+)
+def test_the_key_mode_is_set_only_when_it_is_wrong_or_the_run_wrote_the_key(mode, installed, created, sets_mode):
+    reads = {"slurm_local_key": key_read("b2xk", mode), "slurm_munge_key_installed": installed}
+    if created:
+        reads["slurm_new_controller_key"] = {"content": "b2xk"}
+    role = slurm("debian12", "bookworm", **reads)
+    assert all(role.conditions("munge.yml", "The MUNGE key is readable by munge only")) is sets_mode
+
+
+@pytest.mark.parametrize(
     ("host", "local_key", "given", "creates"),
     [
-        ("head01", {"failed": True}, "", True),  # the controller has none: it creates the cluster's
-        ("head01", {"content": "b2xk"}, "", False),  # a converged controller, or Debian's packaged key
-        ("head01", {"failed": True}, "a2V5", False),  # the key comes from slurm_munge_key
-        ("gpu01", {"failed": True}, "", False),  # only the controller creates it
+        ("head01", key_read(None), "", True),  # the controller has none: it creates the cluster's
+        ("head01", key_read("b2xk"), "", False),  # a converged controller, or Debian's packaged key
+        ("head01", key_read(None), "a2V5", False),  # the key comes from slurm_munge_key
+        ("gpu01", key_read(None), "", False),  # only the controller creates it
     ],
 )
 def test_only_a_controller_without_a_key_creates_one(host, local_key, given, creates):
