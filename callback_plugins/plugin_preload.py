@@ -9,7 +9,7 @@ type: aggregate
 author:
   - gpuforge maintainers (@gpuforge)
 version_added: "0.1.0"
-short_description: Load the filter, test and lookup plugins in the controller before the workers fork
+short_description: Load the filter, test, lookup and action plugins in the controller before the workers fork
 description:
   - ansible-core runs every task of every host in a worker process forked from the controller. A worker that
     evaluates a filter, a test or a lookup loads the plugin's file unless the controller process loaded it before
@@ -17,8 +17,9 @@ description:
     file of that collection; the gpuforge.cluster collection's filter files import the module_utils they share
     with the modules.
   - When a playbook starts, this plugin loads, in the controller process, ansible-core's own filter and test
-    plugins, ansible.builtin's lookups, and every filter and lookup plugin of the gpuforge.cluster collection,
-    through ansible-core's plugin loaders, as a task would. Every worker forked after it inherits them.
+    plugins, ansible.builtin's lookups and its C(normal) action (the action of a task whose module has none of
+    its own), and every filter, lookup and action plugin of the gpuforge.cluster collection, through
+    ansible-core's plugin loaders, as a task would. Every worker forked after it inherits them.
   - Nothing else changes; no option. A plugin file that fails to load is left for the task that uses it, which
     reports the error as it would without this plugin.
 requirements:

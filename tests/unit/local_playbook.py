@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -27,3 +28,30 @@ def run_local_playbook(playbook: Path, *arguments: str, **environment: str) -> s
     )  # fmt: skip
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     return completed
+
+
+WORKER_PLAYBOOK = """
+- name: Read a value in a task's worker
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Write the value
+      ansible.builtin.copy:
+        content: "{{ %s | to_json }}"
+        dest: "{{ value_file }}"
+        mode: "0644"
+"""
+
+
+def worker_lookup(tmp_path: Path, lookup_name: str, lookup_source: str, expression: str, **environment: str):
+    """Run a playbook whose one task writes `expression`, a call of the lookup plugin `lookup_name` (its Python
+    source given), to a file, and return the value read back from JSON. A lookup runs where the task runs on the
+    controller: in the worker forked for the task, so it sees what that worker inherited from the controller."""
+    lookups = tmp_path / "lookup"
+    lookups.mkdir()
+    (lookups / f"{lookup_name}.py").write_text(lookup_source, encoding="utf-8")
+    playbook = tmp_path / "playbook.yml"
+    playbook.write_text(WORKER_PLAYBOOK % expression, encoding="utf-8")
+    value_file = tmp_path / "value.json"
+    run_local_playbook(playbook, "-e", f"value_file={value_file}", ANSIBLE_LOOKUP_PLUGINS=str(lookups), **environment)
+    return json.loads(value_file.read_text(encoding="utf-8"))

@@ -7,12 +7,11 @@ objects frozen, as ansible.cfg enables the plugin, and finds none frozen when th
 from __future__ import annotations
 
 import gc
-import json
 from pathlib import Path
 
 import pytest
 from ansible.plugins.loader import callback_loader
-from local_playbook import run_local_playbook
+from local_playbook import worker_lookup
 
 NAME = "gpuforge.cluster.gc_freeze"
 
@@ -25,18 +24,6 @@ from ansible.plugins.lookup import LookupBase
 class LookupModule(LookupBase):
     def run(self, terms, variables=None, **kwargs):
         return [gc.get_freeze_count()]
-"""
-
-PLAYBOOK = """
-- name: Read the worker's frozen objects
-  hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Write the count
-      ansible.builtin.copy:
-        content: "{{ lookup('freeze_count') | to_json }}"
-        dest: "{{ count_file }}"
-        mode: "0644"
 """
 
 
@@ -66,19 +53,7 @@ def test_each_hook_freezes_what_the_controller_made_since(unfrozen, hook, argume
 
 
 def _worker_freeze_count(tmp_path: Path, **environment: str) -> int:
-    (tmp_path / "lookup").mkdir()
-    (tmp_path / "lookup" / "freeze_count.py").write_text(FREEZE_COUNT_LOOKUP, encoding="utf-8")
-    playbook = tmp_path / "playbook.yml"
-    playbook.write_text(PLAYBOOK, encoding="utf-8")
-    count_file = tmp_path / "count.json"
-    run_local_playbook(
-        playbook,
-        "-e",
-        f"count_file={count_file}",
-        ANSIBLE_LOOKUP_PLUGINS=str(tmp_path / "lookup"),
-        **environment,
-    )
-    return json.loads(count_file.read_text(encoding="utf-8"))
+    return worker_lookup(tmp_path, "freeze_count", FREEZE_COUNT_LOOKUP, "lookup('freeze_count')", **environment)
 
 
 def test_ansible_cfg_freezes_the_controller_objects_a_worker_inherits(tmp_path):

@@ -7,20 +7,18 @@ loads them itself when the plugin is not enabled."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from ansible.plugins.loader import callback_loader
-from local_playbook import run_local_playbook
+from local_playbook import worker_lookup
 
 NAME = "gpuforge.cluster.plugin_preload"
 ROOT = Path(__file__).resolve().parents[3]
 FILTER_FILES = sorted(path.stem for path in (ROOT / "filter_plugins").glob("*.py") if path.stem != "__init__")
 LOOKUP_FILES = sorted(path.stem for path in (ROOT / "lookup_plugins").glob("*.py") if path.stem != "__init__")
 
-# A lookup that runs where the task runs on the controller, in the worker forked for it, before the task's own
-# templates use any filter: which plugin modules the worker inherited from the controller.
+# Which plugin modules the task's worker inherited from the controller.
 INHERITED_LOOKUP = """
 import sys
 from ansible.plugins.lookup import LookupBase
@@ -31,17 +29,8 @@ class LookupModule(LookupBase):
         return [sorted(name for name in sys.modules if name.startswith(tuple(terms)))]
 """
 
-PLAYBOOK = """
-- name: Read what the worker inherited
-  hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Write the plugin modules loaded before this task
-      ansible.builtin.copy:
-        content: "{{ lookup('inherited', 'ansible_collections.gpuforge.cluster.plugins.', 'ansible.plugins.test.') }}"
-        dest: "{{ modules_file }}"
-        mode: "0644"
-"""
+# The plugin modules of these prefixes in the task's worker, read before its own templates use any filter.
+INHERITED = "lookup('inherited', 'ansible_collections.gpuforge.cluster.plugins.', 'ansible.plugins.test.')"
 
 
 def test_preload_leaves_the_collection_s_plugin_files_loaded():
@@ -69,19 +58,7 @@ def test_a_plugin_that_cannot_load_is_left_to_its_task(monkeypatch):
 
 
 def _inherited(tmp_path: Path, **environment: str) -> list[str]:
-    (tmp_path / "lookup").mkdir()
-    (tmp_path / "lookup" / "inherited.py").write_text(INHERITED_LOOKUP, encoding="utf-8")
-    playbook = tmp_path / "playbook.yml"
-    playbook.write_text(PLAYBOOK, encoding="utf-8")
-    modules_file = tmp_path / "modules.json"
-    run_local_playbook(
-        playbook,
-        "-e",
-        f"modules_file={modules_file}",
-        ANSIBLE_LOOKUP_PLUGINS=str(tmp_path / "lookup"),
-        **environment,
-    )
-    return json.loads(modules_file.read_text(encoding="utf-8"))
+    return worker_lookup(tmp_path, "inherited", INHERITED_LOOKUP, INHERITED, **environment)
 
 
 def test_ansible_cfg_gives_every_worker_the_plugins_loaded(tmp_path):
