@@ -36,13 +36,19 @@ from ansible.plugins.loader import action_loader, filter_loader, lookup_loader, 
 COLLECTION = "gpuforge.cluster"
 
 
-def _collection_plugin_names(plugin_type: str) -> list[str]:
-    """The file names (without .py) of the collection's plugins of one type, found on the collection loader's path."""
+def _plugin_files(package_name: str) -> list[str]:
+    """The plugin file names (without .py) of a plugin package: ansible-core's, or a collection's found on the
+    collection loader's path; none when the package is missing."""
     try:
-        package = importlib.import_module(f"ansible_collections.{COLLECTION}.plugins.{plugin_type}")
+        package = importlib.import_module(package_name)
     except ImportError:
         return []
     return sorted(name for _finder, name, is_package in pkgutil.iter_modules(package.__path__) if not is_package)
+
+
+def _collection_plugin_names(plugin_type: str) -> list[str]:
+    """The file names of the collection's plugins of one type."""
+    return _plugin_files(f"ansible_collections.{COLLECTION}.plugins.{plugin_type}")
 
 
 def preload() -> list[str]:
@@ -53,7 +59,7 @@ def preload() -> list[str]:
     for loader, name in ((filter_loader, "ansible.builtin.bool"), (test_loader, "ansible.builtin.match")):
         requested.append(_load(loader, name))
     # ansible.builtin's lookups (first_found, file, env, ...): one file each.
-    requested += [_load(lookup_loader, f"ansible.builtin.{name}") for name in _builtin_lookups()]
+    requested += [_load(lookup_loader, f"ansible.builtin.{name}") for name in _plugin_files("ansible.plugins.lookup")]
     # A filter name of the collection makes the loader load every filter file of the collection (a file may hold
     # several filters), whichever file the name is looked up in.
     filter_files = _collection_plugin_names("filter")
@@ -66,11 +72,6 @@ def preload() -> list[str]:
         _load(action_loader, f"{COLLECTION}.{name}", class_only=True) for name in _collection_plugin_names("action")
     ]
     return requested
-
-
-def _builtin_lookups() -> list[str]:
-    package = importlib.import_module("ansible.plugins.lookup")
-    return sorted(name for _finder, name, is_package in pkgutil.iter_modules(package.__path__) if not is_package)
 
 
 def _load(loader, name: str, **options) -> str:

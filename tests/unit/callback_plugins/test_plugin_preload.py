@@ -47,7 +47,7 @@ def test_preload_leaves_the_collection_s_plugin_files_loaded():
     assert "gpuforge.cluster.apt_pinned" in requested
 
 
-def test_a_plugin_that_cannot_load_is_left_to_its_task(monkeypatch):
+def test_a_plugin_that_cannot_load_is_left_to_its_task():
     module = sys.modules[type(callback_loader.get(NAME)).__module__]
 
     class Broken:
