@@ -47,6 +47,7 @@ import hashlib
 import io
 import json
 import os
+import pickle
 import stat
 import sys
 import zipfile
@@ -192,7 +193,10 @@ def save(run_cache: Path, store: Path, sources: SourceFinder, known: dict[str, s
         digest = _sha256(payload)
         if known.get(path.name) == digest:
             continue
-        recorded = manifest(payload_files(module_common._CachedModule.load(str(path))), sources)
+        try:
+            recorded = manifest(payload_files(module_common._CachedModule.load(str(path))), sources)
+        except (pickle.UnpicklingError, zipfile.BadZipFile, AttributeError, EOFError, ValueError):
+            recorded = None  # not a payload of this ansible-core's format: left to be built again
         if recorded is None:
             continue
         _write_atomically(store / path.name, payload)
@@ -243,8 +247,12 @@ class CallbackModule(CallbackBase):
         if problem:
             self._display.warning(f"module_payload_cache: not using {store}: {problem}")
             return
+        try:
+            restored = restore(store, self._run_cache(), current_sources())
+        except OSError as exc:  # the run's payload cache cannot be written: ansible-core's own builds will say why
+            self._display.warning(f"module_payload_cache: nothing reused from {store}: {exc}")
+            return
         self._store = store
-        restored = restore(store, self._run_cache(), current_sources())
         self._known.update(restored)
         self._display.vvv(f"module_payload_cache: reused {len(restored)} payload(s) from {store}: {sorted(restored)}")
 
