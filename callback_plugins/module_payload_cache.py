@@ -69,6 +69,7 @@ RUN_CACHE_FOLDER = "ansiballz_cache"
 # Written by ansible-core from its release, not read from a file (module_common.recursive_finder).
 RELEASE_STUBS = frozenset({"ansible/__init__.py", "ansible/module_utils/__init__.py"})
 MANIFEST_SUFFIX = ".json"
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 
 
 def payload_files(cached_module) -> dict[str, bytes]:
@@ -139,7 +140,7 @@ def unchanged(recorded: dict[str, str | None], sources: SourceFinder) -> bool:
         if digest is not None:
             if current != digest:
                 return False
-        elif archive_path not in RELEASE_STUBS and current not in (None, _sha256(b"")):
+        elif archive_path not in RELEASE_STUBS and current not in (None, EMPTY_SHA256):
             return False  # an __init__.py with content where ansible-core wrote an empty one
     return True
 
@@ -169,15 +170,20 @@ def restore(store: Path, run_cache: Path, sources: SourceFinder) -> dict[str, st
     run_cache.mkdir(parents=True, exist_ok=True)
     for manifest_path in sorted(store.glob(f"*{MANIFEST_SUFFIX}")):
         name = manifest_path.name[: -len(MANIFEST_SUFFIX)]
+        if (run_cache / name).exists():
+            continue
         try:
             record = json.loads(manifest_path.read_text(encoding="utf-8"))
-            payload = (store / name).read_bytes()
         except (OSError, ValueError):
             continue
-        if not isinstance(record, dict) or record.get("payload_sha256") != _sha256(payload):
-            continue  # a payload replaced since its manifest was written, or a damaged one
-        if (run_cache / name).exists() or not unchanged(record.get("files") or {}, sources):
+        if not isinstance(record, dict) or not unchanged(record.get("files") or {}, sources):
             continue
+        try:
+            payload = (store / name).read_bytes()
+        except OSError:
+            continue
+        if record.get("payload_sha256") != _sha256(payload):
+            continue  # a payload replaced since its manifest was written, or a damaged one
         _write_atomically(run_cache / name, payload)
         restored[name] = record["payload_sha256"]
     return restored
