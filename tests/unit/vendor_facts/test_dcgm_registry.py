@@ -4,8 +4,11 @@ dcgmi, one nv-hostengine and the nvidia-dcgm unit the role starts."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from gpu_stack_render import RoleRender
+from role_requests import apt_pins
 
 from gpuforge import vendor_facts
 
@@ -18,17 +21,20 @@ def _render(os_name: str, **extra) -> RoleRender:
     )
 
 
-def _request(render: RoleRender) -> str:
-    (request,) = render.task("dcgm.yml", "Install DCGM (pinned)")["name"]
-    return request
+def _requests(render: RoleRender) -> list[str]:
+    return render.task("dcgm.yml", "Install DCGM (pinned)")["name"]
+
+
+def _repos(os_name: str) -> list[vendor_facts.Repository]:
+    return [vendor_facts.repository(f"nvidia-cuda/{os_name}")]
 
 
 @pytest.mark.parametrize("os_name", DCGM_OSES)
 def test_the_pinned_dcgm_is_published_and_resolves_to_one_dcgmi_and_its_unit(os_name):
     render = _render(os_name)
-    request = _request(render)
-    assert request == "datacenter-gpu-manager-4-cuda12=1:4.4.1-1"
-    resolution = vendor_facts.resolve([vendor_facts.repository(f"nvidia-cuda/{os_name}")], [request])
+    requests = _requests(render)
+    assert requests == ["datacenter-gpu-manager-4-core=1:4.4.1-1", "datacenter-gpu-manager-4-cuda12=1:4.4.1-1"]
+    resolution = vendor_facts.resolve(_repos(os_name), requests)
     owners = {
         path: [p.name for p in resolution.chosen.values() if path in p.files]
         for path in ("/usr/bin/dcgmi", "/usr/bin/nv-hostengine")
@@ -45,19 +51,55 @@ def test_the_pinned_dcgm_is_published_and_resolves_to_one_dcgmi_and_its_unit(os_
     assert {p.version for p in resolution.chosen.values()} == {"1:4.4.1-1"}
 
 
+@pytest.mark.parametrize("os_name", DCGM_OSES)
+def test_naming_only_the_cuda_plugin_package_fails_as_apt_does(os_name):
+    # Why the core package is named (second vendor review, F2): -cuda12 depends on -core at exactly its own version
+    # and the repository publishes newer DCGM releases, so apt takes the newest core and refuses the transaction.
+    repos = _repos(os_name)
+    assert len(repos[0].versions("datacenter-gpu-manager-4-core")) > 1
+    with pytest.raises(
+        vendor_facts.ResolveError, match=re.escape("datacenter-gpu-manager-4-core 1:4.7.0-1 is to be installed")
+    ):
+        vendor_facts.resolve(repos, ["datacenter-gpu-manager-4-cuda12=1:4.4.1-1"])
+
+
+@pytest.mark.parametrize("os_name", DCGM_OSES)
+def test_the_pin_holds_every_dcgm_package_through_an_upgrade(os_name):
+    # An upgrade of the installed names (apt's candidate for each, as unattended-upgrades takes them) stays on the pin.
+    render = _render(os_name)
+    pins = apt_pins(render, "setup-Debian.yml", "Trust the CUDA repository")
+    installed = vendor_facts.resolve(_repos(os_name), _requests(render), pins)
+    upgrade = vendor_facts.resolve(_repos(os_name), sorted(installed.names()), pins)
+    assert {p.version for p in upgrade.chosen.values()} == {"1:4.4.1-1"}
+    floated = vendor_facts.resolve(_repos(os_name), sorted(installed.names()), [])
+    assert floated.version("datacenter-gpu-manager-4-core") == "1:4.7.0-1"
+
+
+def test_dcgm_4_7_moves_the_host_engine_into_its_own_package():
+    # Second vendor review, F12: from DCGM 4.7.0 the core package depends on nv-hostengine.
+    resolution = vendor_facts.resolve(
+        _repos("debian12"), ["datacenter-gpu-manager-4-core=1:4.7.0-1", "datacenter-gpu-manager-4-cuda12=1:4.7.0-1"]
+    )
+    owner = [p.name for p in resolution.chosen.values() if "/usr/bin/nv-hostengine" in p.files]
+    assert owner == ["nv-hostengine"]
+
+
 @pytest.mark.parametrize(("os_name", "version"), [("debian12", "1:3.3.5"), ("ubuntu2204", "1:3.2.6")])
 def test_dcgm3_can_be_chosen_instead(os_name, version):
     render = _render(os_name, nvidia_driver_dcgm_package="datacenter-gpu-manager", nvidia_driver_dcgm_version=version)
-    resolution = vendor_facts.resolve([vendor_facts.repository(f"nvidia-cuda/{os_name}")], [_request(render)])
+    resolution = vendor_facts.resolve(_repos(os_name), _requests(render))
     assert [(p.name, p.version) for p in resolution.chosen.values()] == [("datacenter-gpu-manager", version)]
 
 
 def test_a_version_the_repository_does_not_publish_is_refused():
     render = _render("debian12", nvidia_driver_dcgm_version="1:4.9.9-1")
     with pytest.raises(vendor_facts.ResolveError, match="not found"):
-        vendor_facts.resolve([vendor_facts.repository("nvidia-cuda/debian12")], [_request(render)])
+        vendor_facts.resolve(_repos("debian12"), _requests(render))
 
 
 def test_rhel_request_drops_the_deb_epoch():
     render = _render("rhel9")
-    assert render.task("dcgm.yml", "Install DCGM (pinned, RHEL)")["name"] == "datacenter-gpu-manager-4-cuda12-4.4.1-1"
+    assert render.task("dcgm.yml", "Install DCGM (pinned, RHEL)")["name"] == [
+        "datacenter-gpu-manager-4-core-4.4.1-1",
+        "datacenter-gpu-manager-4-cuda12-4.4.1-1",
+    ]
