@@ -178,3 +178,18 @@ def test_rhel_epel_comes_from_the_base_url_not_the_release_package(os_name, majo
     assert values["vendor_repository_key_fingerprint"] == epel.fact("key_fingerprints")[major]
     tasks = (render.role_dir / "tasks" / "setup-RedHat.yml").read_text(encoding="utf-8")
     assert "epel-release-latest" not in tasks
+
+
+@pytest.mark.parametrize("os_name", ["debian12", "ubuntu2204", "ubuntu2404"])
+def test_the_pin_covers_every_package_published_at_the_release(os_name):
+    # Version locks cover the whole closure (second vendor review, F3: nvidia-driver-libs depends on
+    # libgl1-nvidia-glvnd-glx and nvidia-egl-icd at exactly its version, names no nvidia-* glob matches): every package
+    # NVIDIA publishes at the pinned release is held by the CUDA pin file.
+    render = _render(os_name, "cuda", "proprietary")
+    release = render.var("nvidia_driver_version")
+    pins = [pin for pin in _pins(render, "cuda") if pin.version.startswith(release)]
+    repo = vendor_facts.repository(f"nvidia-cuda/{os_name}")
+    at_release = [p for p in repo.packages if p.upstream.split("-")[0] == release]
+    assert at_release
+    unpinned = sorted({p.name for p in at_release if not any(pin.applies(p) for pin in pins)})
+    assert unpinned == []
