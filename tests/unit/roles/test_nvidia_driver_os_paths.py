@@ -73,8 +73,31 @@ def test_ubuntu_cuda_and_canonical_sources(os_name):
         "nvidia-modprobe=535.183.01-*",
     ]
     canonical = driver(os_name, gpuforge_gpu_architecture="Volta", nvidia_driver_source="canonical")
+    if os_name == "ubuntu2404":
+        # No canonical 535 release on 24.04: the archive's 535-server builds are transitional to 580 (review 2, F4).
+        assert canonical.var("nvidia_driver_version") == ""
+        assert canonical.refused("main.yml", REFUSE)
+        return
     assert _apt_names(canonical) == ["nvidia-headless-535-server=535.309.01-*", "nvidia-utils-535-server=535.309.01-*"]
     assert canonical.var("nvidia_driver_header_packages")[0].startswith("linux-headers-")
+    assert not canonical.refused("main.yml", REFUSE)
+
+
+def test_canonical_transitional_branch_is_refused_naming_the_branch_it_installs():
+    # Second vendor review, F4: noble's nvidia-graphics-drivers-535-server 535.309.01-0ubuntu0.24.04.2 binaries are
+    # transitional packages to the 580 server branch; a "=535.309.01-*" pin selects them and R580 is installed.
+    render = driver(
+        "ubuntu2404",
+        gpuforge_gpu_architecture="Volta",
+        nvidia_driver_source="canonical",
+        gpuforge_nvidia_driver_version="535.309.01",
+    )
+    assert render.refused("main.yml", REFUSE)
+    message = " ".join(render.message("main.yml", REFUSE).split())
+    assert "535-server packages on 24.04 are transitional packages to the 580 server branch" in message
+    assert "use nvidia_driver_source cuda" in message
+    jammy = driver("ubuntu2204", gpuforge_gpu_architecture="Volta", nvidia_driver_source="canonical")
+    assert "transitional" not in jammy.message("main.yml", REFUSE)
 
 
 def test_debian_key_and_fingerprint():

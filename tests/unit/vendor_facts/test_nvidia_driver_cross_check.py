@@ -25,8 +25,6 @@ APT_PATHS = [
     ("ubuntu2404", "cuda", "open"),
     ("ubuntu2204", "canonical", "proprietary"),
     ("ubuntu2204", "canonical", "open"),
-    ("ubuntu2404", "canonical", "proprietary"),
-    ("ubuntu2404", "canonical", "open"),
 ]
 
 
@@ -137,6 +135,23 @@ def test_repository_url_and_key_are_the_vendors(os_name):
     assert render.var("gpuforge_cuda_repo_key_fingerprint") == repo.signing_key["fingerprint"]
     key_url = render.expr("{{ gpuforge_cuda_repo_key_url or (nvidia_driver_cuda_repo_url ~ '/3bf863cc.pub') }}")
     assert key_url == repo.signing_key["url"]
+
+
+def test_noble_canonical_535_builds_are_transitional_and_the_role_has_no_canonical_release_there():
+    # Second vendor review, F4: the archive's only 535-server build on 24.04 pulls the 580 server branch, so a
+    # canonical 535 pin there installs R580 (or, with the 580 packages absent here, cannot resolve at all).
+    archive = vendor_facts.repository("ubuntu-drivers/ubuntu2404")
+    assert archive.fact("transitional_server_branches") == {"535": "580"}
+    for name in ("nvidia-headless-535-server", "nvidia-headless-535-server-open", "nvidia-utils-535-server"):
+        (build,) = [p for p in archive.packages if p.name == name]
+        assert any("-580-server" in relation for relation in build.depends), build
+    with pytest.raises(vendor_facts.ResolveError, match="580-server"):
+        vendor_facts.resolve(
+            [archive], ["nvidia-headless-535-server=535.309.01-*", "nvidia-utils-535-server=535.309.01-*"]
+        )
+    render = _render("ubuntu2404", "canonical", "proprietary")
+    assert render.var("nvidia_driver_version") == ""
+    assert "535" in render.var("nvidia_driver_canonical_transitional_branches")
 
 
 @pytest.mark.parametrize("os_name", ["ubuntu2204", "ubuntu2404"])
