@@ -208,3 +208,55 @@ def test_the_pin_covers_every_package_published_at_the_release(os_name):
     assert at_release
     unpinned = sorted({p.name for p in at_release if not any(pin.applies(p) for pin in pins)})
     assert unpinned == []
+
+
+@pytest.mark.parametrize("os_name", ["rhel8", "rhel9"])
+@pytest.mark.parametrize("flavour", ["open", "proprietary"])
+def test_rhel_versionlock_covers_the_exact_requires_closure(os_name, flavour):
+    # Second vendor review, F5: NVIDIA's packages chain exact Requires (nvidia-driver -> nvidia-driver-libs,
+    # nvidia-kmod-common -> nvidia-kmod, ...) and the streams carry newer builds; NVIDIA's version-locking guide locks
+    # every package of the release. Every package of the registry's closure of the role's request is locked.
+    render = _render(os_name, "cuda", flavour)
+    release = render.var("nvidia_driver_version")
+    repo = vendor_facts.repository(f"nvidia-cuda/{os_name}")
+    kmod = render.var("nvidia_driver_rhel_kmod_package")
+    _stream, *specs = render.var("nvidia_driver_rhel_packages")
+    requests = [spec.removesuffix("-" + release) for spec in [*specs, f"{kmod}-{release}"]]
+    lock = render.var("nvidia_driver_dnf_versionlock")
+    assert all(spec.endswith("-" + release) for spec in lock)
+    locked = [spec.removesuffix("-" + release) for spec in lock]
+
+    def versionlock(names):
+        # dnf versionlock: a locked name offers only its locked release, other names every build
+        return [vendor_facts.Pin((name,), f"*:{release}-*", 1001) for name in names] + [
+            vendor_facts.Pin((name,), "*", -1) for name in names
+        ]
+
+    closure = vendor_facts.resolve([repo], requests, versionlock(locked))
+    assert sorted(closure.names() - set(locked)) == []
+    assert {p.upstream.split("-")[0].split(":")[-1] for p in closure.chosen.values()} == {release}
+    # The four-package lock of before leaves the chain free: the newer build of an unlocked name breaks it.
+    four = ["nvidia-driver", "nvidia-driver-cuda", "nvidia-modprobe", "nvidia-persistenced"]
+    with pytest.raises(vendor_facts.ResolveError, match=r"535\.309\.01"):
+        vendor_facts.resolve([repo], requests, versionlock(four))
+
+
+@pytest.mark.parametrize("os_name", ["rhel8", "rhel9"])
+def test_rhel_fabric_manager_name_follows_the_branch(os_name):
+    # Second vendor review, F6: nvidia-fabric-manager before branch 580, nvidia-fabricmanager from 580.
+    repo = vendor_facts.repository(f"nvidia-cuda/{os_name}")
+    for release in ("535.183.01", "580.126.20"):
+        render = _render(os_name, "cuda", "open", gpuforge_nvidia_driver_version=release)
+        name = render.var("nvidia_driver_fabricmanager_package").removesuffix("-" + release)
+        assert [v for v in repo.versions(name) if v.split("-")[0] == release], (release, name)
+        assert name + "-" + release in render.var("nvidia_driver_dnf_versionlock")
+
+
+@pytest.mark.parametrize("os_name", ["ubuntu2204", "ubuntu2404"])
+def test_ubuntu_branch_590_names_are_refused(os_name):
+    # Second vendor review, F6: from branch 590 NVIDIA's Ubuntu packages have no branch in their names.
+    refuse = "Refuse unsupported systems and inconsistent settings"
+    render = _render(os_name, "cuda", "open", gpuforge_nvidia_driver_version="590.44.01")
+    assert render.refused("main.yml", refuse)
+    assert "drop the branch from their names from branch 590" in " ".join(render.message("main.yml", refuse).split())
+    assert not _render(os_name, "cuda", "open").refused("main.yml", refuse)
