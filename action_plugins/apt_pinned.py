@@ -91,7 +91,8 @@ class ActionModule(ActionBase):
                 return self._failed(result, f"{host}: after apt: {'; '.join(still)}: {args['fix'].rstrip('.')}.")
             return result
         finally:
-            self._remove_tmp_path(self._connection._shell.tmpdir)
+            # ActionBase.cleanup(): the remote temporary folder the module runs shared goes.
+            self.cleanup()
 
     def _read(self, specs, task_vars):
         module_args = {

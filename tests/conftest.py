@@ -10,19 +10,22 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def _install_collection_loader() -> None:
-    """Import gpuforge.cluster through Ansible's own collection loader, as ansible-test's unit runner does.
+    """Import gpuforge.cluster through Ansible's own collection loader, as ansible-playbook does.
 
     Tests import the modules, module_utils and filters by their collection path. Some tests also drive Ansible's
-    plugin loader in-process, which installs that loader; a package first imported without it lacks the collection
-    metadata the loader then asks for. Installing it before any test imports keeps one view. Without ansible-core
-    (the module_utils tests under the older CPython, tests/unit/test_target_python.py) plain namespace packages
-    from collection/ serve the same imports.
+    plugin loader in-process, which needs that loader; a package first imported without it lacks the collection
+    metadata the loader then asks for. Installing it before any test imports keeps one view. init_plugin_loader is
+    ansible-core's public entry point for it (the one its CLIs call), with collection/ ahead of ansible.cfg's
+    collections_path. Without ansible-core (the module_utils tests under the older CPython,
+    tests/unit/test_target_python.py) plain namespace packages from collection/ serve the same imports.
     """
     try:
-        from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+        from ansible.plugins.loader import init_plugin_loader
+        from ansible.utils.collection_loader import AnsibleCollectionConfig
     except ImportError:
         return
-    _AnsibleCollectionFinder(paths=[str(PROJECT_ROOT / "collection")])._install()
+    if AnsibleCollectionConfig.collection_finder is None:
+        init_plugin_loader([str(PROJECT_ROOT / "collection")])
 
 
 _install_collection_loader()

@@ -4,10 +4,8 @@ the floor (the same number of remote no-op module calls per host, over the same 
 Run from the checkout root (`make bench-toolkit`, or `python benchmarks/toolkit/bench_toolkit.py --gpus 1 4`).
 For each lab size (GPU nodes; the lab adds head01 and storage01, which site.yml also provisions) and each of
 --runs runs: `gpuforge lab down`, `gpuforge lab up` on a fresh lab, lab/playbooks/services.yml (the site's
-existing services, not timed against the floor), then the phases. Each fresh lab starts with an empty store of
-module payloads (gpuforge.cluster.module_payload_cache, in the lab's artifact folder): its first playbook builds
-each payload it uses as on a fresh controller, and the later ones reuse them as a site's later runs do. It takes
-the lab down and rebuilds it: it is not part of `make test`, and must not run while someone else uses the lab.
+existing services, not timed against the floor), then the phases. It takes the lab down and rebuilds it: it is
+not part of `make test`, and must not run while someone else uses the lab.
 
 Writes artifacts/toolkit-bench/<stamp>/ (playbook logs, one JSON line per task result, results.json),
 benchmarks/toolkit/results/<connection>.json (the latest results) and, with --docs, the generated section of
@@ -193,8 +191,6 @@ def environment(tasks_file: Path) -> dict[str, str]:
         ANSIBLE_CALLBACK_PLUGINS=str(HERE / "callback_plugins"),
         ANSIBLE_CALLBACKS_ENABLED=",".join([*configured_callbacks(), "gpuforge_toolkit_tasks"]),
         GPUFORGE_TOOLKIT_TASKS=str(tasks_file),
-        # One fresh lab's runs share a store of module payloads that starts empty (the module docstring).
-        GPUFORGE_MODULE_PAYLOAD_STORE=str(tasks_file.parent / "module_payloads"),
         ANSIBLE_FORCE_COLOR="0",
     )
     return env

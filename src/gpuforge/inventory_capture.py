@@ -85,7 +85,7 @@ def default_tables(path: Path = EXPECTED_HARDWARE) -> dict:
 # Facts in.
 
 # ansible-core 2.19 wraps a persistent fact cache's values as {"__payload__": "<the facts as JSON>"}
-# (ansible/_internal/_plugins/_cache.py); gpuforge.cluster.fact_files writes the same files.
+# (ansible.builtin.jsonfile's files, as ansible.cfg configures the cache).
 FACT_CACHE_PAYLOAD_KEY = "__payload__"
 
 

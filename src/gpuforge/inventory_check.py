@@ -105,26 +105,27 @@ def select_failures(path: Path, failures: list[PluginFailure]) -> list[PluginFai
     return [yaml_failure]
 
 
-def plugin_failure(warning) -> PluginFailure | None:
-    """A PluginFailure from one of Ansible's captured "Failed to parse inventory with 'x' plugin" warnings."""
-    event = getattr(warning, "event", None)
-    match = _PLUGIN_FAILURE.match(str(getattr(event, "msg", "") or ""))
+def plugin_failure(warning: tuple[str, BaseException]) -> PluginFailure | None:
+    """A PluginFailure from one "Failed to parse inventory with 'x' plugin" report: (message, exception)."""
+    msg, exception = warning
+    match = _PLUGIN_FAILURE.match(str(msg or ""))
     if not match:
         return None
     messages: list[str] = []
     context = ""
-    link = getattr(event, "chain", None)
-    while link is not None:
-        cause = getattr(link, "event", None)
-        message = str(getattr(cause, "msg", "") or "").strip()
-        # The first specific message is Ansible's; deeper ones repeat it in the YAML library's words.
+    error: BaseException | None = exception
+    while error is not None:
+        # AnsibleError.message: the first specific one is Ansible's; deeper causes repeat it in the YAML library's
+        # words.
+        message = str(getattr(error, "message", "") or "").strip()
         if message and message not in _GENERIC and not messages:
             messages.append(message)
-        source_context = str(getattr(cause, "formatted_source_context", "") or "")
-        # "<inventory plugin 'yaml' with source ...>" carries no position; a file:line:col one does.
-        if source_context and not context and "<inventory plugin" not in source_context:
-            context = source_context
-        link = getattr(cause, "chain", None)
+        # AnsibleError.obj: where the error is (path, line, column); the plugin's own description carries no line.
+        origin = getattr(error, "obj", None)
+        path, line, column = (getattr(origin, name, None) for name in ("path", "line_num", "col_num"))
+        if path and line and not context:
+            context = f"Origin: {path}:{line}" + (f":{column}" if column else "")
+        error = error.__cause__
     return PluginFailure(match.group(1), tuple(messages) or ("(no message)",), context)
 
 
@@ -157,13 +158,20 @@ def _strict_inventory() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _captured_warnings() -> Iterator:
-    """Ansible's warnings during the parse, kept (not printed) so the error can quote the plugins' messages.
+    """Each inventory plugin's failure during the parse, kept (not printed) so the error can quote its message.
 
-    DeferredWarningContext is ansible-core's own (2.19, pinned); without it the warnings print as usual."""
+    InventoryManager reports a plugin that fails on a source through Display.error_as_warning(msg, exception)
+    (ansible-core's public display API); for the parse, the one Display records (msg, exception) instead."""
+    from ansible.utils.display import Display
+
+    display = Display()
+    captured: list[tuple[str, BaseException]] = []
+
+    def record(msg, exception, **_options) -> None:
+        captured.append((msg, exception))
+
+    display.error_as_warning = record
     try:
-        from ansible._internal._display_utils import DeferredWarningContext
-    except ImportError:
-        yield list
-        return
-    with DeferredWarningContext(variables={}) as context:
-        yield context.get_warnings
+        yield lambda: list(captured)
+    finally:
+        del display.error_as_warning

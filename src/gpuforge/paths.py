@@ -18,7 +18,7 @@ COLLECTION_PATH = PROJECT_ROOT / "collection"
 COLLECTION_PACKAGE = "ansible_collections.gpuforge.cluster"
 PLAYBOOKS_DIR = PROJECT_ROOT / "playbooks"
 CONTAINERS_CONF = STATE_DIR / "containers.conf"
-# ansible.cfg's fact_caching_connection (jsonfile's files, written by gpuforge.cluster.fact_files): what the
+# ansible.cfg's fact_caching_connection (ansible.builtin.jsonfile's files): what the
 # controller remembers of each host between runs.
 FACT_CACHE_DIR = STATE_DIR / "facts"
 

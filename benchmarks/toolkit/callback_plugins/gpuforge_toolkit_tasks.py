@@ -59,23 +59,23 @@ class CallbackModule(CallbackBase):
     def __init__(self):
         super().__init__()
         self._path = os.environ.get("GPUFORGE_TOOLKIT_TASKS", "")
-        self._started: dict[tuple[str, str], tuple[float, float]] = {}
-
-    def _key(self, host, task) -> tuple[str, str]:
-        return host.get_name(), task._uuid
+        # Per host: a host runs one task at a time (linear and free strategies alike), so its last start is the
+        # start of the task whose result arrives next.
+        self._started: dict[str, tuple[float, float]] = {}
 
     def v2_runner_on_start(self, host, task):
-        self._started[self._key(host, task)] = (time.monotonic(), time.time())
+        self._started[host.get_name()] = (time.monotonic(), time.time())
 
     def _record(self, result, status: str) -> None:
         if not self._path:
             return
-        task = result._task
-        host = result._host.get_name()
-        started = self._started.pop((host, task._uuid), None)
-        delegated = (result._result.get("_ansible_delegated_vars") or {}).get("ansible_host", "")
+        # CallbackTaskResult's public task, host and result (ansible-core 2.19 and later).
+        task = result.task
+        host = result.host.get_name()
+        started = self._started.pop(host, None)
+        delegated = (result.result.get("_ansible_delegated_vars") or {}).get("ansible_host", "")
         local = task.action in CONTROLLER_ACTIONS or delegated in ("localhost", "127.0.0.1")
-        items = result._result.get("results")
+        items = result.result.get("results")
         line = {
             "host": host,
             "task": task.get_name(),
@@ -90,7 +90,7 @@ class CallbackModule(CallbackBase):
             handle.write(json.dumps(line) + "\n")
 
     def v2_runner_on_ok(self, result):
-        self._record(result, "changed" if result._result.get("changed") else "ok")
+        self._record(result, "changed" if result.result.get("changed") else "ok")
 
     def v2_runner_on_failed(self, result, ignore_errors=False):
         self._record(result, "ignored" if ignore_errors else "failed")

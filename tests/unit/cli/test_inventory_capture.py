@@ -213,12 +213,11 @@ def test_load_facts_accepts_the_three_shapes(tmp_path, wrap):
     assert load_facts(path) == facts
 
 
-@pytest.mark.parametrize("plugin", ["ansible.builtin.jsonfile", "gpuforge.cluster.fact_files"])
-def test_load_facts_reads_the_fact_cache_as_ansible_writes_it(tmp_path, plugin):
+def test_load_facts_reads_the_fact_cache_as_ansible_writes_it(tmp_path):
     # The file a real run leaves in .gpuforge/facts, written by the cache plugin itself (ansible-core 2.19 stores
     # {"__payload__": "<JSON>"} under a schema-qualified name), not a shape written by hand.
     facts = {"nvidia_smi": {"gpus": [{"index": 0}]}, "infiniband": {"hcas": []}, "ansible_hostname": "gpu01"}
-    cache_loader.get(plugin, _uri=str(tmp_path / "facts"), _timeout=0).set("gpu01", facts)
+    cache_loader.get("ansible.builtin.jsonfile", _uri=str(tmp_path / "facts"), _timeout=0).set("gpu01", facts)
     (path,) = (tmp_path / "facts").iterdir()
     assert path.name.endswith("_gpu01")
     assert load_facts(path) == {"nvidia_smi": facts["nvidia_smi"], "infiniband": facts["infiniband"]}

@@ -63,7 +63,6 @@ def _env(**extra) -> dict:
         ("plugins/filter", "filter_plugins"),
         ("plugins/action", "action_plugins"),
         ("plugins/lookup", "lookup_plugins"),
-        ("plugins/cache", "cache_plugins"),
         ("plugins/callback", "callback_plugins"),
         ("roles", "roles"),
         ("playbooks", "playbooks"),
@@ -78,7 +77,7 @@ def test_the_collection_tree_links_to_the_top_level_folders(link, target):
 
 
 # The top-level plugin folders that Ansible must reach only through the collection.
-PLUGIN_FOLDERS = "library|module_utils|filter_plugins|action_plugins|lookup_plugins|cache_plugins|callback_plugins"
+PLUGIN_FOLDERS = "library|module_utils|filter_plugins|action_plugins|lookup_plugins|callback_plugins"
 
 
 def test_ansible_finds_the_modules_and_filters_only_through_the_collection():

@@ -360,13 +360,3 @@ def test_apt_cost_document_from_task_records_validates():
     assert result["seconds_per_call"]["apt"] == {"median": 2.0, "min": 1.9, "max": 2.1}
     assert apt_cost.schema_problems(result) == []
     assert apt_cost.schema_problems({**result, "seconds_per_call": {"apt": {"median": 1}}})
-
-
-def test_one_fresh_lab_s_runs_share_a_store_of_module_payloads_of_their_own(tmp_path):
-    # The lab's first playbook builds every payload as a fresh controller would (no store from earlier labs or from
-    # the user's own runs); its later playbooks reuse them.
-    lab = tmp_path / "gpus1" / "run1"
-    store = bench.environment(lab / "rerun.tasks.jsonl")["GPUFORGE_MODULE_PAYLOAD_STORE"]
-    assert store == str(lab / "module_payloads")
-    assert bench.environment(lab / "converge.tasks.jsonl")["GPUFORGE_MODULE_PAYLOAD_STORE"] == store
-    assert "gpuforge.cluster.module_payload_cache" in bench.configured_callbacks()
