@@ -126,3 +126,27 @@ def test_ofed_and_driver_are_read_only_when_no_role_read_them_in_this_run(same_r
     # A driver version set in the inventory needs no driver read.
     set_version = RoleRender("gpudirect_rdma", "debian12", gpudirect_rdma_driver_version="550.90.07")
     assert not all(set_version.conditions("read_versions.yml", "Read the installed NVIDIA driver version"))
+
+
+@pytest.mark.parametrize(
+    ("os_name", "extra", "refused"),
+    [
+        ("rhel9", {"nvidia_driver_rhel_install": "precompiled"}, True),
+        ("rhel9", {"gpuforge_nvidia_driver_rhel_install": "precompiled"}, True),
+        ("rhel8", {"nvidia_driver_rhel_install": "dkms"}, False),
+        ("rhel9", {}, False),
+        # the legacy nv_peer_mem path is built on the host by this role, not shipped in the kmod
+        ("rhel9", {"nvidia_driver_rhel_install": "precompiled", "gpudirect_rdma_method": "nv_peer_mem"}, False),
+    ],
+)
+def test_precompiled_rhel_driver_is_refused_for_nvidia_peermem(os_name, extra, refused):
+    # Second vendor review, F7: a precompiled kmod's nvidia-peermem is built without MLNX_OFED's peer-memory symbols
+    # (its init returns -EINVAL) and DKMS cannot rebuild it, so the load and its "dkms autoinstall" advice cannot work.
+    from gpu_stack_render import RoleRender
+
+    role = RoleRender("gpudirect_rdma", os_name, **SAME_RUN_DRIVER, mlnx_ofed_infiniband=SAME_RUN_OFED, **extra)
+    task = "Refuse the peer memory module without MLNX_OFED"
+    problems = ["the NVIDIA driver comes from RHEL's precompiled stream"] if refused else []
+    role.assert_problems("main.yml", task, problems)
+    if refused:
+        assert "nvidia_driver_rhel_install: dkms" in " ".join(role.message("main.yml", task).split())
