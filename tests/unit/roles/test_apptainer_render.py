@@ -202,3 +202,37 @@ def test_lab_inventory_verifies_against_the_mirror_checksum_file():
     lab = yaml.safe_load((ROOT / "inventories/lab/group_vars/all/apptainer.yml").read_text(encoding="utf-8"))
     assert lab["apptainer_sha256"] == {}
     assert lab["apptainer_checksum_url"].endswith("/v{{ apptainer_version }}/SHA256SUMS")
+
+
+@pytest.mark.parametrize(
+    ("os_name", "installed"),
+    [("ubuntu2404", False), ("ubuntu2204", True), ("debian12", True), ("rhel8", True), ("rhel9", True)],
+)
+def test_site_leaves_apptainer_out_on_ubuntu_2404_with_a_message(os_name, installed):
+    # Second vendor review, F8: the release .deb has no AppArmor userns profile, which 24.04 needs; the role refuses
+    # that host, so site.yml (playbooks/apptainer.yml) must not apply it there but say why.
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+    from gpu_stack_render import OS_FACTS
+    from role_yaml import trusted
+
+    from gpuforge import vendor_facts
+
+    fact = vendor_facts.repository("apptainer/deb").fact("apparmor_userns_profile")
+    assert fact["installs_userns_profile"] is False and fact["needed_on"] == ["ubuntu2404"]
+    (play,) = [p for p in yaml.safe_load((ROOT / "playbooks" / "apptainer.yml").read_text()) if "roles" in p]
+    variables = {"ansible_facts": OS_FACTS[os_name], "inventory_hostname": "gpu01", "apptainer_enabled": True}
+    templar = Templar(loader=DataLoader(), variables={**variables, **trusted(play["vars"])})
+    (role,) = play["roles"]
+    (say,) = play["pre_tasks"]
+    assert templar.evaluate_conditional(trust_as_template(role["when"])) is installed
+    assert templar.evaluate_conditional(trust_as_template(say["when"])) is not installed
+    if not installed:
+        message = " ".join(templar.template(trusted(say["ansible.builtin.debug"]["msg"])).split())
+        assert message.startswith("gpu01: Apptainer is not installed on Ubuntu 24.04")
+        assert RoleRender("apptainer", os_name, group_names=["gpu_nodes"]).refused("main.yml", REFUSE)
+    disabled = Templar(
+        loader=DataLoader(), variables={**variables, "apptainer_enabled": False, **trusted(play["vars"])}
+    )
+    assert not disabled.evaluate_conditional(trust_as_template(role["when"]))
+    assert not disabled.evaluate_conditional(trust_as_template(say["when"]))
