@@ -114,9 +114,9 @@ outputs:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import (
+    Tool,
     ToolNotRun,
     output_tail,
-    start_tool,
     this_host,
 )
 
@@ -145,7 +145,8 @@ class CommandReads:
     def read(self, command: dict) -> dict:
         argv = command["argv"]
         try:
-            rc, out, err = start_tool(self.module, argv, "install it or give its full path", expand=False)
+            tool = Tool(self.module, argv[0], "install it or give its full path", on_error="raise")
+            rc, out, err = tool.run(argv[1:], expand=False)
         except ToolNotRun as exc:
             rc, out, err = NOT_STARTED_RC, "", str(exc)
         out, err = out or "", err or ""

@@ -146,7 +146,7 @@ checks:
   type: list
   elements: dict
 verdict:
-  description: C(ok) or C(fail), the worst check.
+  description: C(PASS) or C(FAIL), the worst check.
   returned: when something ran
   type: str
 commands:
@@ -185,12 +185,9 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_containe
     overall_status,
     parse_ldd,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import (
-    find_tool,
-    run_bounded,
-    this_host,
-)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, this_host
 
+RUNC_FIX = "install runc (Debian/EL package runc)"
 ENGINE_TOOLS = {"podman-hook": "podman", "podman-cdi": "podman", "containerd": "ctr", "docker": "docker"}
 
 
@@ -202,7 +199,8 @@ def _engine(module, params, result):
     tools = {}
     for runtime in params["runtimes"]:
         tool = ENGINE_TOOLS[runtime]
-        tools[tool] = find_tool(module, tool, f"install {tool} or remove {runtime} from runtimes", result=result)
+        fix = f"install {tool} or remove {runtime} from runtimes"
+        tools[tool] = Tool(module, tool, fix, result=result).require()
     plans = []
     for runtime in params["runtimes"]:
         name = f"gpuforge-smoke-{runtime}-{os.getpid()}"
@@ -214,7 +212,8 @@ def _engine(module, params, result):
     for runtime, commands in plans:
         rc, out, err = 0, "", ""
         for argv in commands:
-            rc, out, err, timed_out = run_bounded(module, argv, params["timeout"], result=result)
+            engine = Tool(module, argv[0], "install it or give its full path", result=result)
+            rc, out, err, timed_out = engine.run_bounded(argv[1:], params["timeout"])
             if timed_out:
                 err = f"{err}\ntimed out after {params['timeout']} s"
             if rc != 0:
@@ -232,7 +231,7 @@ def _copy_into(rootfs, path):
 def _runc(module, params, runc, root, args, result):
     argv = [runc, "--root", root, *args]
     result["commands"].append(argv)
-    rc, out, err, timed_out = run_bounded(module, argv, params["timeout"], result=result)
+    rc, out, err, timed_out = Tool(module, runc, RUNC_FIX, result=result).run_bounded(argv[1:], params["timeout"])
     if timed_out:
         err = f"{err}\nrunc {args[0]} timed out after {params['timeout']} s"
     return rc, out, err
@@ -289,13 +288,14 @@ def _bundle(module, params, result):
         module.fail_json(msg=f"mode=bundle runs runc as root; become root on {this_host()}", **result)
     if "cdi" in params["methods"] and not params["cdi_spec"]:
         module.fail_json(msg="method cdi needs cdi_spec (the parsed output of nvidia-ctk cdi generate)", **result)
-    runc = find_tool(module, params["runc"], "install runc (Debian/EL package runc)", result=result)
-    binary = find_tool(module, params["binary"], "give binary as a program the node has", result=result)
-    ldd = find_tool(module, "ldd", "install libc-bin (glibc-common on EL)", result=result)
+    runc = Tool(module, params["runc"], RUNC_FIX, result=result).require()
+    binary = Tool(module, params["binary"], "give binary as a program the node has", result=result).require()
+    ldd = Tool(module, "ldd", "install libc-bin (glibc-common on EL)", result=result)
+    ldd.require()
     result["methods"] = params["methods"]
     if module.check_mode:
         module.exit_json(**result)
-    rc, ldd_text, err = module.run_command([ldd, binary])
+    rc, ldd_text, err = ldd.run([binary])
     if rc != 0:
         module.fail_json(msg=f"ldd {binary} failed: {err.strip()[:400]}", **result)
     try:

@@ -164,13 +164,13 @@ import os
 import platform
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_run import (
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_common import (
     COMMON_OPTIONS,
     check_common_options,
     finish,
+    joined_output,
     judge_run,
     last_lines,
-    run_bounded,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
@@ -182,6 +182,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_fio impo
     overall_status,
     parse_fio,
 )
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool
 
 LAYOUT_SLACK_S = 600
 
@@ -272,8 +273,8 @@ def main():
     seconds = params["timeout"] or params["runtime"] * len(params["jobs"]) + LAYOUT_SLACK_S
     path = os.path.join(directory, test_file)
     try:
-        rc, raw, timed_out = run_bounded(
-            module, cmd, seconds, params["env"], fix="install fio (Debian: apt install fio)", result=result
+        run = Tool(module, cmd[0], "install fio (Debian: apt install fio)", result=result).run_bounded(
+            cmd[1:], seconds, environ=params["env"]
         )
     finally:
         try:
@@ -286,22 +287,23 @@ def main():
     def judge(parsed):
         checks = judge_fio(parsed, params["expect"], label)
         result["results"] = _results(parsed, checks, params["node"] or host, label, directory)
-        if rc != 0 and overall_status(checks) == "ok":
+        if run.rc != 0 and overall_status(checks) == "ok":
             remedy = "; ".join(parsed["notices"]) or "fio exited with an error"
-            checks.append(bench_check("fio_rc", "fail", rc, 0, remedy))
+            checks.append(bench_check("fio_rc", "fail", run.rc, 0, remedy))
         return checks
 
     judge_run(
         module,
         result,
-        (rc, raw, timed_out),
+        run,
         parse_fio,
         judge,
         key="fio",
         output_path=params["output_path"],
         timed_out=f"fio on {directory} timed out after {seconds} s and was terminated",
         unreadable=lambda exc: (
-            f"could not read fio's output for {directory} (rc {rc}): {exc}; last lines: {last_lines(raw)}"
+            f"could not read fio's output for {directory} (rc {run.rc}): {exc}; last lines: "
+            f"{last_lines(joined_output(run))}"
         ),
     )
     finish(module, result, f"fio on {label}:", params["fail_on"])

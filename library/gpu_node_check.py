@@ -319,7 +319,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_pcie imp
     pci_address,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import parse_link_flaps
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import missing_tool
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, ToolNotRun
 
 # What installs each command the module runs when its text is not given.
 TOOL_FIXES = {
@@ -459,19 +459,25 @@ class GpuNodeCheck:
         self.unreadable: dict[str, str] = {}
         self.nvidia_smi = None  # the facts judged: given, or read with gather
 
+    def run_tool(self, source: str, command: str, args: list):
+        """(rc, out, err) of command with args (gpuforge_run.Tool); None, with the problem (missing, cannot start)
+        noted under source, when it cannot be run."""
+        try:
+            tool = Tool(self.module, command, TOOL_FIXES[command], on_error="raise")
+            tool.require()
+            return tool.run(args)
+        except ToolNotRun as exc:
+            self.unreadable[source] = str(exc)
+            return None
+
     def text(self, source: str, command: str) -> str | None:
         """The given text, else the output of running `command`; None (and a note) when it fails."""
         if self.params[source] is not None:
             return self.params[source]
-        path = self.module.get_bin_path(command)
-        if not path:
-            self.unreadable[source] = missing_tool(command, TOOL_FIXES[command], "PATH")
+        ran = self.run_tool(source, command, [])
+        if ran is None:
             return None
-        try:
-            rc, out, err = self.module.run_command([path], environ_update={"LC_ALL": "C"}, handle_exceptions=False)
-        except OSError as exc:
-            self.unreadable[source] = f"{path} could not be run ({exc}): {TOOL_FIXES[command]}"
-            return None
+        rc, out, err = ran
         if rc != 0:
             self.unreadable[source] = f"{command} exited with code {rc}: {(err or out).strip()[:200]}"
             return None
@@ -587,17 +593,10 @@ class GpuNodeCheck:
         """Parsed `lspci -vvv -D` (or the given text); None and a note when it cannot be read."""
         text = self.params["lspci"]
         if text is None:
-            path = self.module.get_bin_path("lspci")
-            if not path:
-                self.unreadable["lspci"] = missing_tool("lspci", TOOL_FIXES["lspci"], "PATH")
+            ran = self.run_tool("lspci", "lspci", ["-vvv", "-D"])
+            if ran is None:
                 return None
-            try:
-                rc, text, err = self.module.run_command(
-                    [path, "-vvv", "-D"], environ_update={"LC_ALL": "C"}, handle_exceptions=False
-                )
-            except OSError as exc:
-                self.unreadable["lspci"] = f"{path} could not be run ({exc}): {TOOL_FIXES['lspci']}"
-                return None
+            rc, text, err = ran
             if rc != 0:
                 self.unreadable["lspci"] = f"lspci exited with code {rc}: {(err or text).strip()[:200]}"
                 return None
@@ -611,17 +610,10 @@ class GpuNodeCheck:
         is-active exits non-zero for every state but active and still prints the state."""
         if self.params["fabric_manager"] is not None:
             return self.params["fabric_manager"]
-        path = self.module.get_bin_path("systemctl")
-        if not path:
-            self.unreadable["fabric_manager"] = missing_tool("systemctl", TOOL_FIXES["systemctl"], "PATH")
+        ran = self.run_tool("fabric_manager", "systemctl", ["is-active", FABRIC_MANAGER_UNIT])
+        if ran is None:
             return None
-        try:
-            rc, out, err = self.module.run_command(
-                [path, "is-active", FABRIC_MANAGER_UNIT], environ_update={"LC_ALL": "C"}, handle_exceptions=False
-            )
-        except OSError as exc:
-            self.unreadable["fabric_manager"] = f"{path} could not be run ({exc}): {TOOL_FIXES['systemctl']}"
-            return None
+        rc, out, err = ran
         state = (out or "").strip().splitlines()
         if not state:
             self.unreadable["fabric_manager"] = (

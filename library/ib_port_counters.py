@@ -95,7 +95,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquer
     judge_counter_growth,
     parse_perfquery,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import find_tool, run_tool
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool
 
 FIX = "install infiniband-diags (perfquery)"
 
@@ -120,9 +120,10 @@ def read_counters(module, infiniband) -> tuple:
     ports = ib_ports(infiniband)
     if not ports:
         return counters, errors
-    path = find_tool(module, "perfquery", FIX)
+    perfquery = Tool(module, "perfquery", FIX)
+    perfquery.require()
     for hca, port in ports:
-        rc, out, err = run_tool(module, [path, "-C", hca, "-P", str(port)], FIX)
+        rc, out, err = perfquery.run(["-C", hca, "-P", port])
         key = f"{hca}/{port}"
         if rc != 0:
             errors.append(f"perfquery -C {hca} -P {port} failed (rc={rc}): {(err or out).strip()[:300]}")

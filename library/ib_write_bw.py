@@ -212,7 +212,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perftest
     mbps_to_gbps,
     parse_perftest_bw,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import missing_tool, run_bounded
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, ToolNotRun
 
 MB_PER_GBPS = 1e9 / 8 / 0x100000  # perftest MB/sec in one Gb/s
 
@@ -255,12 +255,13 @@ class IbWriteBw:
 
     def port_rate(self) -> float | None:
         """The port's rate as ibstat reports it (used when line_rate_gbps is not given)."""
-        ibstat = self.module.get_bin_path("ibstat")
-        if not ibstat:
+        ibstat = Tool(self.module, "ibstat", "install infiniband-diags, or set line_rate_gbps", on_error="raise")
+        if not ibstat.find():
             return None
-        rc, out, _err = self.module.run_command(
-            [ibstat, self.params["device"], str(self.params["port"])], environ_update={"LC_ALL": "C"}
-        )
+        try:
+            rc, out, _err = ibstat.run([self.params["device"], self.params["port"]])
+        except ToolNotRun:
+            return None
         for line in out.splitlines() if rc == 0 else []:
             key, _sep, value = line.strip().partition(":")
             if key == "Rate":
@@ -319,18 +320,17 @@ class IbWriteBw:
             self.fail(f"min_fraction must be in (0, 1], got {params['min_fraction']}")
         if params["timeout"] is not None and params["timeout"] < 1:
             self.fail(f"timeout must be at least 1 second, got {params['timeout']}")
-        binary = self.module.get_bin_path(params["executable"])
+        perftest = Tool(self.module, params["executable"], "install the perftest package", result=self.result)
+        binary = perftest.find()
         self.result["role"] = "client" if params["server"] else "server"
         self.result["cmd"] = self.command(binary or params["executable"])
         if not binary:
-            self.fail(missing_tool(params["executable"], "install the perftest package", "PATH"))
+            self.fail(perftest.missing())
         if self.module.check_mode:
             self.module.exit_json(**self.result)
         line_rate = params["line_rate_gbps"] if params["line_rate_gbps"] is not None else self.port_rate()
         # timeout(1) puts the tool in its own process group and kills the group, so nothing lingers.
-        rc, out, err, timed_out = run_bounded(
-            self.module, self.result["cmd"], self.timeout(), fix="install the perftest package", result=self.result
-        )
+        rc, out, err, timed_out = perftest.run_bounded(self.result["cmd"][1:], self.timeout())
         self.result.update(rc=rc, stdout=out, stderr=err)
         parsed = None
         try:

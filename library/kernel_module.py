@@ -119,10 +119,12 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_kernel import ParseError, parse_lsmod
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import find_tool, run_tool
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool
 
 HEADER = "# Managed by gpuforge (kernel_module)\n"
 KMOD_FIX = "install kmod (it provides lsmod and modprobe)"
+# Where lsmod and modprobe live when sbin is not on PATH (modprobe: not /usr/sbin, kmod installs it in /sbin).
+SBIN_DIRS = ["/usr/local/sbin", "/sbin", "/usr/sbin"]
 
 
 def _norm(name: str) -> str:
@@ -147,10 +149,10 @@ class KernelModule:
         self.after: list[str] = []
 
     def run(self, argv: list[str]):
-        return run_tool(self.module, argv, KMOD_FIX, result=self.result)
+        return Tool(self.module, argv[0], KMOD_FIX, result=self.result).run(argv[1:])
 
     def loaded_modules(self) -> dict:
-        lsmod = find_tool(self.module, "lsmod", KMOD_FIX, ["/usr/local/sbin", "/sbin", "/usr/sbin"], self.result)
+        lsmod = Tool(self.module, "lsmod", KMOD_FIX, opt_dirs=SBIN_DIRS, result=self.result).require()
         rc, out, err = self.run([lsmod])
         if rc != 0:
             self.module.fail_json(msg=f"lsmod failed (exit {rc}): {err.strip()}", **self.result)
@@ -176,7 +178,7 @@ class KernelModule:
         self.result["changed"] = True
         if self.module.check_mode:
             return
-        modprobe = find_tool(self.module, "modprobe", KMOD_FIX, ["/usr/local/sbin", "/sbin"], self.result)
+        modprobe = Tool(self.module, "modprobe", KMOD_FIX, opt_dirs=SBIN_DIRS[:2], result=self.result).require()
         argv = [modprobe, self.name, *self.params["params"].split()] if wanted else [modprobe, "-r", self.name]
         rc, out, err = self.run(argv)
         if rc != 0:

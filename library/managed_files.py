@@ -185,7 +185,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_files import write_atomic
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import show
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import this_host
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, ToolNotRun, this_host
 
 MODE = re.compile(r"^[0-7]{3,4}$")
 # What is at a path (plan() records it for each entry).
@@ -458,8 +458,10 @@ class ManagedFiles:
         write_atomic and the file left as it was) when it exits non-zero."""
         argv = [word.replace("%s", tmp) for word in entry["validate"]]
         try:
-            rc, out, err = self.module.run_command(argv, environ_update={"LC_ALL": "C"}, handle_exceptions=False)
-        except OSError as exc:  # the command is not there or cannot run
+            rc, out, err = Tool(self.module, argv[0], "install it or give its full path", on_error="raise").run(
+                argv[1:]
+            )
+        except ToolNotRun as exc:  # the command is not there or cannot run
             rc, out, err = 127, "", str(exc)
         if rc != 0:
             shown = " ".join(shlex.quote(word) for word in entry["validate"])

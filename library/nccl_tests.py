@@ -301,12 +301,12 @@ output_tail:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_run import (
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_common import (
     COMMON_OPTIONS,
     check_common_options,
     finish,
+    joined_output,
     judge_run,
-    run_bounded,
     save_output,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
@@ -317,7 +317,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nccl_tes
     parse_nccl_tests,
     parse_nccl_tests_json,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import missing_tool
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool
 
 # Seed 001 (REDP-5610, section 4.1): the three NCCL modes of its MPI jobs.
 MODE_ENV = {
@@ -470,13 +470,10 @@ class NcclTests:
         if have is None:
             if not params["count_gpus"]:
                 return
-            nvidia_smi = self.module.get_bin_path("nvidia-smi")
-            if not nvidia_smi:
-                fix = "cannot count GPUs: install the NVIDIA driver, or set gpus_per_host or count_gpus=false"
-                self.fail(missing_tool("nvidia-smi", fix, "PATH"))
-            rc, out, err = self.module.run_command([nvidia_smi, "-L"], environ_update={"LC_ALL": "C"})
-            if rc != 0:
-                self.fail(f"nvidia-smi -L failed (rc {rc}): {(err or out).strip()}")
+            fix = "cannot count GPUs: install the NVIDIA driver, or set gpus_per_host or count_gpus=false"
+            nvidia_smi = Tool(self.module, "nvidia-smi", fix, result=self.result)
+            nvidia_smi.require()
+            _rc, out, _err = nvidia_smi.run(["-L"], check=True)
             have = sum(1 for line in out.splitlines() if line.startswith("GPU "))
         self.result["gpus_available"] = have
         if have < wanted:
@@ -509,10 +506,11 @@ class NcclTests:
         if self.result["hostfile"]:
             hosts = "".join(f"{host['name']} slots={host['slots']}\n" for host in params["hosts"])
             save_output(self.module, self.result["hostfile"], hosts, self.result)
-        rc, raw, timed_out = run_bounded(
-            self.module, cmd, params["timeout"], env, fix=self.launcher_fix(), result=self.result
+        run = Tool(self.module, cmd[0], self.launcher_fix(), result=self.result).run_bounded(
+            cmd[1:], params["timeout"], environ=env
         )
-        self.result["output_tail"] = raw.splitlines()[-30:]
+        rc = run.rc
+        self.result["output_tail"] = joined_output(run).splitlines()[-30:]
         if params["output_path"]:
             self.result["output_path"] = params["output_path"]
 
@@ -528,7 +526,7 @@ class NcclTests:
         parsed = judge_run(
             self.module,
             self.result,
-            (rc, raw, timed_out),
+            run,
             read,
             lambda parsed: judge_nccl(parsed, expect),
             key="nccl",

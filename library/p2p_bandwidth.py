@@ -122,12 +122,11 @@ verdict:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_run import (
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_common import (
     COMMON_OPTIONS,
     check_common_options,
     finish,
     judge_run,
-    run_bounded,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
@@ -137,7 +136,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_p2p impo
     pair_ratios,
     parse_p2p,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import this_host
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, this_host
 
 
 def main():
@@ -175,8 +174,8 @@ def main():
     if module.check_mode:
         summary.update(verdict="skipped", reason="check mode")
         module.exit_json(**result)
-    run = run_bounded(
-        module, result["cmd"], params["timeout"], params["env"], fix="check the CUDA samples build", result=result
+    run = Tool(module, binary, "check the CUDA samples build", result=result).run_bounded(
+        params["args"], params["timeout"], environ=params["env"]
     )
 
     def judge(parsed):

@@ -189,7 +189,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_packages
     rpm_newest,
     split_evr,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import find_tool, run_tool, this_host
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, this_host
 
 DPKG_STATUS = "/var/lib/dpkg/status"
 DPKG_FIX = "install dpkg, or set manager: rpm on an RPM-based host"
@@ -219,7 +219,7 @@ class PackageVersionFloor:
             "below_floor": [],
             "missing": [],
         }
-        self.dpkg = ""  # dpkg's path, looked up at the first comparison
+        self.dpkg = None  # the dpkg Tool, looked up at the first comparison
 
     def fail(self, msg: str, **extra) -> None:
         self.module.fail_json(msg=msg, **extra, **self.result)
@@ -258,10 +258,9 @@ class PackageVersionFloor:
             self.fail(f"neither dpkg-query nor rpm found on {this_host()}: set manager, or install the package tools")
 
     def query_dpkg(self, names: list) -> dict:
-        dpkg_query = find_tool(self.module, "dpkg-query", DPKG_FIX, SBIN, self.result)
-        rc, out, err = run_tool(
-            self.module, [dpkg_query, "-W", f"-f={DPKG_QUERY_FORMAT}", *names], DPKG_FIX, result=self.result
-        )
+        dpkg_query = Tool(self.module, "dpkg-query", DPKG_FIX, opt_dirs=SBIN, result=self.result)
+        dpkg_query.require()
+        rc, out, err = dpkg_query.run(["-W", f"-f={DPKG_QUERY_FORMAT}", *names])
         if rc not in (0, 1):  # 1: some name is unknown to dpkg (stderr says which)
             self.fail(f"dpkg-query -W failed (exit {rc}) on {this_host()}: {(err or out).strip()[:500]}", rc=rc)
         try:
@@ -275,8 +274,9 @@ class PackageVersionFloor:
         return {}
 
     def query_rpm(self, names: list) -> dict:
-        rpm = find_tool(self.module, "rpm", RPM_FIX, SBIN, self.result)
-        rc, out, err = run_tool(self.module, [rpm, "-q", "--qf", RPM_QUERY_FORMAT, *names], RPM_FIX, result=self.result)
+        rpm = Tool(self.module, "rpm", RPM_FIX, opt_dirs=SBIN, result=self.result)
+        rpm.require()
+        rc, out, err = rpm.run(["-q", "--qf", RPM_QUERY_FORMAT, *names])
         # rpm -q exits with the number of names that are not installed (each said on stdout).
         failed = rc != 0 and ("is not installed" not in (out or "") or "error:" in (err or ""))
         if failed:
@@ -290,10 +290,10 @@ class PackageVersionFloor:
     def dpkg_at_least(self, name: str, installed: str, floor: str) -> bool:
         if installed == floor:
             return True
-        self.dpkg = self.dpkg or find_tool(self.module, "dpkg", DPKG_FIX, SBIN, self.result)
-        rc, out, err = run_tool(
-            self.module, [self.dpkg, "--compare-versions", installed, "ge", floor], DPKG_FIX, result=self.result
-        )
+        if self.dpkg is None:
+            self.dpkg = Tool(self.module, "dpkg", DPKG_FIX, opt_dirs=SBIN, result=self.result)
+            self.dpkg.require()
+        rc, out, err = self.dpkg.run(["--compare-versions", installed, "ge", floor])
         if rc not in (0, 1):
             self.fail(
                 f"dpkg --compare-versions could not compare {name} {installed} with its floor {floor} "

@@ -243,12 +243,12 @@ import math
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_run import (
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_common import (
     COMMON_OPTIONS,
     check_common_options,
     finish,
+    joined_output,
     last_lines,
-    run_bounded,
     save_output,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
@@ -264,6 +264,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_resnet50
     scaling_efficiency,
     sweep_counts,
 )
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool
 
 PRECISIONS = ("auto", "fp32", "amp", "fp16", "bf16")
 # The keys of expect that judge_resnet50 reads for one run; the others judge the sweep.
@@ -401,9 +402,10 @@ class Resnet50Sweep:
         params = self.params
         run = {"precision": precision, "gpus": gpus, "cmd": cmd, "rc": None, "output_path": None, "resnet50": None}
         run["images_per_second"], run["checks"], run["verdict"], run["error"] = None, [], "fail", None
-        rc, raw, timed_out = run_bounded(
-            self.module, cmd, params["timeout"], self.run_env(), fix=self.launcher_fix(cmd), result=self.result
+        ran = Tool(self.module, cmd[0], self.launcher_fix(cmd), result=self.result).run_bounded(
+            cmd[1:], params["timeout"], environ=self.run_env()
         )
+        rc, raw, timed_out = ran.rc, joined_output(ran), ran.timed_out
         run["rc"] = rc
         if params["output_dir"]:
             path = os.path.join(params["output_dir"], f"resnet50-{gpus}gpu-{precision}.txt")

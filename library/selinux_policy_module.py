@@ -194,12 +194,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_files import file_mode, write_atomic
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import show
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import (
-    find_tool,
-    output_tail,
-    run_tool,
-    this_host,
-)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, output_tail, this_host
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_selinux import (
     ParseError,
     parse_semodule_list,
@@ -286,11 +281,9 @@ class PolicyModules:
         self.module.fail_json(msg=msg, **extra, **self.result)
 
     def run(self, argv: list, fix: str, cwd=None):
-        """run_command in the C locale (cwd for make); records the command."""
+        """Run argv (gpuforge_run.Tool; cwd for make); records the command."""
         self.result["commands"].append(list(argv))
-        if cwd is None:
-            return run_tool(self.module, argv, fix, result=self.result)
-        return self.module.run_command(argv, cwd=cwd, environ_update={"LC_ALL": "C"})
+        return Tool(self.module, argv[0], fix, result=self.result).run(argv[1:], cwd=cwd)
 
     def command_failed(self, what: str, argv: list, rc: int, out: str, err: str, fix: str, cwd=None) -> None:
         place = f" in {cwd}" if cwd else ""
@@ -312,7 +305,7 @@ class PolicyModules:
                 "nothing): every module is reported as to be installed"
             )
             return []
-        semodule = find_tool(self.module, "semodule", SEMODULE_FIX, None, self.result)
+        semodule = Tool(self.module, "semodule", SEMODULE_FIX, result=self.result).require()
         argv = [semodule, "-l"]
         rc, out, err = self.run(argv, SEMODULE_FIX)
         if rc != 0:
@@ -373,7 +366,7 @@ class PolicyModules:
         return changed, touched
 
     def compile(self, name: str) -> None:
-        make = find_tool(self.module, "make", MAKE_FIX, None, self.result)
+        make = Tool(self.module, "make", MAKE_FIX, result=self.result).require()
         if not os.path.isfile(self.makefile):
             self.fail(f"{name}: the policy Makefile {self.makefile} is not on {this_host()}: {MAKE_FIX}")
         argv = [make, "-f", self.makefile, f"{name}.pp"]
@@ -393,7 +386,7 @@ class PolicyModules:
             self.fail(f"compiling policy module {name}: make succeeded but left no {name}.pp in {self.build_dir}")
 
     def install(self, name: str, package: str, sha256: str) -> None:
-        semodule = find_tool(self.module, "semodule", SEMODULE_FIX, None, self.result)
+        semodule = Tool(self.module, "semodule", SEMODULE_FIX, result=self.result).require()
         argv = [semodule, "-i", package]
         rc, out, err = self.run(argv, SEMODULE_FIX)
         if rc != 0:

@@ -121,12 +121,7 @@ import os
 import shlex
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import (
-    find_tool,
-    output_tail,
-    run_tool,
-    this_host,
-)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, output_tail, this_host
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_selinux import (
     ParseError,
     parse_container_cli_list,
@@ -172,7 +167,7 @@ class Relabel:
 
     def run(self, argv: list, fix: str):
         self.result["commands"].append(list(argv))
-        return run_tool(self.module, argv, fix, result=self.result)
+        return Tool(self.module, argv[0], fix, result=self.result).run(argv[1:])
 
     def command_failed(self, argv: list, rc: int, out: str, err: str, fix: str) -> None:
         shown = shlex.join(argv if len(argv) <= 12 else [*argv[:12], f"... ({len(argv) - 12} more)"])
@@ -208,7 +203,7 @@ class Relabel:
                 self.fail(f"paths[{index}] must be an absolute path, got {path!r}")
             if path not in paths:
                 paths.append(path)
-        restorecon = find_tool(self.module, "restorecon", RESTORECON_FIX, None, self.result)
+        restorecon = Tool(self.module, "restorecon", RESTORECON_FIX, result=self.result).require()
         hook = [path for path in self.hook_files() if not _inside(path, paths)]
         targets = []
         for path in paths + hook:

@@ -96,7 +96,7 @@ reason:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import find_tool, run_tool
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_slurm import ParseError, parse_show_node
 
 SCONTROL_FIX = "install the Slurm client (slurm-client, or slurm on EL), or set executable to its path"
@@ -107,10 +107,11 @@ class SlurmNodeState:
         self.module = module
         self.params = module.params
         self.result = {"changed": False}
-        self.scontrol = find_tool(module, self.params["executable"], SCONTROL_FIX, result=self.result)
+        self.scontrol = Tool(module, self.params["executable"], SCONTROL_FIX, result=self.result)
+        self.scontrol.require()
 
     def scontrol_run(self, args: list[str]):
-        return run_tool(self.module, [self.scontrol, *args], SCONTROL_FIX, result=self.result)
+        return self.scontrol.run(args)
 
     def read(self) -> dict:
         name = self.params["name"]

@@ -184,7 +184,7 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import mapping_of, scalar_text
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import run_tool
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_spectrum_scale import (
     COMMON,
     MISSING_HINT,
@@ -276,7 +276,7 @@ class SpectrumScaleConfig:
 
     def run_mm(self, *args):
         command = [os.path.join(self.bin, args[0]), *args[1:]]
-        rc, out, err = run_tool(self.module, command, MISSING_HINT, result=self.result)
+        rc, out, err = Tool(self.module, command[0], MISSING_HINT, result=self.result).run(command[1:])
         return command, rc, out, err
 
     def current(self) -> dict:
@@ -334,7 +334,7 @@ class SpectrumScaleConfig:
                 "after_header": f"mmlsconfig {label}",
             }
         if not self.module.check_mode:
-            rc, out, err = run_tool(self.module, command, MISSING_HINT, result=self.result)
+            rc, out, err = Tool(self.module, command[0], MISSING_HINT, result=self.result).run(command[1:])
             if rc != 0:
                 self.module.fail_json(
                     msg=f"mmchconfig failed (rc={rc}): {(err or out).strip()}", stdout=out, stderr=err, **self.result
@@ -362,7 +362,9 @@ class SpectrumScaleConfig:
         done = []
         for entry in entries:
             if entry["command"] and not self.module.check_mode:
-                rc, out, err = run_tool(self.module, entry["command"], MISSING_HINT, result=self.result)
+                rc, out, err = Tool(self.module, entry["command"][0], MISSING_HINT, result=self.result).run(
+                    entry["command"][1:]
+                )
                 if rc != 0:
                     self.report(done)
                     applied = ", ".join(e["scope"] for e in done if e["changes"]) or "none"

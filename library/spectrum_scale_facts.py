@@ -191,7 +191,7 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import list_of, show
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import missing_tool, run_tool
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_spectrum_scale import (
     MISSING_HINT,
     ParseError,
@@ -252,7 +252,7 @@ class SpectrumScaleFacts:
 
     def mm(self, *args):
         command = [os.path.join(self.bin, args[0]), *args[1:]]
-        rc, out, err = run_tool(self.module, command, MISSING_HINT, result=self.result)
+        rc, out, err = Tool(self.module, command[0], MISSING_HINT, result=self.result).run(command[1:])
         return rc, out or "", err or ""
 
     def fail(self, msg: str):
@@ -263,7 +263,7 @@ class SpectrumScaleFacts:
         if "cluster" in self.gather:
             command = os.path.join(self.bin, "mmlscluster")
             if not os.path.exists(command):
-                self.fail(missing_tool(command, MISSING_HINT))
+                self.fail(Tool(self.module, command, MISSING_HINT).missing())
             rc, out, err = self.mm("mmlscluster", "-Y")
             if rc != 0:
                 if self.module.params["allow_no_cluster"]:
@@ -391,7 +391,7 @@ class SpectrumScaleFacts:
 
     def uid(self, name):
         command = [os.path.join(self.module.params["mmfs_bin"], "mmlsfs"), name, "--uid"]
-        rc, out, err = run_tool(self.module, command, MISSING_HINT, result=self.result)
+        rc, out, err = Tool(self.module, command[0], MISSING_HINT, result=self.result).run(command[1:])
         if rc != 0:
             self.module.fail_json(
                 msg=f"mmlsfs {name} --uid failed (rc={rc}): {(err or out).strip()} - is {name} the device name "

@@ -163,12 +163,7 @@ actions:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import (
-    find_tool,
-    output_tail,
-    run_tool,
-    this_host,
-)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, output_tail, this_host
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_systemd import (
     RUNNING,
     SHOW_PROPERTIES,
@@ -209,7 +204,8 @@ class SystemdUnits:
             self.units = check_units(module.params["units"])
         except OptionError as exc:
             self.fail(str(exc))
-        self.systemctl = find_tool(module, module.params["systemctl"], SYSTEMCTL_FIX, result=self.result)
+        self.systemctl_tool = Tool(module, module.params["systemctl"], SYSTEMCTL_FIX, result=self.result)
+        self.systemctl = self.systemctl_tool.require()
 
     def fail(self, msg: str, **extra) -> None:
         self.module.fail_json(msg=msg, **extra, **self.result)
@@ -218,7 +214,7 @@ class SystemdUnits:
         """unit_states() of every unit, from one systemctl show."""
         names = [unit["name"] for unit in self.units]
         argv = [self.systemctl, "show", f"--property={','.join(SHOW_PROPERTIES)}", "--", *names]
-        rc, out, err = run_tool(self.module, argv, SYSTEMCTL_FIX, result=self.result)
+        rc, out, err = self.systemctl_tool.run(argv[1:])
         if rc != 0:
             self.fail(
                 f"`systemctl show` failed on {this_host()} (exit {rc}): {output_tail(err or out)}; this module needs "
@@ -235,7 +231,7 @@ class SystemdUnits:
         argv = [self.systemctl, action["verb"], "--", action["unit"]]
         self.result["actions"].append(argv)
         if not self.module.check_mode:
-            rc, out, err = run_tool(self.module, argv, SYSTEMCTL_FIX, result=self.result)
+            rc, out, err = self.systemctl_tool.run(argv[1:])
             if rc != 0:
                 self.fail(
                     f"{action['name']}: `{' '.join(argv)}` failed on {this_host()} (exit {rc}): "

@@ -12,7 +12,6 @@ gpuforge_dcgm, gpuforge_nvbandwidth and gpuforge_gdr.
 
 from __future__ import annotations
 
-import threading
 import time
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_dcgm import judge_diag, parse_diag
@@ -31,13 +30,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nvbandwi
     judge_bandwidth,
     parse_output,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import (
-    KILL_AFTER_S,
-    TIMED_OUT_RCS,
-    find_tool,
-    run_bounded,
-    this_host,
-)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import KILL_AFTER_S, Tool, this_host
 
 __all__ = [
     "DCGM_ARGUMENT_SPEC",
@@ -69,13 +62,13 @@ DCGM_TIMEOUTS = {1: 600, 2: 1800, 3: 3600, 4: 14400}
 def run_dcgm(module, params: dict) -> dict:
     """dcgmi diag at params['level'], judged per GPU (named by bus ID from params['gpus']) and per test."""
     level = params["level"]
-    path = find_tool(module, params["executable"], DCGM_FIX)
-    cmd = [path, "diag", "-r", str(level), "-j"]
-    result = {"changed": False, "ran": False, "healthy": True, "cmd": cmd}
+    dcgmi = Tool(module, params["executable"], DCGM_FIX)
+    cmd = [dcgmi.require(), "diag", "-r", str(level), "-j"]
+    result = dcgmi.result = {"changed": False, "ran": False, "healthy": True, "cmd": cmd}
     if module.check_mode:
         return {"msg": "check mode: the DCGM diagnostic was not run", **result}
     seconds = params["timeout"] or DCGM_TIMEOUTS[level]
-    rc, out, err, timed_out = run_bounded(module, cmd, seconds, fix=DCGM_FIX, result=result)
+    rc, out, err, timed_out = dcgmi.run_bounded(cmd[1:], seconds)
     text = f"{out}\n{err}"
     if timed_out:
         module.fail_json(
@@ -149,13 +142,13 @@ def run_nvbandwidth(module, params: dict) -> dict:
     if not testcases:
         module.fail_json(msg="testcases: choose at least one of h2d, d2h, p2p")
     minimums = nvbandwidth_minimums(module, params, testcases)
-    path = find_tool(module, params["executable"], NVBANDWIDTH_FIX)
-    cmd = [path, "-t", *[TESTCASES[t] for t in testcases]]
-    result = {"changed": False, "ran": False, "healthy": True, "cmd": cmd}
+    nvbandwidth = Tool(module, params["executable"], NVBANDWIDTH_FIX)
+    cmd = [nvbandwidth.require(), "-t", *[TESTCASES[t] for t in testcases]]
+    result = nvbandwidth.result = {"changed": False, "ran": False, "healthy": True, "cmd": cmd}
     if module.check_mode:
         return {"msg": "check mode: nvbandwidth was not run", **result}
-    rc, out, err, timed_out = run_bounded(
-        module, cmd, params["timeout"], environ={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, fix=NVBANDWIDTH_FIX, result=result
+    rc, out, err, timed_out = nvbandwidth.run_bounded(
+        cmd[1:], params["timeout"], environ={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     )
     if timed_out:
         module.fail_json(msg=f"nvbandwidth did not finish in {params['timeout']} s on {this_host()}", rc=rc, **result)
@@ -296,7 +289,7 @@ class GdrLoopback:
         if not plan["applicable"]:
             return {"msg": f"gdr_ib_write_bw does not apply: {plan['reason']}", **self.result}
         numactl = self.module.get_bin_path("numactl") if params["numactl"] else None
-        binary = find_tool(self.module, params["executable"], GDR_FIX, result=self.result)
+        binary = Tool(self.module, params["executable"], GDR_FIX, result=self.result).require()
         for n, port in enumerate(plan["ports"]):
             tcp_port = params["tcp_port"] + n
             self.result["cmds"][port["key"]] = {
@@ -309,58 +302,39 @@ class GdrLoopback:
             self.result["check"] = judge_gdr({}, plan["unplanned"], params["node_checks"])
             self.result["healthy"] = self.result["check"]["status"] != "fail"
             return self.result
-        timeout = find_tool(self.module, "timeout", "install coreutils", result=self.result)
         records = {}
         for n, port in enumerate(plan["ports"]):
             threshold = threshold_for(port["link"], port["rate_gbps"], thresholds, params["min_fraction"])
-            client, server = self.loopback(timeout, port["key"], params["tcp_port"] + n)
+            client, server = self.loopback(port["key"], params["tcp_port"] + n)
             records[port["key"]] = port_result(port, threshold, client, server)
         check = judge_gdr(records, plan["unplanned"], params["node_checks"])
         self.result.update(ran=True, check=check, healthy=check["status"] != "fail")
         return self.result
 
-    def loopback(self, timeout: str, key: str, tcp_port: int):
-        """Start the server in a thread, wait for it to listen, run the client, collect the server."""
+    def loopback(self, key: str, tcp_port: int):
+        """Start the server in the background, wait for it to listen, run the client, collect the server."""
         params = self.params
         cmds = self.result["cmds"][key]
-        wrapped = [timeout, f"--kill-after={KILL_AFTER_S}", str(params["timeout"] + params["startup_timeout"])]
-        handles, server = [], {}
-
-        def serve():
-            try:
-                rc, out, err = self.module.run_command(
-                    [*wrapped, *cmds["server"]],
-                    environ_update={"LC_ALL": "C", **GDR_ENVIRON},
-                    before_communicate_callback=handles.append,
-                    handle_exceptions=False,  # fail_json from this thread would print a result and exit the thread
-                )
-                server.update(rc=rc, out=out or "", err=err or "", timed_out=rc in TIMED_OUT_RCS)
-            except OSError as exc:  # the record names the error instead of the thread dying silently
-                server.update(rc=None, out="", err=f"could not start the server: {exc}", timed_out=False)
-
-        thread = threading.Thread(target=serve, name=f"ib_write_bw server {key}", daemon=True)
-        thread.start()
+        server_tool = Tool(self.module, cmds["server"][0], GDR_FIX, result=self.result)
+        server = server_tool.start_background(
+            cmds["server"][1:], params["timeout"] + params["startup_timeout"], environ=GDR_ENVIRON
+        )
         deadline = time.monotonic() + params["startup_timeout"]
-        while thread.is_alive() and time.monotonic() < deadline:
+        while server.running() and time.monotonic() < deadline:
             if listening(tcp_port):
                 break
             time.sleep(POLL_S)
-        if not thread.is_alive() and server.get("rc") != 0:
+        if not server.running() and server.result.rc != 0:
             # The server ended before the client ran (GPU memory not registered, port down, no such device).
-            return {"rc": None, "out": "", "err": "", "timed_out": False}, server
-        rc, out, err, timed_out = run_bounded(
-            self.module, cmds["client"], params["timeout"], environ=GDR_ENVIRON, fix=GDR_FIX, result=self.result
+            return {"rc": None, "out": "", "err": "", "timed_out": False}, server.result._asdict()
+        client_tool = Tool(self.module, cmds["client"][0], GDR_FIX, result=self.result)
+        client = client_tool.run_bounded(cmds["client"][1:], params["timeout"], environ=GDR_ENVIRON)._asdict()
+        ended = server.wait(
+            params["timeout"] + params["startup_timeout"] + KILL_AFTER_S if client["rc"] == 0 else SERVER_GRACE_S
         )
-        client = {"rc": rc, "out": out, "err": err, "timed_out": timed_out}
-        thread.join(params["timeout"] + params["startup_timeout"] + KILL_AFTER_S if rc == 0 else SERVER_GRACE_S)
-        if thread.is_alive():
-            for handle in handles:  # coreutils timeout passes the TERM on to the server's process group
-                if handle.poll() is None:
-                    handle.terminate()
-            thread.join(KILL_AFTER_S + 5)
-        if thread.is_alive():
+        if not ended and not server.stop(KILL_AFTER_S + 5):
             self.fail(
                 f"the ib_write_bw server for {key} on {this_host()} did not stop: end it by hand "
                 f"(ss -ltnp sport = :{tcp_port} names its process)"
             )
-        return client, server
+        return client, server.result._asdict()

@@ -2,7 +2,7 @@
 fallbacks of infiniband_facts, shared with gpu_node_check (which reads them itself with gather: true, one module
 run per node instead of two).
 
-Over an AnsibleModule-like object (get_bin_path, run_command); parsing is gpuforge_infiniband's pure functions.
+Runs through gpuforge_run.Tool over an AnsibleModule-like object; parsing is gpuforge_infiniband's pure functions.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_infiniba
     parse_ibv_devinfo,
     parse_ofed_info_release,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import ToolNotRun, start_tool, this_host
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, ToolNotRun, this_host
 
 __all__ = ["INSTALL_HINT", "InfinibandReadError", "InfinibandReader", "unavailable"]
 
@@ -73,9 +73,9 @@ class InfinibandReader:
         self.errors: list[str] = []
 
     def run(self, path: str, args: list[str]) -> tuple[int, str, str]:
-        """run_command in the C locale; a tool that cannot be started raises, naming it, the host and the fix."""
+        """Run it (gpuforge_run.Tool); a tool that cannot be started raises, naming it, the host and the fix."""
         try:
-            rc, out, err = start_tool(self.module, [path, *args], INSTALL_HINT)
+            rc, out, err = Tool(self.module, path, INSTALL_HINT, on_error="raise").run(args)
         except ToolNotRun as exc:
             raise InfinibandReadError(str(exc)) from exc
         return rc, out or "", err or ""

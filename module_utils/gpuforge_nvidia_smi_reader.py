@@ -1,7 +1,7 @@
 """Reading a node's GPUs with nvidia-smi: the runs, their order and the fallbacks of nvidia_smi_facts, shared with
 gpu_node_check (which reads them itself with gather: true, one module run per node instead of two).
 
-Over an AnsibleModule-like object (get_bin_path, run_command); parsing is gpuforge_nvidia_smi's pure functions.
+Runs through gpuforge_run.Tool over an AnsibleModule-like object; parsing is gpuforge_nvidia_smi's pure functions.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nvidia_s
     parse_query_xml,
     parse_topo_matrix,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import missing_tool, this_host
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, ToolNotRun, missing_tool
 
 __all__ = ["EXIT_HINTS", "NvidiaSmiReader", "unreachable_gpus"]
 
@@ -36,6 +36,10 @@ EXIT_HINTS = {
 
 
 UNREACHABLE_RE = re.compile(r"Unable to determine the device handle for GPU ?(?P<bus>[0-9A-Fa-f:.]+?):? (?P<why>.*)$")
+
+DRIVER_FIX = (
+    "the NVIDIA driver is not installed. Fix: run the gpuforge_nvidia_driver role (driver package + nvidia-modprobe)"
+)
 
 
 def unreachable_gpus(text: str) -> list:
@@ -64,10 +68,12 @@ class NvidiaSmiReader:
         self.notes: list[str] = []
 
     def run(self, binary: str, args: list[str]):
+        """(rc, out, err) of nvidia-smi with args; rc 127 and the reason when it cannot be started (removed or not
+        executable since get_bin_path found it), which gather() reports among its errors."""
         try:
-            return self.module.run_command([binary, *args], environ_update={"LC_ALL": "C"}, handle_exceptions=False)
-        except OSError as exc:  # removed or not executable since get_bin_path found it
-            return 127, "", f"{binary} could not be run on {this_host()}: {exc}"
+            return Tool(self.module, binary, DRIVER_FIX, on_error="raise").run(args)
+        except ToolNotRun as exc:
+            return 127, "", str(exc)
 
     def optional_view(self, binary: str, args: list[str], parser, what: str):
         rc, out, err = self.run(binary, args)
@@ -98,11 +104,7 @@ class NvidiaSmiReader:
         }
         binary = self.module.get_bin_path(self.params["executable"])
         if not binary:
-            fix = (
-                "the NVIDIA driver is not installed. "
-                "Fix: run the gpuforge_nvidia_driver role (driver package + nvidia-modprobe)"
-            )
-            self.errors.append(missing_tool(self.params["executable"], fix, "PATH"))
+            self.errors.append(missing_tool(self.params["executable"], DRIVER_FIX, "PATH"))
             return facts
         rc, out, err = self.run(binary, ["-q", "-x"])
         lost = unreachable_gpus(f"{out}\n{err}") if rc != 0 else []

@@ -791,7 +791,7 @@ def _missing_tool_cases():
         return 127, "", f"timeout: failed to run command '{command}': No such file or directory\n"
 
     return {
-        "command_reads": ({}, None, not_found, ("stat not found on", "exited 127", "install it or give its full path")),
+        "command_reads": ({}, None, not_found, ("stat not found in PATH on", "exited 127", "install it or give its full path")),
         "container_gpu_smoke": ({}, bins("timeout"), None, ("podman not found in PATH on", "remove podman-cdi")),
         "dcgm_diag": ({}, bins("timeout"), None, ("dcgmi not found in PATH on", "nvidia_driver_dcgm_enabled")),
         "nvbandwidth": (
@@ -816,11 +816,11 @@ def _missing_tool_cases():
             {"launcher": "mpirun", "np": 8},
             None,
             timeout_cannot_start,
-            ("mpirun not found on", "install Open MPI"),
+            ("mpirun not found in PATH on", "install Open MPI"),
         ),
         "nvidia_smi_facts": ({}, bins(), None, ("nvidia-smi not found in PATH on", "NVIDIA driver")),
         "package_version_floor": ({}, bins(), None, ("dpkg-query not found in PATH, /usr/bin", "install dpkg")),
-        "resnet50_benchmark": ({}, None, timeout_cannot_start, ("torchrun not found on", "install torch")),
+        "resnet50_benchmark": ({}, None, timeout_cannot_start, ("torchrun not found in PATH on", "install torch")),
         "selinux_policy_module": ({}, bins(), None, ("semodule not found in PATH on", "policycoreutils")),
         "selinux_relabel": ({}, bins(), None, ("restorecon not found in PATH on", "install policycoreutils")),
         "slurm_node_state": ({}, bins(), None, ("scontrol not found in PATH on", "Slurm client")),

@@ -1,12 +1,12 @@
 """What the benchmark modules (nccl_tests, resnet50_benchmark, fio_benchmark, p2p_bandwidth) share: the
 bounded run, the saved output, the run -> parse -> judge tail and the verdict gate.
 
-Pure helpers over an AnsibleModule-like object (run_command, get_bin_path, fail_json, exit_json); no global
-state. The timeout wrapper itself is gpuforge_run.run_bounded, which ib_write_bw uses too.
+Pure helpers over an AnsibleModule-like object (fail_json, exit_json); no global state. The run itself is
+gpuforge_run.Tool.run_bounded, the runner every module uses.
 
 A single-run module ends::
 
-    run = run_bounded(module, cmd, seconds, env, fix=..., result=result)
+    run = Tool(module, cmd[0], fix, result=result).run_bounded(cmd[1:], seconds, environ=env)
     parsed = judge_run(module, result, run, parse, judge, key="fio", timed_out=..., unreadable=..., output_path=...)
     ...  # what only this module adds to result
     finish(module, result, "fio on /home:", params["fail_on"])
@@ -19,20 +19,16 @@ import os
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import STATUS_RANK, worst_status
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import env_vars
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import KILL_AFTER_S, TIMED_OUT_RCS
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import run_bounded as _run_bounded
 
 __all__ = [
     "COMMON_OPTIONS",
-    "KILL_AFTER_S",
     "STATUS_RANK",
-    "TIMED_OUT_RCS",
     "check_common_options",
     "failing_checks",
     "finish",
+    "joined_output",
     "judge_run",
     "last_lines",
-    "run_bounded",
     "save_output",
     "verdict_blocks",
 ]
@@ -53,11 +49,9 @@ def check_common_options(params: dict, expect_spec) -> None:
     params["expect"] = expect_spec("expect", params["expect"] or {})
 
 
-def run_bounded(module, cmd: list[str], seconds: int, environ: dict[str, str], fix: str = "", result=None):
-    """gpuforge_run.run_bounded with stdout and stderr joined, as the benchmarks read and save them.
-    Returns (rc, output, timed_out); fix is the remedy named when timeout(1) cannot start cmd[0]."""
-    rc, out, err, timed_out = _run_bounded(module, cmd, seconds, environ, fix=fix, result=result)
-    return rc, out + err, timed_out
+def joined_output(run) -> str:
+    """A bounded run's stdout and stderr joined, as the benchmarks read and save them."""
+    return run.out + run.err
 
 
 def verdict_blocks(verdict: str, fail_on: str) -> bool:
@@ -87,14 +81,15 @@ def judge_run(module, result, run, parse, judge, *, key, timed_out, unreadable, 
     """The run -> parse -> judge tail of a benchmark module; the task fails (fail_json with result) where the
     run left nothing to judge. Returns the parsed output, with result's checks and verdict set.
 
-    run is run_bounded's (rc, output, timed_out). In order: result's ``rc``; the output saved to output_path
-    (save_output); a timeout fails with the message timed_out; a non-zero rc fails with
-    ``"<failed> (rc N): <last lines>"`` when failed is given (the output of a failed run is not read);
+    run is Tool.run_bounded's Bounded(rc, out, err, timed_out), read as joined_output(run). In order: result's
+    ``rc``; the output saved to output_path (save_output); a timeout fails with the message timed_out; a non-zero
+    rc fails with ``"<failed> (rc N): <last lines>"`` when failed is given (the output of a failed run is not
+    read);
     parse(output) becomes result[key], and a gpuforge ParseError from it fails with the message
     unreadable(exc); judge(parsed) gives the checks, stored as result's ``checks`` with their worst status
     as its ``verdict``. finish() then gates the verdict.
     """
-    rc, output, was_timed_out = run
+    rc, output, was_timed_out = run.rc, joined_output(run), run.timed_out
     result["rc"] = rc
     if output_path:
         save_output(module, output_path, output, result)

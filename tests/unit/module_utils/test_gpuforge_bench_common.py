@@ -1,46 +1,24 @@
-"""The benchmark modules' shared run wrapper, run -> parse -> judge tail and verdict gate."""
+"""The benchmark modules' shared run -> parse -> judge tail and verdict gate."""
 
 from __future__ import annotations
 
 import pytest
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_run import (
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_common import (
     failing_checks,
     finish,
+    joined_output,
     judge_run,
     last_lines,
-    run_bounded,
     save_output,
     verdict_blocks,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Bounded
 
 
-class RecordingModule:
-    def __init__(self, rc, out="", err=""):
-        self.reply = (rc, out, err)
-        self.calls = []
-
-    def get_bin_path(self, name, required=False):
-        return f"/usr/bin/{name}"
-
-    def run_command(self, args, environ_update=None):
-        self.calls.append((args, environ_update))
-        return self.reply
-
-
-def test_run_bounded_wraps_in_timeout_with_c_locale():
-    module = RecordingModule(0, "out\n", "err\n")
-    rc, output, timed_out = run_bounded(module, ["all_reduce_perf", "-g", "8"], 600, {"NCCL_DEBUG": "INFO"})
-    assert (rc, output, timed_out) == (0, "out\nerr\n", False)
-    args, env = module.calls[0]
-    assert args == ["/usr/bin/timeout", "--kill-after=30", "600", "all_reduce_perf", "-g", "8"]
-    assert env == {"LC_ALL": "C", "NCCL_DEBUG": "INFO"}
-
-
-@pytest.mark.parametrize("rc", [124, 137])
-def test_run_bounded_reports_the_timeout(rc):
-    assert run_bounded(RecordingModule(rc), ["x"], 5, {})[2] is True
+def test_joined_output_is_stdout_then_stderr():
+    assert joined_output(Bounded(0, "out\n", "err\n", False)) == "out\nerr\n"
 
 
 @pytest.mark.parametrize(
@@ -87,6 +65,9 @@ def judge_lines(parsed):
 
 
 def tail_up(run, **kwargs):
+    """judge_run over a run given as (rc, output, timed_out), the output on stdout."""
+    rc, output, timed_out = run
+    run = Bounded(rc, output, "", timed_out)
     options = {"key": "bench", "timed_out": "bench timed out", "unreadable": lambda exc: f"could not read: {exc}"}
     result = {"changed": False}
     return judge_run(EndingModule(), result, run, parse_lines, judge_lines, **{**options, **kwargs}), result
