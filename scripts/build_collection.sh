@@ -3,7 +3,7 @@
 #
 # collection/ansible_collections/gpuforge/cluster is the checkout seen as the collection: meta/ and README.md are
 # its own files; plugins/modules, plugins/module_utils, plugins/filter, plugins/action, plugins/lookup,
-# plugins/callback, roles, playbooks, benchmarks/resnet50 and LICENSES are links to the project's
+# plugins/callback, roles, playbooks, benchmarks/resnet50, vendor_facts and LICENSES are links to the project's
 # top-level folders. ansible-galaxy skips links to folders outside the collection, so the tree is first copied
 # with the links resolved (build/collection), given its galaxy.yml (collection/galaxy.yml.in with pyproject.toml's
 # version), then built into dist/ and installed from the tarball into build/installed, where `make sanity` runs

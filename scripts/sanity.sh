@@ -4,9 +4,13 @@
 # bootstrap (a download from ci-files.testing.ansible.com, not reachable here) is served from the project
 # venv's pip (scripts/sanity/get_pip_standin.py).
 set -euo pipefail
+# GPUFORGE_ANSIBLE_VENV / GPUFORGE_INSTALLED: the venv whose ansible-test runs and the folder the collection is
+# installed in (make sanity-oldest: .venv-ansible-oldest and build/installed-oldest); by default the project's.
 root=$(cd "$(dirname "$0")/.." && pwd)
-collection=$root/build/installed/ansible_collections/gpuforge/cluster
-python=$root/.venv/bin/python
+venv=${GPUFORGE_ANSIBLE_VENV:-$root/.venv}
+collection=${GPUFORGE_INSTALLED:-$root/build/installed}/ansible_collections/gpuforge/cluster
+python=$venv/bin/python
+export PATH=$venv/bin:$PATH
 [[ -d $collection ]] || { echo "sanity: $collection is missing: run make collection first" >&2; exit 2; }
 
 # The pip release ansible-test bootstraps (ansible_test/_internal/python_requirements.py) names the cache file.
@@ -16,7 +20,7 @@ text = (pathlib.Path(ansible_test.__file__).parent / "_internal" / "python_requi
 print(re.search(r"pip='([0-9.]+)'", text).group(1))
 PY
 )
-pip_dir=$root/.gpuforge/sanity/pip
+pip_dir=$root/.gpuforge/sanity/$(basename "$venv")/pip
 mkdir -p "$pip_dir" "$HOME/.ansible/test/cache"
 ln -sfn "$("$python" -c 'import os, pip; print(os.path.dirname(pip.__file__))')" "$pip_dir/pip"
 sed "s|@PIP_DIR@|$pip_dir|" "$root/scripts/sanity/get_pip_standin.py" \
@@ -28,4 +32,5 @@ sed "s|@PIP_DIR@|$pip_dir|" "$root/scripts/sanity/get_pip_standin.py" \
 [[ -d $collection/.git ]] || git -C "$collection" init -q
 echo "/tests/output/" > "$collection/.git/info/exclude"
 cd "$collection"
+echo "sanity: $(ansible-test --version) on $collection"
 ansible-test sanity --venv --python 3.11 --color no "$@"

@@ -67,6 +67,7 @@ def _env(**extra) -> dict:
         ("roles", "roles"),
         ("playbooks", "playbooks"),
         ("benchmarks/resnet50", "benchmarks/resnet50"),
+        ("vendor_facts", "vendor_facts"),
         ("LICENSES", "LICENSES"),
     ],
 )
@@ -324,3 +325,63 @@ def test_the_collection_readme_lists_every_module():
     readme = (TREE / "README.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"`([a-z0-9_]+)`", readme.split("- Modules", 1)[1].split("- Filters", 1)[0]))
     assert listed == set(MODULES), f"missing: {sorted(set(MODULES) - listed)}, stale: {sorted(listed - set(MODULES))}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# vendor_facts/ ships in the collection: the rolling upgrade reads it at run time.
+
+
+def test_the_tarball_ships_the_vendor_facts_registry(built):
+    tarball = built / "dist" / f"gpuforge-cluster-{GALAXY['version']}.tar.gz"
+    with tarfile.open(tarball) as archive:
+        names = set(archive.getnames())
+    expected = {
+        f"vendor_facts/{path.relative_to(ROOT / 'vendor_facts')}" for path in (ROOT / "vendor_facts").rglob("*.yml")
+    }
+    assert expected and expected <= names, sorted(expected - names)
+
+
+def test_the_rolling_upgrade_finds_a_branch_s_releases_in_the_installed_collection(built, tmp_path):
+    # The expression playbooks/runbooks/rolling_upgrade.yml evaluates, read from the installed copy and evaluated by
+    # ansible with that playbook's folder as playbook_dir, no checkout on any path: what a site that installed the
+    # tarball gets. (errors='ignore' in the look-up: a missing registry would be an empty list, not an error.)
+    runbooks = built / "build" / "installed" / "ansible_collections" / "gpuforge" / "cluster" / "playbooks" / "runbooks"
+    play = yaml.safe_load((runbooks / "rolling_upgrade.yml").read_text(encoding="utf-8"))
+    expression = next(
+        p["vars"]["gpuforge_upgrade_driver_published"]
+        for p in play
+        if "gpuforge_upgrade_driver_published" in p.get("vars", {})
+    )
+    config = tmp_path / "ansible.cfg"
+    config.write_text("[defaults]\n", encoding="utf-8")
+    extra = {"published": expression, "gpuforge_nvidia_driver_source": "nvidia", "gpuforge_os_key": "debian12"}
+    run = subprocess.run(
+        [
+            "ansible",
+            "localhost",
+            "--playbook-dir",
+            str(runbooks),
+            "-e",
+            json.dumps(extra),
+            "-m",
+            "ansible.builtin.debug",
+            "-a",
+            "var=published",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_env(
+            ANSIBLE_CONFIG=str(config),
+            ANSIBLE_COLLECTIONS_PATH=str(built / "build" / "installed"),
+            ANSIBLE_STDOUT_CALLBACK="json",
+            ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
+        ),
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    published = json.loads(run.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["published"]
+    registry = yaml.safe_load((ROOT / "vendor_facts" / "nvidia-cuda" / "debian12.yml").read_text(encoding="utf-8"))
+    versions = next(p["versions"] for p in registry["packages"] if p["name"] == "cuda-drivers-570")
+    releases = {v.split(":")[-1].split("-")[0] for v in versions}
+    assert releases and releases <= set(published), published
