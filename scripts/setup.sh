@@ -92,11 +92,35 @@ install_python() {
   echo "$want" >"$stamp"
 }
 
+# The oldest ansible-core gpuforge.cluster supports (meta/runtime.yml), in a venv of its own for make unit-oldest and
+# make sanity-oldest: every package pinned in requirements/ansible-oldest.txt, gpuforge itself from the checkout.
+install_oldest_ansible() {
+  local venv="$ROOT/.venv-ansible-oldest" stamp="$STATE/venv-ansible-oldest.stamp" want
+  want=$(cat "$ROOT/requirements/ansible-oldest.txt" "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)
+  if [ -x "$venv/bin/python" ] && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    return 0
+  fi
+  [ -x "$venv/bin/python" ] || "$PYTHON" -m venv "$venv"
+  echo "gpuforge setup: installing the oldest supported ansible-core into .venv-ansible-oldest"
+  { "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -r "$ROOT/requirements/ansible-oldest.txt" \
+      && "$venv/bin/pip" install -q --disable-pip-version-check --no-deps -e "$ROOT"; } 2>&1 \
+    | grep -v '^WARNING: Location' || true
+  "$venv/bin/python" - "$ROOT/requirements/ansible-oldest.txt" <<'PY' || die "the oldest ansible-core did not install in .venv-ansible-oldest; see the pip output above"
+import re, sys
+from ansible.release import __version__
+import ansible_collections.community.general, gpuforge, pytest  # noqa: F401
+pinned = re.search(r"^ansible-core==(\S+)$", open(sys.argv[1]).read(), re.M).group(1)
+sys.exit(0 if __version__ == pinned else f"ansible-core {__version__} in .venv-ansible-oldest, {pinned} pinned")
+PY
+  echo "$want" >"$stamp"
+}
+
 mkdir -p "$STATE"
 install_system_packages
 write_containers_conf
 check_podman
 install_python
+install_oldest_ansible
 # An older CPython (3.9, from Debian 11) for the managed-node Python check of module_utils (modules run on
 # the node's Python; ansible-core 2.19 supports targets from 3.8, RHEL 9's python3 is 3.9).
 bash "$ROOT/scripts/setup_old_python.sh" || die "could not set up Python 3.9 for the target-Python tests (scripts/setup_old_python.sh)"
