@@ -391,17 +391,6 @@ def machine() -> dict:
     }
 
 
-def chart(sizes: list[dict], phase: str, width: int = 40) -> list[str]:
-    """A text bar chart of one phase's median wall time per lab size, with its spread."""
-    values = [(size["gpu_nodes"], size["phases"][phase]["wall_s"]) for size in sizes]
-    top = max((value["max"] for _, value in values), default=0) or 1
-    lines = []
-    for gpus, value in values:
-        bar = "#" * max(1, round(value["median"] / top * width))
-        lines.append(f"{gpus:>2} GPU nodes  {bar:<{width}} {value['median']:7.1f} s (spread {value['spread']:.1f} s)")
-    return lines
-
-
 def markdown(document: dict) -> str:
     sizes = document["sizes"]
     info = document["machine"]
@@ -431,54 +420,8 @@ def markdown(document: dict) -> str:
                 f"| {ratio if ratio is not None else ''} | {_cpu(entry)} "
                 f"| {entry.get('controller_cpu_s_per_host_task', '')} | {', '.join(str(c) for c in entry['changed'])} |"
             )
-    lines += ["", "Idempotent re-run and first converge by lab size (median, spread):", "", "```text"]
-    for phase in ("converge", "rerun", "validate", "floor_rerun"):
-        lines += [f"{phase}:", *chart(sizes, phase), ""]
-    lines[-1:] = ["```"]
-    growth = _growth(sizes)
-    if growth:
-        lines += [
-            "",
-            "Growth with nodes (s per host-task at this size / at the smallest size; wall time, then the "
-            "controller's CPU time):",
-            "",
-        ]
-        # A size measured on another tree than the smallest: its growth includes the trees' difference.
-        other = {s["gpu_nodes"]: s["commit"] for s in sizes if s.get("commit") != sizes[0].get("commit")}
-        lines += [
-            f"- {phase}: "
-            + ", ".join(f"{g} GPU: x{v}" + (f" (commit {other[g]})" if g in other else "") for g, v in values)
-            for phase, values in growth.items()
-        ]
-    lines += _kinds(sizes)
     lines.append(END)
     return "\n".join(lines) + "\n"
-
-
-def _kinds(sizes: list[dict]) -> list[str]:
-    """Where the re-run's and validate's time went, per size (results written before time_by_kind have none)."""
-    rows = [
-        f"| {size['gpu_nodes']} | {phase} | "
-        + " | ".join(f"{k[kind]['seconds']:.1f} ({k[kind]['tasks']:g})" for kind in TASK_KINDS)
-        + f" | {floor:.1f} | {k['remote']['seconds'] / floor:.2f} |"
-        for size in sizes
-        for phase in ("rerun", "validate")
-        if (k := size["phases"][phase].get("time_by_kind"))
-        and (floor := size["phases"][f"floor_{phase}"]["wall_s"]["median"])
-    ]
-    if not rows:
-        return []
-    return [
-        "",
-        "Where the time went (median seconds, and tasks, by kind: a task that ran a module on a node; one that ran on "
-        "the controller only for some host; one skipped on every host), with the floor of the same remote calls and "
-        "the remote tasks' seconds over it (what is left above the floor once no task stays on the controller):",
-        "",
-        "| GPU nodes | phase | remote s (tasks) | controller-only s (tasks) | skipped s (tasks) | floor s "
-        "| remote x floor |",
-        "|---:|---|---:|---:|---:|---:|---:|",
-        *rows,
-    ]
 
 
 def _trees(sizes: list[dict]) -> list[str]:
@@ -496,20 +439,6 @@ def _trees(sizes: list[dict]) -> list[str]:
 def _cpu(entry: dict) -> str:
     cpu = entry.get("controller_cpu_s")  # absent from results written before it was measured
     return f"{cpu['median']:.1f}" if cpu else ""
-
-
-def _growth(sizes: list[dict]) -> dict[str, list[tuple[int, float]]]:
-    if len(sizes) < 2:
-        return {}
-    growth = {}
-    for key, label in (("s_per_host_task", "{}"), ("controller_cpu_s_per_host_task", "{}, controller CPU")):
-        for phase in ("converge", "rerun", "validate", "floor_rerun"):
-            base = sizes[0]["phases"][phase].get(key)
-            if base:
-                growth[label.format(phase)] = [
-                    (size["gpu_nodes"], round(size["phases"][phase].get(key, 0) / base, 2)) for size in sizes[1:]
-                ]
-    return growth
 
 
 def write_docs(document: dict, path: Path = DOCS) -> None:
