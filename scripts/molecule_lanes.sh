@@ -9,6 +9,14 @@
 # end of the output (all a CI summary may keep) says what failed and why.
 set -u -o pipefail
 lanes=${MOLECULE_LANES:-3}
+# The OS-shape images (GPUFORGE_LAB_IMAGE_RHEL9, ..._UBUNTU2204) that `gpuforge lab prepare` built on the shared image
+# (src/gpuforge/lab/os_shapes.py): scenarios with OS-shaped platforms read them.
+if [[ -f .gpuforge/lab/os-shape-images.env ]]; then
+  set -a
+  # shellcheck disable=SC1091  # written by gpuforge lab prepare
+  source .gpuforge/lab/os-shape-images.env
+  set +a
+fi
 log_dir=.gpuforge/molecule
 mkdir -p "$log_dir"
 rm -f "$log_dir"/*.failed

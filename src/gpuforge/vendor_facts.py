@@ -246,7 +246,8 @@ class VersionKey:
         return isinstance(other, VersionKey) and compare_versions(self.version, other.version) == 0
 
 
-_RELATION = re.compile(r"^\s*([^\s(]+)\s*(?:\(\s*(<<|<=|=|>=|>>)\s*([^\s)]+)\s*\))?\s*$")
+# A name may end in an RPM capability qualifier, "system-release(releasever)" (rpm: "Dependencies", Provides).
+_RELATION = re.compile(r"^\s*([^\s(]+(?:\([^\s()]+\))?)\s*(?:\(\s*(<<|<=|=|>=|>>)\s*([^\s)]+)\s*\))?\s*$")
 
 
 def parse_relation(text: str) -> list[tuple[str, str, str]]:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuforge.lab import image, inventory, mirror, ssh, wheelhouse
+from gpuforge.lab import image, inventory, mirror, os_shapes, ssh, wheelhouse
 from gpuforge.lab.podman import PodmanError, exists, inspect, podman
 from gpuforge.lab.spec import LabSpec, NodeSpec
 from gpuforge.paths import FACT_CACHE_DIR, LAB_STATE_DIR
@@ -252,6 +252,8 @@ def prepare(log=print) -> str:
         tag = image.build(mirror.signing_key().path.read_bytes(), log=log)
         ensure_network(log)
         mirror_url = ensure_mirror(tag, log=log)
+        # One layer per OS shape on the shared image (Molecule platforms read .gpuforge/lab/os-shape-images.env).
+        os_shapes.build(tag, mirror.signing_key().path.read_bytes(), log=log)
         inventory.write_generated_vars(mirror_url)
     out = LAB_STATE_DIR / "hardware"
     out.mkdir(parents=True, exist_ok=True)
@@ -270,17 +272,20 @@ def _up(spec: LabSpec, log) -> list[NodeStatus]:
     tag = image.build(mirror.signing_key().path.read_bytes(), log=log)
     changed = ensure_network(log)
     mirror_url = ensure_mirror(tag, log=log)
+    shape_tags = os_shapes.build(tag, mirror.signing_key().path.read_bytes(), log=log)
     # Only the demo's benchmarks need the wheels, so `lab prepare` (Molecule) does not fetch them.
     wheelhouse.ensure(log=log)
     ssh.ensure_client_key()
     hosts = [f"{node.name}:{node_ip(i)}" for i, node in enumerate(spec.nodes)]
-    wanted = {container_name(n.name): _config_hash(n, tag, node_ip(i), hosts) for i, n in enumerate(spec.nodes)}
+    wanted = {
+        container_name(n.name): _config_hash(n, shape_tags[n.os], node_ip(i), hosts) for i, n in enumerate(spec.nodes)
+    }
     # Nodes that go or change are removed first: a changed lab may give their addresses to other nodes.
     removed = _remove_stale_nodes(wanted)
     for index, node in enumerate(spec.nodes):
-        if ensure_node(spec, node, index, tag, hosts):
+        if ensure_node(spec, node, index, shape_tags[node.os], hosts):
             changed = True
-            log(f"lab: node {node.name} ({node.profile}) started at {node_ip(index)}")
+            log(f"lab: node {node.name} ({node.profile}, {node.os}) started at {node_ip(index)}")
     ips = [node_ip(i) for i in range(len(spec.nodes))]
     ssh.write_known_hosts({node.name: ip for node, ip in zip(spec.nodes, ips, strict=True)})
     inventory.write(spec, ips, mirror_url)

@@ -34,7 +34,7 @@ GNUPG_HOME = LAB_STATE_DIR / "gnupg"
 KEY_FILE_NAME = "gpuforge-lab-archive-keyring.asc"
 KEY_UID = "gpuforge lab mirror signing key <lab-mirror@gpuforge.invalid>"
 MIRROR_URL = "http://mirror"
-BUILDER_REVISION = "4"
+BUILDER_REVISION = "5"
 LAB_TOOLS = "lab-tools"
 
 
@@ -123,15 +123,29 @@ def _simulator(definitions: dict, path: str) -> str | None:
     return None
 
 
+def _branch_fact(repo: vendor_facts.Repository, name: str):
+    """A fact of the driver branch, not of the OS (the CUDA version per branch, from NVIDIA's CUDA release notes): the
+    repository's own, else the one its sibling registry files record (nvidia-cuda/debian12 for nvidia-cuda/rhel9)."""
+    if name in repo.facts:
+        return repo.fact(name)
+    source = repo.key.split("/")[0]
+    for key, sibling in sorted(vendor_facts.load_all().items()):
+        if key.split("/")[0] == source and name in sibling.facts:
+            return sibling.fact(name)
+    return repo.fact(name)
+
+
 def _data_text(template: str, package: vendor_facts.Package, repo: vendor_facts.Repository) -> str:
     def fact(match: re.Match) -> str:
         return str(repo.fact(match.group(1)))
 
     text = re.sub(r"\{fact:([a-z0-9_]+)\}", fact, template)
+    # A tool never prints the package epoch (the RPM driver packages' "3:", DCGM's "1:").
+    upstream = package.upstream.split(":")[-1]
     if "{cuda}" in text:
-        branch = package.upstream.split(".")[0]
-        text = text.replace("{cuda}", str(repo.fact("cuda_version_by_branch")[branch]))
-    return text.replace("{upstream}", package.upstream)
+        branch = upstream.split(".")[0]
+        text = text.replace("{cuda}", str(_branch_fact(repo, "cuda_version_by_branch")[branch]))
+    return text.replace("{upstream}", upstream)
 
 
 def _from_registry(package: vendor_facts.Package, repo: vendor_facts.Repository, definitions: dict) -> dict:
@@ -403,4 +417,8 @@ def build(image_tag: str, log=print) -> Repository:
     if skipped:
         log("lab: mirror built WITHOUT these packages (simulator missing): " + "; ".join(skipped))
     stamp.write_text(wanted, encoding="utf-8")
+    # The Ubuntu and RHEL shapes' repositories (packages.yml publish_os_shapes; gpuforge.lab.shape_repos).
+    from gpuforge.lab import shape_repos
+
+    shape_repos.publish(definitions, key, staging_root, next_root, log=log)
     return Repository(MIRROR_ROOT, MIRROR_URL)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from gpuforge.lab import os_shapes
 from gpuforge.lab.profiles import hardware_document, load_profile
 
 # Node-name prefix and inventory groups by the kind of machine a profile describes.
@@ -23,6 +24,8 @@ class NodeSpec:
     profile: str
     faults: list[dict] = field(default_factory=list)
     groups: list[str] = field(default_factory=list)
+    # The OS shape of the node (lab/image/shapes.yml): debian12, ubuntu2204, rhel9, ...
+    os: str = "debian12"
 
 
 @dataclass
@@ -55,7 +58,7 @@ def from_counts(nodes: int, profiles: list[str]) -> LabSpec:
 
 
 def from_file(path: Path) -> LabSpec:
-    """A YAML lab description: {nodes: [{name, profile, faults: [...], groups: [...]}]}."""
+    """A YAML lab description: {nodes: [{name, profile, os, faults: [...], groups: [...]}]}."""
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     nodes = []
     for entry in data.get("nodes", []):
@@ -63,7 +66,11 @@ def from_file(path: Path) -> LabSpec:
             raise ValueError(f"{path}: every node needs 'name' and 'profile' (got {entry!r})")
         kind = machine_kind(load_profile(entry["profile"]))
         groups = entry.get("groups", ROLE_GROUPS[kind])
-        nodes.append(NodeSpec(entry["name"], entry["profile"], list(entry.get("faults", [])), list(groups)))
+        shape = str(entry.get("os", "debian12"))
+        if shape not in os_shapes.names():
+            known = ", ".join(os_shapes.names())
+            raise ValueError(f"{path}: node {entry['name']}: os must be one of {known} (got {shape!r})")
+        nodes.append(NodeSpec(entry["name"], entry["profile"], list(entry.get("faults", [])), list(groups), shape))
     if not nodes:
         raise ValueError(f"{path}: no nodes defined")
     names = [node.name for node in nodes]

@@ -1,0 +1,171 @@
+"""OS-shaped lab node images: the shared lab image plus one thin layer per shape (lab/image/shapes.yml).
+
+A shape's layer gives a node the release files of the OS it stands for (from the vendor facts registry) and that
+OS's package manager configuration, pointed at the lab mirror: apt against the mirror's Ubuntu archive subset, or
+dnf (Debian's dnf 4.14 with python3-dnf, from the shared image) against the mirror's signed RPM repositories, with
+the release package installed in the rpmdb. The userland beneath stays Debian's (docs/lab.md, "OS shapes").
+Layers are built with `podman build` on top of the shared image, so all shapes share its layers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import yaml
+
+from gpuforge import vendor_facts
+from gpuforge.lab import mirror
+from gpuforge.lab.image import IMAGE_DIR, LAB_KEYRING
+from gpuforge.lab.podman import PodmanError, exists, podman
+from gpuforge.paths import LAB_STATE_DIR
+
+SHAPES_FILE = IMAGE_DIR / "shapes.yml"
+BASE_SHAPE = "debian12"
+LAYER_REVISION = "1"  # bump when the layer steps below change
+ENV_FILE = LAB_STATE_DIR / "os-shape-images.env"
+RPM_KEY_PATH = "/etc/pki/rpm-gpg/RPM-GPG-KEY-redhat-release"
+# RHEL keeps the rpmdb in /var/lib/rpm; Debian's rpm defaults to ~/.rpmdb (Debian's rpm package, macros).
+RPM_DBPATH_MACRO = "%_dbpath /var/lib/rpm\n"
+
+
+def load() -> dict[str, dict]:
+    return yaml.safe_load(SHAPES_FILE.read_text(encoding="utf-8"))
+
+
+def names() -> list[str]:
+    return list(load())
+
+
+def env_name(shape: str) -> str:
+    """The variable Molecule platforms read the shape's image from: GPUFORGE_LAB_IMAGE_RHEL9, ..."""
+    return "GPUFORGE_LAB_IMAGE" + ("" if shape == BASE_SHAPE else "_" + shape.upper())
+
+
+def _fact(key: str, name: str) -> str:
+    return str(vendor_facts.repository(key).fact(name))
+
+
+def _repo_block(repo_id: str, title: str, url: str) -> str:
+    return (
+        f"[{repo_id}]\nname = {title}\nbaseurl = {url}\nenabled = 1\ngpgcheck = 1\ngpgkey = file://{RPM_KEY_PATH}\n\n"
+    )
+
+
+def layer_files(shape: str, spec: dict, key: bytes) -> dict[str, str | bytes]:
+    """The files of a shape's layer, by absolute path."""
+    family = spec["family"]
+    files: dict[str, str | bytes] = {}
+    if family == "ubuntu":
+        facts = spec["release_facts"]
+        os_release = _fact(facts, "os_release")
+        files["/etc/os-release"] = os_release
+        files["/usr/lib/os-release"] = os_release
+        files["/etc/lsb-release"] = _fact(facts, "lsb_release")
+        suites = vendor_facts.repository(facts).fact("suites")
+        components = " ".join(spec["components"])
+        files["/etc/apt/sources.list"] = "".join(
+            f"deb [signed-by={LAB_KEYRING}] {mirror.MIRROR_URL}/{spec['archive']}/ {suite} {components}\n"
+            for suite in suites
+        )
+    elif family == "rhel":
+        facts = spec["release_facts"]
+        files["/usr/lib/os-release"] = _fact(facts, "os_release")
+        files["/etc/rpm/macros.dbpath"] = RPM_DBPATH_MACRO
+        files[RPM_KEY_PATH] = key
+        definitions = mirror.load_definitions()
+        rpm_paths = definitions["publish_os_shapes"]["rpm"]
+        repos = "".join(
+            _repo_block(repo_id, vendor_facts.repository(registry).title, f"{mirror.MIRROR_URL}/{rpm_paths[registry]}/")
+            for repo_id, registry in spec["repositories"].items()
+        )
+        files["/etc/yum.repos.d/redhat.repo"] = repos
+        tools = definitions["publish_os_shapes"]["rpm_lab_tools"]
+        files["/etc/yum.repos.d/gpuforge-lab-tools.repo"] = _repo_block(
+            "gpuforge-lab-tools", "gpuforge lab tools (simulator library)", f"{mirror.MIRROR_URL}/{tools}/"
+        )
+    return files
+
+
+def release_package(spec: dict) -> Path | None:
+    """The shape's release package file in the served mirror (redhat-release for RHEL)."""
+    name = spec.get("release_package")
+    if not name:
+        return None
+    path = mirror.load_definitions()["publish_os_shapes"]["rpm"][spec["repositories"][next(iter(spec["repositories"]))]]
+    found = sorted((mirror.MIRROR_ROOT / path / "Packages").glob(f"{name}-[0-9]*.rpm"))
+    if not found:
+        raise PodmanError(f"lab: {name} is not in the mirror's {path}: run 'gpuforge lab prepare'")
+    return found[-1]
+
+
+def containerfile(base_tag: str, spec: dict, has_release_package: bool) -> str:
+    lines = [f"FROM {base_tag}", "COPY root/ /"]
+    if spec["family"] == "ubuntu":
+        # Ubuntu 22.04 lists its archive in sources.list; the shared image's Debian source goes.
+        lines.append("RUN rm -f /etc/apt/sources.list.d/debian.sources")
+    elif spec["family"] == "rhel":
+        steps = [
+            f"rpm --import {RPM_KEY_PATH}",
+            *(["rpm -i /tmp/release.rpm", "rm -f /tmp/release.rpm"] if has_release_package else []),
+            # A RHEL host has no apt sources: its packages come from dnf alone.
+            "rm -f /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list.d/gpuforge-lab-tools.sources",
+        ]
+        if has_release_package:
+            lines.insert(2, "COPY release.rpm /tmp/release.rpm")
+        lines.append("RUN " + " && ".join(steps))
+    return "\n".join(lines) + "\n"
+
+
+def _hash(base_tag: str, shape: str, files: dict, release: Path | None, text: str) -> str:
+    digest = hashlib.sha256(f"{LAYER_REVISION}\n{base_tag}\n{shape}\n{text}".encode())
+    for path in sorted(files):
+        content = files[path]
+        digest.update(path.encode() + (content if isinstance(content, bytes) else content.encode()))
+    if release:
+        digest.update(release.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def build(base_tag: str, key: bytes, log=print) -> dict[str, str]:
+    """Each shape's image tag (built when missing); the base shape's is the shared image itself."""
+    tags = {}
+    for shape, spec in load().items():
+        if shape == BASE_SHAPE:
+            tags[shape] = base_tag
+            continue
+        files = layer_files(shape, spec, key)
+        release = release_package(spec)
+        text = containerfile(base_tag, spec, release is not None)
+        tag = f"{base_tag.split(':')[0]}-{shape}:{_hash(base_tag, shape, files, release, text)}"
+        tags[shape] = tag
+        if exists("image", tag):
+            continue
+        log(f"lab: building the {shape} layer {tag}")
+        context = LAB_STATE_DIR / "build" / f"shape-{shape}"
+        shutil.rmtree(context, ignore_errors=True)
+        for path, content in files.items():
+            target = context / "root" / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                target.write_bytes(content)
+            else:
+                target.write_text(content, encoding="utf-8")
+            target.chmod(0o644)
+        if release:
+            shutil.copy2(release, context / "release.rpm")
+        (context / "Containerfile").write_text(text, encoding="utf-8")
+        podman("build", "--pull=never", "--network=none", "-t", tag, "-f", str(context / "Containerfile"), str(context))
+        shutil.rmtree(context, ignore_errors=True)
+    write_env(tags)
+    return tags
+
+
+def write_env(tags: dict[str, str]) -> Path:
+    """GPUFORGE_LAB_IMAGE_<SHAPE>=<tag> lines, which scripts/molecule_lanes.sh exports for Molecule platforms."""
+    ENV_FILE.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(f"{env_name(shape)}={tag}\n" for shape, tag in sorted(tags.items()))
+    if not ENV_FILE.is_file() or ENV_FILE.read_text(encoding="utf-8") != text:
+        ENV_FILE.write_text(text, encoding="utf-8")
+    return ENV_FILE

@@ -1,0 +1,144 @@
+"""Every OS a role claims in meta/main.yml is proven by a Molecule platform of that OS shape in a CI scenario.
+
+A claim no CI scenario proves must be listed in molecule/os-claims-unproven.txt (one "<role> <shape>" per line);
+the list may only shrink: a listed pair that a scenario now proves, or that no role claims, fails too. The
+guide's rule is that a role runs in Molecule on every OS it lists, or refuses it naming the supported ones; this
+test keeps the distance to that rule written down and stops it from growing.
+"""
+
+import re
+
+import yaml
+
+from gpuforge.paths import PROJECT_ROOT
+
+MOLECULE = PROJECT_ROOT / "molecule"
+ROLES = PROJECT_ROOT / "roles"
+UNPROVEN = MOLECULE / "os-claims-unproven.txt"
+# Galaxy platform names and versions (meta/main.yml) -> lab OS shape (lab/image/shapes.yml).
+GALAXY_SHAPES = {
+    ("Debian", "bookworm"): "debian12",
+    ("Ubuntu", "jammy"): "ubuntu2204",
+    ("Ubuntu", "noble"): "ubuntu2404",
+    ("EL", "8"): "rhel8",
+    ("EL", "9"): "rhel9",
+}
+_IMAGE_SHAPE = re.compile(r"^\$\{GPUFORGE_LAB_IMAGE(?:_([A-Z0-9]+))?\}$")
+_ROLE_REFERENCE = re.compile(r"^\s*(?:-\s*)?(?:role|name):\s*['\"]?([a-z0-9_]+)['\"]?\s*$", re.MULTILINE)
+
+
+def claims() -> set[tuple[str, str]]:
+    found = set()
+    for meta in sorted(ROLES.glob("*/meta/main.yml")):
+        platforms = (yaml.safe_load(meta.read_text(encoding="utf-8")).get("galaxy_info") or {}).get("platforms") or []
+        for platform in platforms:
+            for version in platform.get("versions") or []:
+                found.add((meta.parent.parent.name, GALAXY_SHAPES[(platform["name"], str(version))]))
+    return found
+
+
+def _roles_named(text: str) -> set[str]:
+    return {name for name in _ROLE_REFERENCE.findall(text) if (ROLES / name).is_dir()}
+
+
+def roles_run_by(role: str, seen: set[str] | None = None) -> set[str]:
+    """The role, its meta dependencies and the roles its tasks include or import, transitively."""
+    seen = seen if seen is not None else set()
+    if role in seen:
+        return seen
+    seen.add(role)
+    texts = [path.read_text(encoding="utf-8") for path in (ROLES / role).glob("tasks/*.yml")]
+    meta = ROLES / role / "meta/main.yml"
+    dependencies = (yaml.safe_load(meta.read_text(encoding="utf-8")) or {}).get("dependencies") or []
+    named = {d["role"] if isinstance(d, dict) else d for d in dependencies}
+    for text in texts:
+        named |= {m for m in re.findall(r"name:\s*['\"]?([a-z0-9_]+)", text) if (ROLES / m).is_dir()}
+    for other in named:
+        roles_run_by(other, seen)
+    return seen
+
+
+def scenario_shapes(scenario: str) -> set[str]:
+    config = yaml.safe_load((MOLECULE / scenario / "molecule.yml").read_text(encoding="utf-8"))
+    platforms = config.get("platforms")
+    if platforms is None:  # the shared platform (.config/molecule/config.yml): the lab image itself
+        return {"debian12"}
+    shapes = set()
+    for platform in platforms:
+        match = _IMAGE_SHAPE.match(str(platform["image"]))
+        assert match, f"molecule/{scenario}: platform {platform['name']} has no lab image variable"
+        shapes.add((match.group(1) or "DEBIAN12").lower())
+    return shapes
+
+
+def ci_scenarios() -> list[str]:
+    lines = (MOLECULE / "ci-scenarios.txt").read_text(encoding="utf-8").splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def playbook_text(path, seen: set | None = None) -> str:
+    """A playbook's text with the playbooks it imports (import_playbook), transitively."""
+    seen = seen if seen is not None else set()
+    path = path.resolve()
+    if path in seen or not path.is_file():
+        return ""
+    seen.add(path)
+    text = path.read_text(encoding="utf-8")
+    for target in re.findall(r"import_playbook:\s*['\"]?([^\s'\"]+)", text):
+        text += "\n" + playbook_text(path.parent / target, seen)
+    return text
+
+
+def proven() -> set[tuple[str, str]]:
+    pairs = set()
+    for scenario in ci_scenarios():
+        text = "\n".join(playbook_text(MOLECULE / scenario / name) for name in ("converge.yml", "prepare.yml"))
+        roles = set()
+        for role in _roles_named(text):
+            roles |= roles_run_by(role)
+        pairs |= {(role, shape) for role in roles for shape in scenario_shapes(scenario)}
+    return pairs
+
+
+def unproven_list() -> set[tuple[str, str]]:
+    lines = UNPROVEN.read_text(encoding="utf-8").splitlines()
+    return {tuple(line.split()[:2]) for line in lines if line.strip() and not line.startswith("#")}
+
+
+def test_every_claimed_os_is_proven_in_molecule_or_listed_as_unproven():
+    missing = sorted(claims() - proven() - unproven_list())
+    assert not missing, (
+        "roles claim these OSes in meta/main.yml without a CI Molecule scenario on that OS shape; add a platform, "
+        f"or narrow meta/main.yml and refuse the OS naming the supported ones: {missing}"
+    )
+
+
+def test_the_unproven_list_only_shrinks():
+    listed = unproven_list()
+    now_proven = sorted(listed & proven())
+    assert not now_proven, f"proven now, remove from {UNPROVEN.name}: {now_proven}"
+    unclaimed = sorted(listed - claims())
+    assert not unclaimed, f"no role claims these any more, remove from {UNPROVEN.name}: {unclaimed}"
+
+
+def test_a_shaped_scenario_counts_for_its_shape_only():
+    assert scenario_shapes("nvidia_driver") == {"debian12"}
+    assert scenario_shapes("os_shapes") == {"rhel9", "ubuntu2204"}
+    assert ("nvidia_driver", "debian12") in proven()
+
+
+def test_roles_run_by_follows_dependencies_and_includes():
+    assert {"nvidia_driver", "gpuforge", "vendor_repository"} <= roles_run_by("nvidia_driver")
+
+
+def test_shapes_in_the_mapping_exist_or_are_listed_as_not_yet_shaped():
+    shapes = set(yaml.safe_load((PROJECT_ROOT / "lab/image/shapes.yml").read_text(encoding="utf-8")))
+    not_yet = set(GALAXY_SHAPES.values()) - shapes
+    # rhel8 and ubuntu2404 have no lab shape yet (docs/lab.md): every claim of them is on the unproven list.
+    assert not_yet == {"rhel8", "ubuntu2404"}
+    assert {(role, shape) for role, shape in claims() if shape in not_yet} <= unproven_list()
+
+
+def test_unproven_file_is_sorted_and_unique():
+    lines = [line for line in UNPROVEN.read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")]
+    assert lines == sorted(set(lines))
