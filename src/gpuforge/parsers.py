@@ -27,6 +27,8 @@ PARSERS: dict[str, tuple[str, str]] = {
     "nccl-tests": ("gpuforge_nccl_tests", "parse_nccl_tests"),
     "ib-write-bw": ("gpuforge_perftest", "parse_perftest_bw"),
     "resnet50": ("gpuforge_resnet50", "parse_resnet50"),
+    "apt-simulate": ("gpuforge_package_closure", "parse_apt_simulate"),
+    "dnf-transaction": ("gpuforge_package_closure", "parse_dnf_transaction"),
 }
 
 

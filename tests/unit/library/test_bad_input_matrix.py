@@ -39,6 +39,7 @@ from ansible_collections.gpuforge.cluster.plugins.modules import (
     nvbandwidth,
     nvidia_smi_facts,
     p2p_bandwidth,
+    package_closure_guard,
     package_version_floor,
     resnet50_benchmark,
     selinux_policy_module,
@@ -77,6 +78,7 @@ MODULES = {
         nvbandwidth,
         nvidia_smi_facts,
         p2p_bandwidth,
+        package_closure_guard,
         package_version_floor,
         resnet50_benchmark,
         selinux_policy_module,
@@ -572,6 +574,20 @@ def run_package_version_floor(ansible_module, tmp_path, change, args=None, check
     return result, runner
 
 
+def run_package_closure_guard(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    """The tool output is apt-get --simulate's, recorded from the real apt (tests/fixtures/package_closure)."""
+    output = change(fixture("package_closure/apt-simulate-install-pinned.txt"))
+    runner = Runner(answer or (lambda argv: (0, output, "")))
+    base = {
+        "manager": "apt",
+        "name": ["datacenter-gpu-manager-4-core=1:4.4.1-1", "datacenter-gpu-manager-4-cuda12=1:4.4.1-1"],
+        "pins": [{"packages": ["datacenter-gpu-manager-4-*"], "version": "1:4.4.1-1"}],
+    }
+    paths = paths or bins("apt-get")
+    result = ansible_module(package_closure_guard, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
 # The "tool output" of vendor_apt_repository is the key file it is served: a real ASCII-armored key
 # (tests/fixtures/apt/SOURCES.md) whose fingerprint gpg printed as below.
 ARMORED_KEY = (ROOT / "tests" / "fixtures" / "apt" / "rsa3072-with-subkey.asc").read_text(encoding="ascii")
@@ -715,6 +731,7 @@ RUNNERS = {
     "nvbandwidth": (run_nvbandwidth, ("nvbandwidth",)),
     "nvidia_smi_facts": (run_nvidia_smi_facts, ("nvidia-smi",)),
     "p2p_bandwidth": (run_p2p_bandwidth, ("p2pBandwidthLatencyTest",)),
+    "package_closure_guard": (run_package_closure_guard, ("apt-get",)),
     "package_version_floor": (run_package_version_floor, ("dpkg-query",)),
     "resnet50_benchmark": (run_resnet50_benchmark, ("ResNet-50", "benchmark output", "GPUs")),
     "selinux_policy_module": (run_selinux_policy_module, ("semodule",)),
@@ -819,6 +836,7 @@ def _missing_tool_cases():
             ("mpirun not found in PATH on", "install Open MPI"),
         ),
         "nvidia_smi_facts": ({}, bins(), None, ("nvidia-smi not found in PATH on", "NVIDIA driver")),
+        "package_closure_guard": ({}, bins(), None, ("apt-get not found in PATH, /usr/bin", "install apt")),
         "package_version_floor": ({}, bins(), None, ("dpkg-query not found in PATH, /usr/bin", "install dpkg")),
         "resnet50_benchmark": ({}, None, timeout_cannot_start, ("torchrun not found in PATH on", "install torch")),
         "selinux_policy_module": ({}, bins(), None, ("semodule not found in PATH on", "policycoreutils")),
