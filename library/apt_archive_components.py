@@ -19,8 +19,9 @@ description:
   - Appends each of I(components) that such an entry lacks, and leaves everything else of the file byte for byte
     (comments, other entries, line endings). A Debian 12 host installed from the installer has the one-line
     C(/etc/apt/sources.list); its container images and cloud images have the deb822 C(debian.sources).
-  - One module run reads every source file of the host. It replaces C(find) and C(replace) tasks whose choice of
-    file was made on the controller (a C(is file) test reads the controller's file system, not the host's).
+  - Reads every source file on the host itself. It replaces C(ansible.builtin.find) and C(ansible.builtin.replace)
+    tasks whose choice of file was made on the controller (a C(is file) test reads the controller's file system,
+    not the host's).
   - Warns when no archive entry is found (a host whose mirror names its suites otherwise); nothing is changed then,
     and the packages of the missing components will not install.
 options:
@@ -43,6 +44,7 @@ options:
     default: /etc/apt/sources.list.d
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
 attributes:
   check_mode:
     support: full
@@ -51,8 +53,6 @@ attributes:
     support: full
   platform:
     platforms: debian
-author:
-  - gpuforge maintainers (@gpuforge)
 notes:
   - Refresh the package index after a change (C(changed)), as the nvidia_driver role's handler does.
 seealso:

@@ -14,9 +14,8 @@ description:
   - Reads the installed version of every package of I(name) with one dpkg query
     (M(gpuforge.cluster.package_version_floor)), and calls M(ansible.builtin.apt) with C(state=present) only for
     the specifiers that read does not find met. On a converged host the task is that one read.
-  - Why - the apt module opens apt's whole package cache on every run, a second or more per task on a host with
-    full package lists, even when every package is installed (docs/performance.md). A read in a task of its own
-    before the install saves that time on the node but costs the controller a task more per install.
+  - Replaces an M(ansible.builtin.apt) task with C(state=present) for packages that are usually installed already;
+    the apt module opens apt's whole package cache on every run, even when every package is installed.
   - "Met, as the apt module judges a present package (ansible-core's apt module, package_status()): C(NAME) when
     installed; C(NAME=VERSION) when the installed version matches VERSION (fnmatch wildcards, case-sensitive);
     C(NAME>=VERSION) when installed and not older than VERSION in Debian's order (C(dpkg --compare-versions)).
@@ -71,6 +70,7 @@ options:
     default: "the package mirror lacks that build: refresh it, or change the pin deliberately"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
   - ansible.builtin.action_common_attributes.flow
 attributes:
   action:
@@ -87,8 +87,6 @@ attributes:
     details: The apt module's diff, when apt runs.
   platform:
     platforms: debian
-author:
-  - gpuforge maintainers (@gpuforge)
 notes:
   - Reports a change only when apt does.
 seealso:

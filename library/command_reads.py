@@ -13,10 +13,9 @@ short_description: Run several read-only commands in one call and return each on
 description:
   - Runs each command of I(commands), in order, as an argument vector (no shell) in the C locale, and returns
     each one's exit status, output and error output under its name in RV(outputs).
-  - "Made for the reads a role makes one after the other (C(apptainer --version) and a C(stat) of the bind paths;
-    C(nvidia-container-cli -k list) and C(nvidia-container-cli info); a C(stat), C(/proc/filesystems) and
-    C(showmount -e)): an C(ansible.builtin.command) task per read costs a module run, a round trip to the node, on
-    every run of a converged host; this module costs one for all of them."
+  - "Replaces the C(ansible.builtin.command) tasks of reads a role makes one after the other (C(apptainer --version)
+    and a C(stat) of the bind paths; C(nvidia-container-cli -k list) and C(nvidia-container-cli info); a C(stat),
+    C(/proc/filesystems) and C(showmount -e)) with one task."
   - Every command runs, then the task fails when one exited with a status not in its I(ok_rcs), naming the host,
     each such command, its status and the end of its error output. A command that cannot be started (not
     installed, not executable) counts as exit status 127, as in a shell, with the reason as its error output.
@@ -52,18 +51,12 @@ options:
         default: [0]
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
+  - gpuforge.cluster.common.read_only
 attributes:
   check_mode:
     support: full
     details: The commands run in check mode too (they only read); nothing is reported changed.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
-notes:
-  - Never reports a change.
 seealso:
   - module: ansible.builtin.command
 """

@@ -29,16 +29,13 @@ description:
 version_added: "0.1.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
 attributes:
   check_mode:
     support: partial
     details: Returns the commands or the bundle method it would use; nothing is started.
   diff_mode:
     support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
 options:
   mode:
     description: C(engine) (container engines and an image) or C(bundle) (runc and an OCI bundle, no image).

@@ -44,16 +44,12 @@ options:
     default: dcgmi
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
+  - gpuforge.cluster.common.read_only
 attributes:
   check_mode:
     support: full
     details: In check mode the diagnostic is not run (it loads the GPUs); the module only finds dcgmi.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
 notes:
   - DCGM comes from NVIDIA's CUDA repository (datacenter-gpu-manager-4-cuda12, DCGM 3.x
     datacenter-gpu-manager); the gpuforge_nvidia_driver role installs it with nvidia_driver_dcgm_enabled.

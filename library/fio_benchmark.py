@@ -23,16 +23,12 @@ description:
 version_added: "0.1.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
+  - gpuforge.cluster.benchmark
 attributes:
   check_mode:
     support: partial
     details: Returns the fio command it would run; fio is not run and nothing is written.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
 options:
   directory:
     description:
@@ -102,15 +98,9 @@ options:
         floors), C(rand_read_p99_us), C(rand_write_p99_us) (ceilings on the 99th-percentile completion latency).
     type: dict
     default: {}
-  fail_on:
-    description: Fail the task when the verdict is at least this bad; C(never) only reports.
-    type: str
-    choices: [fail, warn, never]
-    default: fail
 requirements:
   - fio (Debian/Ubuntu package C(fio), EPEL C(fio) on EL); coreutils C(timeout)
 notes:
-  - Supports check mode (nothing runs).
   - fio(1) reports bandwidth in JSON in KiB/s; the module gives MiB/s (KiB/s / 1024).
 """
 

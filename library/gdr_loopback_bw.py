@@ -111,16 +111,12 @@ options:
     default: ib_write_bw
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
+  - gpuforge.cluster.common.read_only
 attributes:
   check_mode:
     support: full
     details: In check mode nothing is run; the module plans the ports, finds the tools and returns the commands.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
 notes:
   - The server is found listening by reading C(/proc/net/tcp) and C(/proc/net/tcp6) (Linux); where they cannot be
     read the client starts after O(startup_timeout) or when the server has ended.

@@ -51,8 +51,7 @@ options:
         C(nvlink -e), the clock event samples) and of C(infiniband_facts) with C(fail_on_missing=false) (C(ibstat),
         C(ibv_devinfo -v), C(ibdev2netdev), C(ofed_info -s)) - judge them, and return them as
         C(ansible_facts.nvidia_smi) and C(ansible_facts.infiniband), the facts those modules return.
-      - One module run on the node where the two facts modules and this one were three (playbooks/validate.yml).
-        A tool that cannot be read is a failed C(nvidia_smi_readable) or C(infiniband_readable) check, not a
+      - A tool that cannot be read is a failed C(nvidia_smi_readable) or C(infiniband_readable) check, not a
         failed task.
     type: bool
     default: false
@@ -134,18 +133,12 @@ options:
     required: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
+  - gpuforge.cluster.common.read_only
 attributes:
   check_mode:
     support: full
     details: Reads state only; check mode runs the same reads, not the diagnostics (their results say so).
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
-notes:
-  - Supports check mode.
 """
 
 EXAMPLES = r"""

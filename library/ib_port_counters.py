@@ -36,18 +36,9 @@ options:
     default: {}
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-    details: Reads state only; check mode runs the same reads.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
+  - gpuforge.cluster.common
+  - gpuforge.cluster.common.read_only
 notes:
-  - Supports check mode.
   - perfquery ships in infiniband-diags (Debian, RHEL, MLNX_OFED / DOCA-OFED).
 """
 

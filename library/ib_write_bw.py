@@ -15,7 +15,7 @@ description:
     client, then exits, as perftest does); with O(server) it is the client that connects to it.
   - Parses the result table and returns it with a verdict - C(ok) when the average bandwidth reaches
     O(min_fraction) of the link's line rate (or O(min_mbps)), else C(fail) with a remedy.
-  - The threshold source is IBM Redpaper REDP-5610 (seed 001) - at least 11,000 MB/sec for one
+  - The threshold source is IBM Redpaper REDP-5610 - at least 11,000 MB/sec for one
     point-to-point EDR (100 Gb/s) link on a DGX-1, where it measured 11,264 MB/sec. 11,000 MB/sec is
     0.923 of EDR's 11,921 MB/sec (perftest MB = 2^20 bytes), so O(min_mbps=11000) reproduces that
     check exactly; the default O(min_fraction=0.9) accepts 10,729 MB/sec on EDR, leaving room for
@@ -72,7 +72,7 @@ options:
   min_mbps:
     description:
       - Absolute threshold in MB/sec (2^20 bytes); overrides O(min_fraction).
-      - 11000 is seed 001's figure for one EDR link.
+      - 11000 is IBM Redpaper REDP-5610's figure for one EDR link.
     type: float
   timeout:
     description:
@@ -89,16 +89,13 @@ options:
     default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
 attributes:
   check_mode:
     support: partial
     details: Checks the tool and returns the command it would run; the benchmark is not run, so no verdict is returned.
   diff_mode:
     support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
 notes:
   - Supports check mode (nothing is run).
   - In the gpuforge lab the tool is a simulator that moves real data over TCP and reports
@@ -136,7 +133,7 @@ EXAMPLES = r"""
   delay: 2
   delegate_to: node-a
 
-- name: Seed 001's exact EDR check (at least 11,000 MB/sec)
+- name: IBM Redpaper REDP-5610's exact EDR check (at least 11,000 MB/sec)
   gpuforge.cluster.ib_write_bw:
     device: mlx5_1
     server: dgx02

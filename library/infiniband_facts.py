@@ -50,18 +50,9 @@ options:
     default: 60
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-    details: Reads state only; check mode runs the same reads.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
+  - gpuforge.cluster.common
+  - gpuforge.cluster.common.read_only
 notes:
-  - Supports check mode.
   - Package names are Debian/Ubuntu and RHEL ones; MLNX_OFED ships all three tools.
 """
 

@@ -32,16 +32,12 @@ description:
 version_added: "0.1.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
+  - gpuforge.cluster.common.read_only
 attributes:
   check_mode:
     support: full
     details: Validates the manifests and reports the files it would write, without writing them.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
 options:
   paths:
     description: Manifest files to validate.
@@ -86,8 +82,6 @@ requirements:
   - kubernetes-validate (python, on the controller)
   - jsonschema (python, on the controller; only when a stored CRD schema is used)
   - PyYAML
-notes:
-  - Supports check mode.
 """
 
 EXAMPLES = r"""

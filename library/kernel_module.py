@@ -53,16 +53,13 @@ options:
     default: /etc/modprobe.d
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
 attributes:
   check_mode:
     support: full
     details: Reports what would be loaded and which files would change, and changes nothing.
   diff_mode:
     support: full
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
 notes:
   - Supports check mode and diff mode (the module table line and the boot files).
 """

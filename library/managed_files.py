@@ -19,10 +19,8 @@ description:
   - A file is compared byte for byte with I(content) (UTF-8) and replaced only when it differs, atomically (a
     temporary file in the same directory, then a rename); then its mode, owner and group are set where they
     differ. The file's directory must exist or be listed under I(directories).
-  - "On a file that has not changed C(ansible.builtin.template) and C(ansible.builtin.copy) cost two module
-    runs (stat, then file) and a C(ansible.builtin.file) loop one per directory; this module costs one for all
-    of them. gpuforge's roles use it for the few small configuration files each writes to every host
-    (gpuforge issue 18)."
+  - Replaces C(ansible.builtin.template), C(ansible.builtin.copy) and C(ansible.builtin.file) loops for the few
+    small configuration files and directories a role writes to every host, with one task.
   - The content is given, not a template path; render it on the controller, for example with
     C(lookup('ansible.builtin.template', 'crio.conf.j2')).
   - Everything is checked before anything is written (the paths, the modes, that no path is listed twice,
@@ -101,6 +99,7 @@ options:
         type: str
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
 attributes:
   check_mode:
     support: full
@@ -115,10 +114,6 @@ attributes:
       - One entry per file whose content changes (its text before and after; empty before when the file is
         new), one per new directory (state C(absent) before, C(directory) after, with its mode), and one per
         existing path whose mode, owner or group changes (as C(ansible.builtin.file) shows them).
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
 notes:
   - The content of every file travels in the module's arguments, so it is shown by C(-vvv) and kept in logs
     like any other argument. Set C(no_log) on the task for content that holds a secret.

@@ -13,7 +13,7 @@ short_description: Run an nccl-tests benchmark (all_reduce_perf, ...) and judge 
 description:
   - Runs an nccl-tests C(*_perf) binary on this node (C(-g N) GPUs in one process), or across nodes with
     Open MPI C(mpirun) (a hostfile is written from I(hosts)) or Slurm C(srun).
-  - I(mode) selects the NCCL transport the way seed 001 (IBM REDP-5610) does. C(tcp) sets
+  - I(mode) selects the NCCL transport the way IBM Redpaper REDP-5610 does. C(tcp) sets
     C(NCCL_IB_DISABLE=1 NCCL_NET_GDR_LEVEL=0), C(ib) sets C(NCCL_IB_DISABLE=0 NCCL_NET_GDR_LEVEL=0),
     C(ib_gdr) sets C(NCCL_IB_DISABLE=0) and C(NCCL_NET_GDR_LEVEL) to I(gdr_level). With a mode,
     C(NCCL_ALGO) is set to I(nccl_algo) (Ring) so the fabric, not the algorithm choice, is measured.
@@ -25,16 +25,12 @@ description:
 version_added: "0.1.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
+  - gpuforge.cluster.benchmark
 attributes:
   check_mode:
     support: partial
     details: Returns the command it would run; the benchmark is not run and nothing is written (no verdict).
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
 options:
   binary:
     description:
@@ -114,8 +110,8 @@ options:
     default: none
   gdr_level:
     description:
-      - C(NCCL_NET_GDR_LEVEL) for C(ib_gdr). Seed 001 used C(1) (PIX) on DGX-1, where each HCA shares a PCIe
-        switch with its GPUs; C(PHB) also allows GPU-NIC paths through the host bridge.
+      - C(NCCL_NET_GDR_LEVEL) for C(ib_gdr). IBM Redpaper REDP-5610 used C(1) (PIX) on DGX-1, where each HCA
+        shares a PCIe switch with its GPUs; C(PHB) also allows GPU-NIC paths through the host bridge.
     type: str
     default: PHB
   nccl_algo:
@@ -197,15 +193,9 @@ options:
         C(FAILED) becomes the failed check C(nccl_tests_min_bw) (and the program exits non-zero).
     type: dict
     default: {}
-  fail_on:
-    description: Fail the task when the verdict is at least this bad; C(never) only reports.
-    type: str
-    choices: [fail, warn, never]
-    default: fail
 requirements:
   - nccl-tests built against NCCL (or the lab stand-in), coreutils C(timeout); Open MPI or Slurm for multi-node
 notes:
-  - Supports check mode (nothing runs).
   - The stand-in used in the gpuforge lab always moves data over TCP whatever I(mode) says.
 """
 
@@ -219,7 +209,7 @@ EXAMPLES = r"""
     expect:
       min_busbw: 120
 
-- name: Two DGX-1 over InfiniBand with GPUDirect RDMA, one process per GPU (seed 001 Example 4-3)
+- name: Two DGX-1 over InfiniBand with GPUDirect RDMA, one process per GPU (IBM Redpaper REDP-5610, Example 4-3)
   gpuforge.cluster.nccl_tests:
     binary: /opt/nccl-tests/build/all_reduce_perf
     launcher: mpirun
@@ -319,7 +309,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nccl_tes
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool
 
-# Seed 001 (REDP-5610, section 4.1): the three NCCL modes of its MPI jobs.
+# IBM Redpaper REDP-5610, section 4.1: the three NCCL modes of its MPI jobs.
 MODE_ENV = {
     "tcp": {"NCCL_IB_DISABLE": "1", "NCCL_NET_GDR_LEVEL": "0"},
     "ib": {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": "0"},
@@ -400,7 +390,7 @@ class NcclTests:
             if params["hosts"]:
                 self.result["hostfile"] = self.hostfile_path()
                 cmd += ["--hostfile", self.result["hostfile"]]
-            # As seed 001's MPIJobs: no binding (NCCL picks CPUs), fill each host's slots in turn.
+            # As IBM Redpaper REDP-5610's MPIJobs: no binding (NCCL picks CPUs), fill each host's slots in turn.
             cmd += ["--bind-to", "none", "--map-by", "slot"]
             for name, value in sorted(env.items()):
                 cmd += ["-x", f"{name}={value}"]

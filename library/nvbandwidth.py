@@ -45,16 +45,12 @@ options:
     default: nvbandwidth
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
+  - gpuforge.cluster.common.read_only
 attributes:
   check_mode:
     support: full
     details: In check mode nvbandwidth is not run; the module checks the thresholds and finds the tool.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
 notes:
   - nvbandwidth is built from source (github.com/NVIDIA/nvbandwidth); NVIDIA publishes no package of it.
 """

@@ -57,18 +57,8 @@ options:
     default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-    details: Reads state only; check mode runs the same reads.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
-notes:
-  - Supports check mode.
+  - gpuforge.cluster.common
+  - gpuforge.cluster.common.read_only
 """
 
 EXAMPLES = r"""
@@ -79,7 +69,7 @@ EXAMPLES = r"""
   gpuforge.cluster.nvidia_smi_facts:
     fail_on_error: false
 
-- name: Label the node with its GPU model (seed 000 - Tesla-V100-SXM2-16GB)
+- name: Label the node with its GPU model (for example Tesla-V100-SXM2-16GB)
   ansible.builtin.debug:
     msg: "nvidia.com/gpu.product={{ ansible_facts.nvidia_smi.gpu_product_label }}"
 """

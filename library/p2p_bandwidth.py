@@ -23,16 +23,12 @@ description:
 version_added: "0.1.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
+  - gpuforge.cluster.benchmark
 attributes:
   check_mode:
     support: partial
     details: Returns the command it would run; the test is not run and nothing is written.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
 options:
   binary:
     description: Path of the p2pBandwidthLatencyTest program.
@@ -63,22 +59,16 @@ options:
         C(min_ratio) (overrides the SKU reference), C(tolerance) (0.9), C(min_uni_gbps), C(min_bi_gbps).
     type: dict
     default: {}
-  fail_on:
-    description: Fail the task when the verdict is at least this bad; C(never) only reports.
-    type: str
-    choices: [fail, warn, never]
-    default: fail
 requirements:
   - The CUDA samples' p2pBandwidthLatencyTest built for the installed CUDA (github.com/NVIDIA/cuda-samples)
   - coreutils C(timeout)
 notes:
-  - Supports check mode (nothing runs).
   - The CUDA samples print that they are not meant for performance measurements; the per-SKU references are
     therefore ratios against the same run's P2P=Disabled copies, not absolute figures.
 """
 
 EXAMPLES = r"""
-- name: P2P between the GPUs of each node (seed 002 ran it through sbatch)
+- name: P2P between the GPUs of each node (Dell EMC Ready Solutions for AI ran it through sbatch)
   gpuforge.cluster.p2p_bandwidth:
     binary: /opt/cuda-samples/build/Samples/5_Domain_Specific/p2pBandwidthLatencyTest/p2pBandwidthLatencyTest
     expect:

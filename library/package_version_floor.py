@@ -23,11 +23,11 @@ description:
     module with RPM's rpmvercmp rules (epoch, version, release; C(~) and C(^)). A package installed in several
     versions (an install-only package) is judged by its newest."
   - Made for a version-floor install (C(name>=version) to the apt module, which does not hold a fresh install
-    to the floor) - the check after it costs one task instead of C(package_facts) and a command per package.
+    to the floor); it replaces C(ansible.builtin.package_facts) and a command per package in the check after it.
   - Also the read before an install. A package given no I(version) is read, not judged. With I(missing=ignore) and
     I(below_floor=ignore) nothing fails, and the C(gpuforge_apt_unmet) filter tells from the result which apt
-    package specifiers are not met, so that the apt module (which opens the whole package cache on every run, a
-    second or more per task on a host with full package lists) runs only then (docs/performance.md). For an
+    package specifiers are not met, so that the apt module (which opens the whole package cache on every run)
+    runs only then. For an
     install by package name, M(gpuforge.cluster.apt_pinned) does the read and the install in one task.
   - Changes nothing.
 options:
@@ -78,18 +78,12 @@ options:
     default: "the package mirror lacks that build: refresh it, or lower the floor deliberately"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
+  - gpuforge.cluster.common.read_only
 attributes:
   check_mode:
     support: full
     details: The module only reads; it runs the same in check mode.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
-notes:
-  - Never reports a change.
 seealso:
   - module: ansible.builtin.package_facts
   - module: gpuforge.cluster.apt_pinned

@@ -12,33 +12,30 @@ module: resnet50_benchmark
 short_description: Run the gpuforge ResNet-50 benchmark over a list of GPU counts and judge throughput and scaling
 description:
   - Runs C(benchmarks/resnet50/resnet50_bench.py) once per entry of I(precision) and of I(gpu_counts)
-    (FP32 and mixed precision side by side by default, as seed 002 compares them). A count that fits on
-    one node (at most I(gpus_per_node)) runs with C(torchrun --standalone); a larger one runs across
+    (FP32 and mixed precision side by side by default, as Dell EMC Ready Solutions for AI compares them). A
+    count that fits on one node (at most I(gpus_per_node)) runs with C(torchrun --standalone); a larger one runs across
     I(hosts) with Open MPI C(mpirun) (C(--host h1:N,h2:N), C(MASTER_ADDR) passed with C(-x)) or Slurm
     C(srun), as I(multi_node_launcher) says. I(launcher) forces one launcher for every count.
   - Each run's output is parsed (C(RESNET50 RESULT) line), judged against the per-GPU reference of
-    I(expect.sku) (seed 001 V100, seed 004 T4 vGPU; mixed-precision references, so FP32 runs are not
-    judged against them) or I(expect.min_per_gpu), and each precision's scaling efficiency against linear
-    scaling from its smallest count is computed and judged against I(expect.min_scaling_efficiency).
+    I(expect.sku) (V100 from IBM Redpaper REDP-5610, T4 vGPU from VMware's vSphere vGPU and PVRDMA reference;
+    mixed-precision references, so FP32 runs are not judged against them) or I(expect.min_per_gpu), and each
+    precision's scaling efficiency against linear scaling from its smallest count is computed and judged against
+    I(expect.min_scaling_efficiency).
   - Where FP32 and a mixed precision both ran at a GPU count, C(comparison) gives the speedup of the
-    mixed precision over FP32 (seed 002 measured 65 to 91 % faster with FP16 on V100), judged against
-    I(expect.min_amp_speedup) when the site sets one.
+    mixed precision over FP32 (Dell EMC Ready Solutions for AI measured 65 to 91 % faster with FP16 on V100),
+    judged against I(expect.min_amp_speedup) when the site sets one.
   - Every run is wrapped in coreutils C(timeout) (whole process group) so a hung rank leaves no orphans.
   - Runs that fail are reported and the sweep goes on; the task fails at the end.
   - In check mode nothing runs; the commands are returned.
 version_added: "0.1.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
+  - gpuforge.cluster.benchmark
 attributes:
   check_mode:
     support: partial
     details: Returns the commands it would run; the benchmark is not run and the output directory is not created.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
 options:
   script:
     description: Path of resnet50_bench.py (the same path on every host for multi-node runs).
@@ -131,8 +128,8 @@ options:
     default: [fp32, amp]
   batch_size_by_precision:
     description:
-      - Images per rank per step for some precisions, overriding I(batch_size) (seed 002 doubled the batch
-        for FP16, which needs half the memory per value), for example C(amp) at 128.
+      - Images per rank per step for some precisions, overriding I(batch_size) (Dell EMC Ready Solutions for AI
+        doubled the batch for FP16, which needs half the memory per value), for example C(amp) at 128.
     type: dict
     default: {}
   device:
@@ -164,21 +161,15 @@ options:
         C(min_amp_speedup), the site's floor on mixed-precision over FP32 throughput.
     type: dict
     default: {}
-  fail_on:
-    description: Fail the task when the verdict is at least this bad; C(never) only reports.
-    type: str
-    choices: [fail, warn, never]
-    default: fail
 requirements:
   - torch on every node; torchrun, Open MPI or Slurm as launchers; coreutils C(timeout)
 notes:
-  - Supports check mode (nothing runs).
-  - The references are tf_cnn_benchmarks numbers from the seeds; this benchmark is PyTorch, so they are a
-    floor with a margin, not an exact target.
+  - The references are tf_cnn_benchmarks numbers from those reference documents; this benchmark is PyTorch, so
+    they are a floor with a margin, not an exact target.
 """
 
 EXAMPLES = r"""
-- name: ResNet-50 scaling on two DGX-1 (seed 001)
+- name: ResNet-50 scaling on two DGX-1 (IBM Redpaper REDP-5610)
   gpuforge.cluster.resnet50_benchmark:
     script: /opt/gpuforge/benchmarks/resnet50/resnet50_bench.py
     gpu_counts: [1, 2, 4, 8, 16]

@@ -17,8 +17,7 @@ description:
     sha256 of the C(.pp) differs from the one recorded in C(BUILD_DIR/NAME.pp.installed-sha256) when it was
     installed last. After installing, records that checksum and requires C(semodule -l) to list every module.
   - Several modules in one call (I(modules)) read C(semodule -l) once, so a converged node runs that one
-    command and nothing else. gpuforge's gpu_selinux role uses it that way, which saves it a dozen round trips
-    to every node on a re-run (gpuforge issue 18).
+    command and nothing else; gpuforge's gpu_selinux role uses it that way.
   - The source text is given, not a template path; render it on the controller, for example with
     C(lookup('ansible.builtin.template', 'name.te.j2')).
 options:
@@ -91,6 +90,7 @@ options:
     default: present
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
 attributes:
   check_mode:
     support: full
@@ -102,12 +102,8 @@ attributes:
   diff_mode:
     support: full
     details: The C(.te) sources before and after, one entry per module whose source changes.
-  platform:
-    platforms: posix
 requirements:
   - semodule (policycoreutils), make and the policy development files on the managed node
-author:
-  - gpuforge maintainers (@gpuforge)
 notes:
   - Runs as root (C(become)); C(semodule) needs the policy store.
 seealso:

@@ -17,8 +17,8 @@ description:
     of I(paths) is left to the recursive pass.
   - Changed when restorecon reports C(Relabeled) lines (libselinux's C(restorecon -v) prints
     C(Relabeled PATH from OLD to NEW) for each file it relabels).
-  - One call does what needed a stat per path, the list and a restorecon per path before, so the gpu_selinux
-    role reaches each node once for it (gpuforge issue 18).
+  - Replaces an C(ansible.builtin.stat) per path, the list and an C(ansible.builtin.command) restorecon per
+    path with one task.
   - Where SELinux is disabled restorecon exits at once without output (policycoreutils setfiles.c), so
     nothing is changed or reported.
 options:
@@ -36,6 +36,7 @@ options:
     default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
 attributes:
   check_mode:
     support: full
@@ -45,12 +46,8 @@ attributes:
   diff_mode:
     support: full
     details: The labels before and after, one line per file relabeled.
-  platform:
-    platforms: posix
 requirements:
   - restorecon (policycoreutils) on the managed node
-author:
-  - gpuforge maintainers (@gpuforge)
 notes:
   - Runs as root (C(become)).
 seealso:

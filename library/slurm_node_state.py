@@ -38,16 +38,13 @@ options:
     default: scontrol
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
 attributes:
   check_mode:
     support: full
     details: Reports the state change it would make (C(scontrol update) is not run).
   diff_mode:
     support: full
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
 notes:
   - Supports check mode and diff mode.
 """

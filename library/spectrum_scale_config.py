@@ -67,6 +67,7 @@ options:
     default: /usr/lpp/mmfs/bin
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
 attributes:
   check_mode:
     support: full
@@ -77,16 +78,10 @@ attributes:
     support: full
     details: The before/after lines of the changed attributes; with O(scopes) one block, a C([scope]) line
       heading the attributes of each scope that changes.
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
-notes:
-  - Supports check mode.
 """
 
 EXAMPLES = r"""
-- name: Seed 001 values for the DGX node class
+- name: IBM Redpaper REDP-5610's values for the DGX node class
   gpuforge.cluster.spectrum_scale_config:
     node_class: dgx
     settings:

@@ -18,7 +18,7 @@ description:
   - With O(filesystems), also runs C(mmlsfs <fs> --uid) for each and returns the file system UIDs, the second
     part of a static C(volumeHandle).
   - With O(gather), reads more of the cluster's state in the same call, as the spectrum_scale_client role does
-    on a member node for each client (one round trip instead of one per command, gpuforge issue 18) - node
+    on a member node for each client - node
     classes, a node's daemon state, the remote cluster and file system definitions and the mounts - and
     returns what it found for O(node) under C(node).
   - A node that belongs to no cluster fails with the reason, unless O(allow_no_cluster) is set.
@@ -26,16 +26,8 @@ description:
 version_added: "0.1.0"
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
-attributes:
-  check_mode:
-    support: full
-    details: Reads state only; check mode runs the same reads.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
+  - gpuforge.cluster.common
+  - gpuforge.cluster.common.read_only
 options:
   mmfs_bin:
     description: Directory of the Storage Scale commands.

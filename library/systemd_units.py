@@ -14,9 +14,8 @@ description:
   - "Brings each unit of I(units), in order, to the boot state (I(enabled)) and running state (I(state)) asked,
     in one module run: one C(systemctl show) reads every unit, then C(systemctl enable), C(disable), C(start)
     or C(stop) runs only where a unit differs."
-  - "On an unchanged host each C(ansible.builtin.systemd_service) task costs one module run; gpuforge's roles
-    have two or three units in a row (C(munge) then C(slurmd), C(nvidia-persistenced) and C(nvidia-dcgm)), and
-    this module costs one for all of them."
+  - Replaces a row of C(ansible.builtin.systemd_service) tasks (C(munge) then C(slurmd), C(nvidia-persistenced)
+    and C(nvidia-dcgm) in gpuforge's roles) with one task.
   - "The read is C(systemctl show --property=Id,LoadState,ActiveState,UnitFileState -- NAME...) in the C
     locale. Every unit is checked before anything runs: a unit that does not exist (C(LoadState=not-found)),
     one that is masked and asked to be enabled or started, one systemd could not load, or one asked to be
@@ -73,6 +72,7 @@ options:
     default: systemctl
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
 attributes:
   check_mode:
     support: full
@@ -83,10 +83,6 @@ attributes:
     details:
       - One line per unit that changes, before and after, such as C(munge.service:) C(enabled=disabled
         active=inactive) and C(munge.service:) C(enabled=enabled active=active).
-  platform:
-    platforms: posix
-author:
-  - gpuforge maintainers (@gpuforge)
 notes:
   - Needs systemd running as PID 1 (C(systemctl show) fails otherwise, and the module with it). Runs as root
     (C(become)).

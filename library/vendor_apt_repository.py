@@ -22,9 +22,9 @@ description:
   - The source file is byte for byte what C(ansible.builtin.deb822_repository) writes for the same values
     (its field order, C(X-Repolib-Name), mode 0644), so a host that module set up sees no change. It does not
     need python3-debian.
-  - Replaces five tasks (C(get_url), a C(gpg) command, C(find), C(deb822_repository), C(template)/C(file)) and
-    their round trips per repository; gpuforge's vendor_repository role calls it once per repository
-    (gpuforge issue 18).
+  - Replaces five tasks per repository (C(ansible.builtin.get_url), a C(gpg) command, C(ansible.builtin.find),
+    C(ansible.builtin.deb822_repository), C(ansible.builtin.template)/C(ansible.builtin.file)); gpuforge's
+    vendor_repository role calls it once per repository.
   - Writes are atomic (a temporary file in the same directory, then a rename) and leave mode 0644. A missing
     key, source or preferences directory is created (mode 0755).
 options:
@@ -107,6 +107,7 @@ options:
     default: /etc/apt/preferences.d
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
 attributes:
   check_mode:
     support: full
@@ -120,8 +121,6 @@ attributes:
         file, each source file taken over (after is empty).
   platform:
     platforms: debian
-author:
-  - gpuforge maintainers (@gpuforge)
 notes:
   - Runs as root (C(become)) to write under C(/etc/apt).
   - "A change of the source, the preferences or a source taken over needs an C(apt-get update): RV(index_stale)

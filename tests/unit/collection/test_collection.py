@@ -64,6 +64,7 @@ def _env(**extra) -> dict:
         ("plugins/action", "action_plugins"),
         ("plugins/lookup", "lookup_plugins"),
         ("plugins/callback", "callback_plugins"),
+        ("plugins/doc_fragments", "doc_fragments"),
         ("roles", "roles"),
         ("playbooks", "playbooks"),
         ("benchmarks/resnet50", "benchmarks/resnet50"),
@@ -168,7 +169,10 @@ def test_every_module_documents_its_check_and_diff_mode_first():
                 if isinstance(node, ast.Assign) and node.targets[0].id == "DOCUMENTATION"
             )
         )
-        assert {"check_mode", "diff_mode"} <= set(doc["attributes"]), name
+        # The shared attributes, author and notes come from the collection's doc fragments (merged by ansible-doc,
+        # checked in test_ansible_doc_documents_every_plugin).
+        assert f"{FQCN}.common" in doc["extends_documentation_fragment"], name
+        assert "author" not in doc, f"{name}: the author comes from {FQCN}.common"
         examples = yaml.safe_load(
             next(
                 node.value.value
@@ -215,6 +219,12 @@ def test_ansible_doc_documents_every_plugin(plugin_type):
     for name, entry in docs.items():
         assert entry["doc"].get("short_description"), name
         assert entry.get("examples"), name
+        if plugin_type == "module":  # the doc fragments resolved: attributes, author and platform merged in
+            attributes = entry["doc"]["attributes"]
+            assert attributes["check_mode"]["support"] in ("full", "partial", "none"), name
+            assert attributes["diff_mode"]["support"] in ("full", "partial", "none"), name
+            assert attributes["platform"]["platforms"], name
+            assert entry["doc"]["author"] == ["gpuforge maintainers (@gpuforge)"], name
 
 
 # ---------------------------------------------------------------------------------------------------
