@@ -5,8 +5,8 @@
 
 The apt module opens apt's whole package cache on every run, a second or more on a host with full package lists
 (benchmarks/toolkit/apt_cost.py); a dpkg read costs what a no-op module costs. Reading first in a task of its own
-and gating apt on it saves that second per install on the node but costs the controller one more task per install
-(docs/performance.md). This plugin does both in one task: one module call on a converged host, apt (and a second
+and gating apt on it saves that second per install on the node but costs the controller one more task per install.
+This plugin does both in one task: one module call on a converged host, apt (and a second
 read that judges what apt left) only when a package is missing or off its pin. The documentation is in
 library/apt_pinned.py; the judging is in module_utils/gpuforge_packages.py.
 """

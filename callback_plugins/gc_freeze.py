@@ -20,11 +20,8 @@ description:
     just before the strategy forks the workers for it. Frozen objects are left out of every later collection, in
     the controller and in its workers (the Python documentation of the gc module recommends C(gc.freeze) right
     before C(fork) for this reason).
-  - Nothing else changes; no option. On the 1-GPU-node lab a re-run of site.yml took 9% less controller CPU and
-    5% less wall time, the floor of no-op calls 5% and 3% (docs/performance.md, "Controller objects frozen before
-    each fork").
-  - What is frozen is never collected. Objects that are already garbage when a task starts stay in memory; measured
-    on the same re-run, the controller's peak resident memory grew by 1.4 MB (2%).
+  - Nothing else changes; no option.
+  - What is frozen is never collected. Objects that are already garbage when a task starts stay in memory.
 requirements:
   - enabled in C(callbacks_enabled) (ansible.cfg enables it)
 """

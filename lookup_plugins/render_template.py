@@ -14,9 +14,8 @@ description:
     play's search path) and renders it with the host's variables, so that a task can hand the text on, for
     example as one of the files of M(gpuforge.cluster.managed_files).
   - The host's variables are layered under the template's own (O(template_vars), then C(ansible_managed),
-    C(template_path) and C(template_fullpath)), not copied. The C(ansible.builtin.template) lookup deep-copies
-    every variable of the host on each call; on the 4-node lab that copying was about a tenth of the controller's
-    CPU in a re-run of site.yml (profiled with py-spy; docs/performance.md).
+    C(template_path) and C(template_fullpath)), not copied, where the C(ansible.builtin.template) lookup
+    deep-copies every variable of the host on each call.
   - C(ansible_managed) is the host's variable when set, else C(Ansible managed), the default of ansible-core's
     deprecated C(ansible_managed) setting ("Ansible Configuration Settings", DEFAULT_MANAGED_STR). The template
     lookup's other variables (C(template_host), C(template_uid), C(template_mtime), C(template_run_date)) are left
