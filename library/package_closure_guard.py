@@ -64,16 +64,14 @@ options:
     type: bool
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpuforge.cluster.common
+  - gpuforge.cluster.common.read_only
 attributes:
   check_mode:
     support: full
     details: The dry run runs in check mode too; it changes nothing.
-  diff_mode:
-    support: none
   platform:
     platforms: debian, rhel
-author:
-  - gpuforge maintainers (@gpuforge)
 seealso:
   - module: gpuforge.cluster.apt_pinned
 """
