@@ -9,7 +9,7 @@ be installed. This runs on the host it is started on, over the local connection,
 
 Run from the checkout root: `python benchmarks/toolkit/apt_cost.py [--calls 9]` (Debian/Ubuntu host with
 python3-apt for /usr/bin/python3). Writes artifacts/toolkit-bench/apt-cost-<stamp>/ (playbook, log, one JSON
-line per task) and benchmarks/toolkit/results/apt_cost.json; docs/performance.md quotes it.
+line per task) and benchmarks/toolkit/results/apt_cost.json.
 """
 
 from __future__ import annotations

@@ -122,9 +122,9 @@ def test_every_use_of_a_gpuforge_filter_uses_its_fqcn():
 
 
 def test_templates_are_rendered_to_text_with_render_template():
-    """ansible.builtin.template's lookup deep-copies every variable of the host on each call (about a tenth of the
-    controller's CPU in a re-run of site.yml on the 4-node lab, docs/performance.md); gpuforge.cluster.render_template
-    gives the same text without the copy. The template module (a file written by its own task) is not a lookup."""
+    """ansible.builtin.template's lookup deep-copies every variable of the host on each call;
+    gpuforge.cluster.render_template gives the same text without the copy. The template module (a file written by its
+    own task) is not a lookup."""
     builtin = re.compile(r"""(lookup|query)\(\s*['"](ansible\.builtin\.)?template['"]""")
     offenders = [
         f"{path.relative_to(ROOT)}:{number}"

@@ -3,8 +3,8 @@
 Both lookups render the same templates in one ansible-playbook run on this host (connection local): a role's
 template with an include, blocks (trim_blocks), ansible_managed, template_vars over a host variable, backslashes and
 trailing newlines; then a missing template, which must fail naming it. The roles' own templates are covered where
-they are rendered: a re-run of site.yml on a lab converged with ansible.builtin.template's lookup changed nothing
-(docs/performance.md), and the k8s and role render tests render the rest through this lookup."""
+they are rendered: a re-run of site.yml on a lab converged with ansible.builtin.template's lookup changed nothing,
+and the k8s and role render tests render the rest through this lookup."""
 
 from __future__ import annotations
 
