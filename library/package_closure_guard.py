@@ -53,6 +53,13 @@ options:
         description: Version pattern, as in an apt preferences C(Pin - version) line.
         type: str
         required: true
+      exclude:
+        description:
+          - Names the pin does not judge although I(packages) matches them (a distribution package of another
+            product whose name the vendor's patterns also match, e.g. Debian's nvidia-installer-cleanup).
+        type: list
+        elements: str
+        default: []
   allow_downgrade:
     description:
       - The install task downgrades to the pin (apt C(--allow-downgrades)); the dry run does the same.
@@ -152,6 +159,7 @@ def main():
                 "options": {
                     "packages": {"type": "list", "elements": "str", "required": True},
                     "version": {"type": "str", "required": True},
+                    "exclude": {"type": "list", "elements": "str", "default": []},
                 },
             },
             "allow_downgrade": {"type": "bool", "default": False},

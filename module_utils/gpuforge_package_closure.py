@@ -162,11 +162,19 @@ def _matches(version: str, glob: str) -> bool:
     return any(fnmatch.fnmatchcase(candidate, glob) for candidate in candidates)
 
 
+def _names(pin: dict, name: str) -> bool:
+    if any(fnmatch.fnmatchcase(name, pattern) for pattern in pin.get("exclude") or ()):
+        return False
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in pin["packages"])
+
+
 def closure_problems(actions: list, pins: list, host: str) -> list:
     """The guard's verdict on a dry run: one problem per package of the stack (a name some pin's package patterns
     match) that would land at a version its pin does not match, and one per package that would be removed.
 
-    pins: [{"packages": [fnmatch patterns], "version": fnmatch pattern}], the first pin naming a package decides.
+    pins: [{"packages": [fnmatch patterns], "version": fnmatch pattern, "exclude": [fnmatch patterns]}], the first
+    pin naming a package (and not excluding it: a distribution package whose name the vendor's patterns also match)
+    decides.
     Each problem names the host, the package, the version it would get and the pinned one (and the installed
     version it replaces, when the dry run shows it).
     """
@@ -181,9 +189,7 @@ def closure_problems(actions: list, pins: list, host: str) -> list:
                 + " (a package of the stack must not take another's place silently)"
             )
             continue
-        pin = next(
-            (pin for pin in pins if any(fnmatch.fnmatchcase(name, pattern) for pattern in pin["packages"])), None
-        )
+        pin = next((pin for pin in pins if _names(pin, name)), None)
         if pin is None or _matches(action["version"], pin["version"]):
             continue
         replaces = f", replacing {action['installed']}" if action.get("installed") else ""

@@ -44,7 +44,8 @@ def test_apt_floating_dependency_is_refused_naming_the_package_and_both_versions
     assert closure_problems(actions, [DRIVER_PIN], "gpu01") == [
         "gpu01: libgl1-nvidia-glvnd-glx would be installed at 570.195.03-1, not at the pinned 550.90.07-*"
     ]
-    # a package no pin names is none of the guard's business
+    # a package no pin names, or one a pin excludes, is none of the guard's business
+    assert closure_problems(actions, [{**DRIVER_PIN, "exclude": ["libgl1-nvidia-*"]}], "gpu01") == []
     assert closure_problems(actions, [{"packages": ["nvidia-*"], "version": "550.90.07-*"}], "gpu01") == []
 
 
