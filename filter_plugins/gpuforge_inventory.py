@@ -338,6 +338,7 @@ class InventoryChecker:
             self.check_ipoib(view)
             self.check_urls(view)
             self.check_typos(view)
+            self.check_target_python(view)
         self.check_ipoib_duplicates()
         return self.problems
 
@@ -921,6 +922,59 @@ class InventoryChecker:
                 )
 
     # -- typos --------------------------------------------------------------------------------------
+
+    # -- the managed node's Python ----------------------------------------------------------------------
+    # gpuforge's ansible-core (2.19, meta/runtime.yml) runs its modules on Python 3.8 or newer on the node: ansible-core
+    # 2.17 removed Python 2.7 and 3.6 as target Pythons (ansible/ansible PR 81866, "ansible-core 2.17 changelog and
+    # porting guide", ansible/ansible issue 83054). RHEL 7 has only Python 2.7 and 3.6; RHEL 8's python3 and
+    # /usr/libexec/platform-python are 3.6 (Red Hat, "Using Python in Red Hat Enterprise Linux 8"), with newer Pythons
+    # installable beside them from AppStream (Red Hat Developer, "How RHEL provides secure and stable Python streams",
+    # 2025: Python 3.12 for RHEL 8).
+    SUPPORTED_RELEASES = "Debian 12, Ubuntu 22.04 and 24.04, RHEL 8 (with a Python 3.8 or newer installed) and RHEL 9"
+    _OLD_INTERPRETER = re.compile(r"(^|/)(python2(\.[0-9]+)?|python3\.[0-7]|platform-python)$")
+    _RHEL8_PYTHON36 = re.compile(r"(^|/)(python3|platform-python)$")
+
+    def _fact(self, view, name):
+        """A fact the inventory or the fact cache holds for the host (ansible_facts.<name>, or ansible_<name>)."""
+        facts = self.value(view, "ansible_facts", None, report=False) if view.defines("ansible_facts") else None
+        if isinstance(facts, Mapping) and facts.get(name) not in (None, ""):
+            return str(facts[name])
+        if view.defines(f"ansible_{name}"):
+            value = self.value(view, f"ansible_{name}", None, report=False)
+            return None if value in (None, "") else str(value)
+        return None
+
+    def check_target_python(self, view):
+        """A host ansible-core cannot run modules on is refused before any play touches it: RHEL 7 (known from the
+        fact cache or the inventory), or an interpreter the inventory names that is older than Python 3.8."""
+        host = view.name
+        family, major = self._fact(view, "os_family"), self._fact(view, "distribution_major_version")
+        interpreter = (
+            self.value(view, "ansible_python_interpreter", None) if view.defines("ansible_python_interpreter") else None
+        )
+        if family == "RedHat" and major is not None and major.isdigit() and int(major) <= 7:
+            self.error(
+                host,
+                "ansible_facts.distribution_major_version",
+                f"is {major} (RHEL {major} or a rebuild): its Pythons are 2.7 and 3.6, which ansible-core 2.17 and "
+                "later cannot run modules on (gpuforge's ansible-core 2.19 needs Python 3.8 or newer on the node)",
+                f"gpuforge supports {self.SUPPORTED_RELEASES}: upgrade the host, or leave it out of the inventory",
+            )
+            return
+        if not isinstance(interpreter, str):
+            return
+        if self._OLD_INTERPRETER.search(interpreter.strip()) or (
+            family == "RedHat" and major == "8" and self._RHEL8_PYTHON36.search(interpreter.strip())
+        ):
+            self.error(
+                host,
+                "ansible_python_interpreter",
+                f"is {_q(interpreter)}, a Python older than 3.8 (RHEL 8's python3 and platform-python are 3.6; RHEL 7 "
+                "has 2.7 and 3.6): gpuforge's ansible-core 2.19 cannot run modules on it",
+                "on RHEL 8 install a newer Python from AppStream (dnf install python3.12, or python3.11) and set "
+                "ansible_python_interpreter to it (/usr/bin/python3.12), or unset it so that ansible-core finds it; "
+                f"gpuforge supports {self.SUPPORTED_RELEASES}",
+            )
 
     def check_typos(self, view):
         if self._owned is None:
