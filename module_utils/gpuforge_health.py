@@ -1,0 +1,699 @@
+"""gpuforge-health: a fast subset of the node validation, run on the node by Slurm (HealthCheckProgram, Prolog,
+Epilog), by a Kubernetes DaemonSet, or by hand.
+
+Stdlib only; runs on the node's Python 3.8+ without Ansible. It reads the node with the readers validation uses
+(gpuforge_nvidia_smi_reader, gpuforge_infiniband_reader, gpuforge_kernel's parsers) and judges with the same
+function (gpuforge_node_health.judge_node) against the same expected spec, which the node_health role writes to
+the node as JSON from the same inventory data. What this module adds is only what a periodic check needs and a
+one-off validation does not:
+
+- profiles: which of the checks a run reports (``full`` for the periodic check, ``prolog`` and ``epilog`` for the
+  quick checks around a job);
+- kernel events since the last run: a state file keeps the Xid/SXid lines already judged, so a periodic run
+  judges only new ones; a failing event stays failing ("latched") until the node reboots or an operator
+  acknowledges it (``--acknowledge``) after the repair the Xid catalogue asks for;
+- three checks validation has no input for: ``gpu_bus_ids`` (the boards the node had when it was first healthy),
+  ``mounts_present`` and ``gpu_memory_released`` (after a job);
+- Kubernetes: the verdict as the node's GpuHealthy and IbHealthy conditions and a NoSchedule taint
+  (gpuforge_health_k8s, ``--kubernetes-node``);
+- Prometheus: the record's verdicts as metrics for node-exporter's textfile collector (``--textfile-dir``);
+- the Slurm hook: drain with ``Reason="gpuforge: <check>: <detail>"`` on FAIL, resume on PASS only a node whose
+  reason gpuforge wrote.
+
+The record it writes is a ``validation/<host>.json``-shaped host file with its node_check records
+(gpuforge_records.node_report: the node_check records of schemas/node-check.schema.json and the node's verdict)..
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import fcntl
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, node_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_infiniband_reader import (
+    InfinibandReader,
+    InfinibandReadError,
+    unavailable,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_kernel import (
+    ParseError,
+    parse_lsmod,
+    parse_sxid_events,
+    parse_xid_events,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import (
+    bus_key,
+    gpu_key,
+    judge_node,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nvidia_smi_reader import NvidiaSmiReader
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_records import node_report
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_slurm import parse_show_node
+
+__all__ = [
+    "DRAIN_PREFIX",
+    "PROFILES",
+    "HealthConfig",
+    "LocalRunner",
+    "drain_reason",
+    "gpu_bus_ids_check",
+    "gpu_memory_check",
+    "judge_health",
+    "main",
+    "mounts_check",
+    "new_kernel_events",
+    "slurm_update",
+]
+
+# Every Slurm drain reason gpuforge writes starts with this; a healthy run resumes only such nodes.
+DRAIN_PREFIX = "gpuforge:"
+# The checks each profile reports, in the order a drain reason names the first failure. Names are
+# gpu_node_check's (library/gpu_node_check.py RETURN) plus this module's three.
+_GPU_QUICK = ("nvidia_smi_readable", "gpu_fallen_off_bus", "gpu_count", "gpu_bus_ids", "ecc_volatile_dbe")
+_IB = ("infiniband_readable", "hcas_present", "ib_port_state", "ib_port_rate")
+_KERNEL = ("kernel_log_readable", "xid", "sxid")
+PROFILES = {
+    # HealthCheckProgram / DaemonSet: everything the issue lists.
+    "full": (
+        *_GPU_QUICK,
+        "ecc_enabled",
+        "row_remap",
+        "retired_pages",
+        "throttle",
+        *_KERNEL,
+        *_IB,
+        "lsmod_readable",
+        "peermem_loaded",
+        "mounts_present",
+    ),
+    # Before a job: no job on a board or port that is gone (no clock sampling, no kernel log).
+    "prolog": _GPU_QUICK + _IB,
+    # After a job: Xid/SXid during it, GPU memory given back, no board lost.
+    "epilog": (
+        "nvidia_smi_readable",
+        "gpu_fallen_off_bus",
+        "gpu_count",
+        "gpu_bus_ids",
+        *_KERNEL,
+        "gpu_memory_released",
+    ),
+}
+# How many kernel event lines the state file keeps (a bound on its size; the kernel ring buffer is bounded too).
+SEEN_LINES_MAX = 4096
+EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+
+
+class HealthError(Exception):
+    """A configuration or environment problem: no verdict (exit 2), the message names the fix."""
+
+
+class LocalRunner:
+    """What the readers ask of an AnsibleModule (get_bin_path, run_command), on the node without Ansible."""
+
+    def __init__(self, timeout_seconds: float = 30):
+        self.timeout_seconds = timeout_seconds
+
+    @staticmethod
+    def get_bin_path(name, opt_dirs=None):
+        if os.path.isabs(name):
+            return name if os.access(name, os.X_OK) else None
+        path = os.pathsep.join([*(opt_dirs or []), os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
+        return shutil.which(name, path=path)
+
+    def run_command(self, argv, environ_update=None, handle_exceptions=True, **_ignored):
+        env = dict(os.environ, **(environ_update or {}))
+        try:
+            done = subprocess.run(
+                [str(a) for a in argv],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=self.timeout_seconds,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return 124, "", f"{argv[0]} did not finish within {self.timeout_seconds} s"
+        except OSError:
+            if not handle_exceptions:
+                raise
+            return 127, "", f"{argv[0]} could not be run"
+        return done.returncode, done.stdout, done.stderr
+
+    def fail_json(self, msg, **_partial):
+        raise HealthError(msg)
+
+
+class HealthConfig:
+    """The node's health configuration (the JSON the node_health role writes):
+
+    {system, expected (the spec validation judges against), mounts [paths], gpu_bus_ids [bus IDs, optional],
+    clock_event_samples, clock_event_interval_ms, gpu_memory_used_max_mib}."""
+
+    KEYS = {
+        "system": (str, type(None)),
+        "expected": dict,
+        "mounts": list,
+        "gpu_bus_ids": list,
+        "clock_event_samples": int,
+        "clock_event_interval_ms": int,
+        "gpu_memory_used_max_mib": int,
+    }
+
+    def __init__(self, data, where: str):
+        if not isinstance(data, dict):
+            raise HealthError(f"{where}: a JSON object expected; re-run the node_health role")
+        for key, kind in self.KEYS.items():
+            if key in data and (not isinstance(data[key], kind) or isinstance(data[key], bool)):
+                raise HealthError(f"{where}: {key} has the wrong type; re-run the node_health role")
+        if "expected" not in data:
+            raise HealthError(f"{where}: no expected spec; re-run the node_health role")
+        self.system = data.get("system")
+        self.expected = data["expected"]
+        self.mounts = [str(m) for m in data.get("mounts") or []]
+        self.gpu_bus_ids = [str(b) for b in data.get("gpu_bus_ids") or []]
+        self.clock_event_samples = data.get("clock_event_samples", 10)
+        self.clock_event_interval_ms = data.get("clock_event_interval_ms", 100)
+        self.gpu_memory_used_max_mib = data.get("gpu_memory_used_max_mib", 16)
+
+    @classmethod
+    def load(cls, path: str) -> HealthConfig:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                return cls(json.load(handle), path)
+        except OSError as exc:
+            raise HealthError(f"cannot read {path} ({exc.strerror}): install it with the node_health role") from exc
+        except ValueError as exc:
+            raise HealthError(f"{path} is not JSON ({exc}): re-run the node_health role") from exc
+
+
+# --- kernel events since the last run ------------------------------------------------------------------------
+
+
+def new_kernel_events(xids: list, sxids: list, state: dict, boot_id: str):
+    """(Xid events to judge, SXid events to judge, the state to keep).
+
+    state: {boot_id, seen: [event lines judged before], latched: {xid: [events], sxid: [events]}}. Events whose
+    line was seen before are not new; latched events (new ones of an earlier run that failed it) are judged
+    again until acknowledge() or a new boot (another boot_id: the kernel log started over)."""
+    if state.get("boot_id") != boot_id:
+        state = {}
+    seen = list(state.get("seen") or [])
+    latched = state.get("latched") or {}
+    counted = {}
+    for line in seen:
+        counted[line] = counted.get(line, 0) + 1
+    fresh = {"xid": [], "sxid": []}
+    for kind, events in (("xid", xids), ("sxid", sxids)):
+        for event in events:
+            line = event.get("line") or ""
+            if counted.get(line):
+                counted[line] -= 1
+                continue
+            fresh[kind].append(event)
+            seen.append(line)
+    judged = {kind: list(latched.get(kind) or []) + fresh[kind] for kind in fresh}
+    kept = {"boot_id": boot_id, "seen": seen[-SEEN_LINES_MAX:], "latched": latched, "fresh": fresh}
+    return judged["xid"], judged["sxid"], kept
+
+
+def latch(state: dict, checks: list, judged: bool = True) -> dict:
+    """The state to write: the fresh events of a kind whose check failed join the latched ones (judged=False: the
+    kernel log was not read, the latched events are kept as they are)."""
+    failed = {c["name"] for c in checks if c["status"] == FAIL}
+    latched = {kind: list((state.get("latched") or {}).get(kind) or []) for kind in ("xid", "sxid")}
+    for kind in ("xid", "sxid") if judged else ():
+        if kind in failed:
+            latched[kind] += [_slim(e) for e in state["fresh"][kind]]
+        else:
+            latched[kind] = []  # judged again with the fresh ones and passed: nothing left to latch
+    return {"boot_id": state["boot_id"], "seen": state["seen"], "latched": latched}
+
+
+def _slim(event: dict) -> dict:
+    keep = ("timestamp", "pci_bus", "code", "pid", "process", "message", "line", "switch", "pci", "fatal", "link")
+    return {k: event.get(k) for k in keep if k in event}
+
+
+# --- the checks validation has no input for ------------------------------------------------------------------
+
+
+def gpu_bus_ids_check(gpus: list, lost: list, wanted: list) -> dict:
+    """Every board of `wanted` (the inventory's list, or the boards of the node's first healthy run) still listed
+    by nvidia-smi; a board that fell off the bus counts as listed (gpu_fallen_off_bus names it)."""
+    have = {bus_key(gpu_key(g)) for g in gpus} | {bus_key(g.get("bus_id")) for g in lost}
+    gone = sorted(b for b in wanted if bus_key(b) not in have)
+    return node_check(
+        "gpu_bus_ids",
+        FAIL if gone else PASS,
+        gone,
+        sorted(wanted),
+        f"GPU(s) {', '.join(gone)} no longer listed by nvidia-smi",
+        "Check lspci -d 10de: and the kernel log for that bus; reseat or RMA the board, then power-cycle",
+    )
+
+
+def gpu_memory_check(gpus: list, max_mib: int) -> dict:
+    """GPU memory in use after a job (nvidia-smi FB Memory Usage/Used): more than max_mib means a process of the
+    job still holds it, or the driver did not free it."""
+    held = {}
+    for gpu in gpus:
+        used = (gpu.get("memory") or {}).get("used_mib")
+        if isinstance(used, (int, float)) and used > max_mib:
+            held[gpu_key(gpu)] = used
+    return node_check(
+        "gpu_memory_released",
+        FAIL if held else PASS,
+        held,
+        f"<= {max_mib} MiB used per GPU",
+        f"GPU memory still in use after the job on {', '.join(sorted(held))}",
+        "nvidia-smi shows the processes; kill what the job left behind, or reset the GPU (nvidia-smi -r)",
+    )
+
+
+def mount_points(mountinfo: str) -> set:
+    """Mount points of /proc/self/mountinfo (field 5; octal escapes such as \\040 for a space decoded)."""
+    points = set()
+    for line in (mountinfo or "").splitlines():
+        fields = line.split()
+        if len(fields) > 4:
+            points.add(fields[4].encode().decode("unicode_escape"))
+    return points
+
+
+def mounts_check(mountinfo: str, wanted: list) -> dict:
+    points = mount_points(mountinfo)
+    missing = sorted(m for m in wanted if (m.rstrip("/") or "/") not in points)
+    return node_check(
+        "mounts_present",
+        FAIL if missing else PASS,
+        missing,
+        sorted(wanted),
+        f"not mounted: {', '.join(missing)}",
+        "mount -a (or the site's automounter); check the NFS/Spectrum Scale server and the client's log",
+    )
+
+
+# --- one run --------------------------------------------------------------------------------------------------
+
+
+def judge_health(
+    profile,
+    config,
+    facts,
+    kernel_text,
+    lsmod_text,
+    mountinfo,
+    state,
+    boot_id,
+    unreadable=None,
+    node="node",
+    checked_at=None,
+):
+    """The profile's checks of judge_node's verdict on the facts (new kernel events only) and this module's three
+    checks, with their records and the node's verdict (gpuforge_records.node_report: checks, records, verdict,
+    healthy, failed_checks, caused_failures, reasons) and `state`, the state file to write (`state` in: the one
+    read)."""
+    unreadable = dict(unreadable or {})
+    names = PROFILES[profile]
+    xids, sxids = [], []
+    read_kernel = kernel_text is not None
+    if read_kernel:
+        try:
+            xids, sxids = parse_xid_events(kernel_text), parse_sxid_events(kernel_text)
+        except ParseError as exc:
+            unreadable["kernel_log"] = str(exc)
+            read_kernel = False
+    if read_kernel:
+        xids, sxids, kept = new_kernel_events(xids, sxids, state, boot_id)
+    else:  # the events wait for the next run that reads the kernel log
+        kept = {"boot_id": boot_id, "seen": list(state.get("seen") or []), "latched": state.get("latched") or {}}
+        kept["fresh"] = {"xid": [], "sxid": []}
+        if state.get("boot_id") != boot_id:
+            kept.update(seen=[], latched={})
+    lsmod = None
+    if lsmod_text is not None:
+        try:
+            lsmod = parse_lsmod(lsmod_text)
+        except ParseError as exc:
+            unreadable["lsmod"] = str(exc)
+    expected = dict(config.expected)
+    if "peermem_loaded" not in names:
+        expected["peermem"] = False  # lsmod is not read: judge_node must not judge a module table it lacks
+    if "kernel_log" not in unreadable and kernel_text is None:
+        unreadable["kernel_log"] = "not read in this profile"
+    if "lsmod" not in unreadable and lsmod is None:
+        unreadable["lsmod"] = "not read in this profile"
+    verdict = judge_node(
+        facts["nvidia_smi"],
+        facts["infiniband"],
+        lsmod,
+        xids,
+        expected,
+        unreadable=unreadable,
+        sxid_events=sxids,
+        node=node,
+        system=config.system,
+    )
+    by_name = {c["name"]: c for c in verdict["checks"]}
+    smi = facts["nvidia_smi"] if isinstance(facts["nvidia_smi"], dict) else {}
+    gpus = [g for g in smi.get("gpus") or [] if isinstance(g, dict)]
+    lost = [g for g in smi.get("unreachable_gpus") or [] if isinstance(g, dict)]
+    wanted = config.gpu_bus_ids or list(state.get("baseline_gpu_bus_ids") or [])
+    if wanted and smi.get("gpus") is not None and not smi.get("errors"):
+        check = gpu_bus_ids_check(gpus, lost, wanted)
+        if check["status"] == FAIL and by_name.get("gpu_count", {}).get("status") == FAIL:
+            check["caused_by"] = "gpu_count"  # the count names the fault, this check the boards
+        by_name["gpu_bus_ids"] = check
+    if "mounts_present" in names and config.mounts:
+        by_name["mounts_present"] = mounts_check(mountinfo, config.mounts)
+    if "gpu_memory_released" in names and gpus:
+        by_name["gpu_memory_released"] = gpu_memory_check(gpus, config.gpu_memory_used_max_mib)
+    checks = [by_name[name] for name in names if name in by_name]
+    result = {"checks": checks, **node_report(checks, node, config.system, checked_at)}
+    result["state"] = latch(kept, checks, judged=read_kernel)
+    baseline = state.get("baseline_gpu_bus_ids")
+    if not baseline and result["healthy"] and gpus and not lost:
+        baseline = sorted(gpu_key(g) for g in gpus)
+    result["state"]["baseline_gpu_bus_ids"] = baseline or []
+    return result
+
+
+def drain_reason(result: dict, limit: int = 200) -> str:
+    """'gpuforge: <first failed check>: <its fault>' (+ the other failed checks' names), at most `limit` chars."""
+    failed = [c for c in result["checks"] if c["status"] == FAIL and not c.get("caused_by")]
+    failed = failed or [c for c in result["checks"] if c["status"] == FAIL]
+    if not failed:
+        return ""
+    first = failed[0]
+    more = f" (+{', '.join(c['name'] for c in failed[1:])})" if failed[1:] else ""
+    head = f"{DRAIN_PREFIX} {first['name']}: "
+    detail = " ".join(str(first.get("fault") or "failed").split())
+    room = max(limit - len(head) - len(more), 20)
+    if len(detail) > room:
+        detail = detail[: room - 3] + "..."
+    return f"{head}{detail}{more}"
+
+
+def slurm_update(runner, node: str, result: dict, resume: bool = True) -> str:
+    """Drain this node with drain_reason() when the run failed; when it passed and `resume` (a run of every check:
+    the full profile, not the Prolog's or Epilog's subset, which did not judge what the node was drained for), resume
+    it only when it is drained with a reason gpuforge wrote (an operator's drain stays). Returns what it did."""
+    scontrol = runner.get_bin_path("scontrol")
+    if not scontrol:
+        raise HealthError(f"scontrol not found on {node}: install the Slurm client (the slurm role does)")
+    rc, out, err = runner.run_command([scontrol, "show", "node", "-o", node], environ_update={"LC_ALL": "C"})
+    if rc != 0:
+        raise HealthError(f"scontrol show node -o {node} failed (exit {rc}): {(err or out).strip()[:200]}")
+    try:
+        nodes = [n for n in parse_show_node(out) if n["name"] == node]
+    except ParseError as exc:
+        raise HealthError(f"could not read scontrol show node -o {node}: {exc}") from exc
+    if not nodes:
+        raise HealthError(f"scontrol show node lists no node named {node}: set --node to its Slurm NodeName")
+    state = nodes[0]["state"]
+    reason = nodes[0]["reason"] or ""
+    ours = reason.startswith(DRAIN_PREFIX)
+    if not result["healthy"]:
+        wanted = drain_reason(result)
+        if state["drain"]:
+            return f"already drained ({reason})"  # the first reason stays: an operator's is never overwritten
+        argv = [scontrol, "update", f"nodename={node}", "state=drain", f"reason={wanted}"]
+        done = f"drained: {wanted}"
+    elif state["drain"] and ours and resume:
+        argv = [scontrol, "update", f"nodename={node}", "state=resume"]
+        done = f"resumed (was drained: {reason})"
+    else:
+        return "nothing to do"
+    rc, out, err = runner.run_command(argv, environ_update={"LC_ALL": "C"})
+    if rc != 0:
+        raise HealthError(f"{' '.join(argv[1:])} failed (exit {rc}): {(err or out).strip()[:200]}")
+    return done
+
+
+# --- Prometheus ---------------------------------------------------------------------------------------------
+
+
+def _label(value) -> str:
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def metrics(record: dict, timestamp_seconds: float) -> str:
+    """The record as Prometheus text exposition format (node-exporter's textfile collector): per check, failed and
+    warning as 0/1; the node's verdict; when the run ended and how long it took. Labels: profile, check."""
+    profile = _label(record["profile"])
+    lines = [
+        "# HELP gpuforge_health_check_failed 1 when the check failed in the last gpuforge-health run of the profile.",
+        "# TYPE gpuforge_health_check_failed gauge",
+    ]
+    lines += [
+        f'gpuforge_health_check_failed{{profile="{profile}",check="{_label(c["name"])}"}} {int(c["status"] == FAIL)}'
+        for c in record["checks"]
+    ]
+    lines += [
+        "# HELP gpuforge_health_check_warning 1 when the check warned in the last gpuforge-health run of the profile.",
+        "# TYPE gpuforge_health_check_warning gauge",
+    ]
+    lines += [
+        f'gpuforge_health_check_warning{{profile="{profile}",check="{_label(c["name"])}"}} '
+        f"{int(c['status'] not in (PASS, FAIL))}"
+        for c in record["checks"]
+    ]
+    lines += [
+        "# HELP gpuforge_health_node_healthy 1 when the last gpuforge-health run of the profile did not fail the node.",
+        "# TYPE gpuforge_health_node_healthy gauge",
+        f'gpuforge_health_node_healthy{{profile="{profile}"}} {int(bool(record["healthy"]))}',
+        "# HELP gpuforge_health_last_run_timestamp_seconds When the last gpuforge-health run of the profile ended.",
+        "# TYPE gpuforge_health_last_run_timestamp_seconds gauge",
+        f'gpuforge_health_last_run_timestamp_seconds{{profile="{profile}"}} {timestamp_seconds:.3f}',
+        "# HELP gpuforge_health_run_duration_seconds How long the last gpuforge-health run of the profile took.",
+        "# TYPE gpuforge_health_run_duration_seconds gauge",
+        f'gpuforge_health_run_duration_seconds{{profile="{profile}"}} {record["seconds"]}',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _write_text(path: str, text: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"  # renamed over the file: node-exporter never reads half of one
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+# --- the command ----------------------------------------------------------------------------------------------
+
+
+def _read_text(runner, command: list, unreadable: dict, source: str):
+    path = runner.get_bin_path(command[0])
+    if not path:
+        unreadable[source] = f"{command[0]} not found on {socket.gethostname()}"
+        return None
+    rc, out, err = runner.run_command([path, *command[1:]], environ_update={"LC_ALL": "C"})
+    if rc != 0:
+        unreadable[source] = f"{' '.join(command)} exited with code {rc}: {(err or out).strip()[:200]}"
+        return None
+    return out
+
+
+def _read_file(path: str):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def gather(runner, profile: str, config: HealthConfig) -> dict:
+    """The nvidia_smi and infiniband facts, read as gpu_node_check's gather reads them (fewer views: no topology
+    or NVLink; clock events sampled only in the full profile)."""
+    samples = config.clock_event_samples if profile == "full" else 0
+    smi = NvidiaSmiReader(
+        runner,
+        {
+            "executable": "nvidia-smi",
+            "topology": False,
+            "nvlink": False,
+            "clock_event_samples": samples,
+            "clock_event_interval_ms": config.clock_event_interval_ms,
+        },
+    ).gather()
+    infiniband = None
+    if config.expected.get("hcas") and any(name in PROFILES[profile] for name in _IB):
+        try:
+            infiniband = InfinibandReader(runner, {"fail_on_missing": False, "devinfo": False}).facts()
+        except InfinibandReadError as exc:
+            infiniband = unavailable(str(exc))
+    return {"nvidia_smi": smi, "infiniband": infiniband}
+
+
+class _Locked:
+    """An exclusive lock beside the state file: a Prolog and the periodic check may run at the same time."""
+
+    def __init__(self, path: str):
+        self.path = path + ".lock"
+        self.handle = None
+
+    def __enter__(self):
+        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
+        self.handle = open(self.path, "a")
+        fcntl.flock(self.handle, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
+
+
+def _load_state(path: str) -> dict:
+    text = _read_file(path)
+    if not text:
+        return {}
+    try:
+        state = json.loads(text)
+    except ValueError:
+        return {}  # a torn state file: start over (events are judged again, which fails safe)
+    return state if isinstance(state, dict) else {}
+
+
+def _write_json(path: str, data) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+    os.replace(tmp, path)
+
+
+def boot_id() -> str:
+    return (_read_file("/proc/sys/kernel/random/boot_id") or "unknown").strip()
+
+
+def _arguments(argv):
+    parser = argparse.ArgumentParser(
+        prog="gpuforge-health",
+        description="Judge this node with a fast subset of gpuforge's validation checks; one line per failed "
+        "check, a JSON record, exit 0 on PASS (warnings allowed), 1 on FAIL, 2 when it cannot judge.",
+    )
+    parser.add_argument("--profile", choices=sorted(PROFILES), default="full")
+    parser.add_argument("--config", default="/etc/gpuforge/health.json")
+    parser.add_argument("--state", default="/var/lib/gpuforge/health/state.json")
+    parser.add_argument(
+        "--record",
+        default="/var/lib/gpuforge/health/last.json",
+        help="where the record goes; the profile's own copy is <record without .json>-<profile>.json",
+    )
+    parser.add_argument(
+        "--node",
+        default=None,
+        help="the node's name in records and Slurm (default: short hostname, or SLURMD_NODENAME)",
+    )
+    parser.add_argument("--slurm", action="store_true", help="drain this node on FAIL, resume a gpuforge drain on PASS")
+    parser.add_argument(
+        "--kubernetes-node",
+        default=None,
+        help="also set this Kubernetes node's GpuHealthy and IbHealthy conditions (in a pod: its service account)",
+    )
+    parser.add_argument("--kubernetes-taint", action="store_true", help="and a NoSchedule taint while it fails")
+    parser.add_argument(
+        "--textfile-dir",
+        default=None,
+        help="also write the verdicts as gpuforge_health_<profile>.prom there (node-exporter's textfile collector)",
+    )
+    parser.add_argument(
+        "--acknowledge",
+        action="store_true",
+        help="forget the latched Xid/SXid events (after the GPU reset or reboot they asked for)",
+    )
+    return parser.parse_args(argv)
+
+
+def run(argv=None, runner=None, out=sys.stdout, err=sys.stderr, now=None) -> int:
+    args = _arguments(argv)
+    runner = runner or LocalRunner()
+    node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
+    started = time.monotonic()
+    try:
+        config = HealthConfig.load(args.config)
+        with _Locked(args.state):
+            state = _load_state(args.state)
+            if args.acknowledge:
+                state["latched"] = {}
+                _write_json(args.state, state)
+            facts = gather(runner, args.profile, config)
+            unreadable: dict = {}
+            names = PROFILES[args.profile]
+            kernel = _read_text(runner, ["dmesg"], unreadable, "kernel_log") if "xid" in names else None
+            lsmod = _read_text(runner, ["lsmod"], unreadable, "lsmod") if "peermem_loaded" in names else None
+            mountinfo = _read_file("/proc/self/mountinfo") if "mounts_present" in names else None
+            checked_at = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            try:
+                result = judge_health(
+                    args.profile,
+                    config,
+                    facts,
+                    kernel,
+                    lsmod,
+                    mountinfo,
+                    state,
+                    boot_id(),
+                    unreadable,
+                    node=node,
+                    checked_at=checked_at,
+                )
+            except OptionError as exc:
+                raise HealthError(f"{args.config}: {exc}; fix the inventory and re-run the node_health role") from exc
+            _write_json(args.state, result.pop("state"))
+        run_id = f"gpuforge-health-{args.profile}"
+        record = {
+            "host": node,
+            "system": config.system,
+            "checked_at": checked_at,
+            "profile": args.profile,
+            "seconds": round(time.monotonic() - started, 3),
+            **result,
+            "records": [dict(r, run_id=run_id) for r in result["records"]],
+        }
+        base = args.record[:-5] if args.record.endswith(".json") else args.record
+        _write_json(f"{base}-{args.profile}.json", record)
+        if args.profile == "full":
+            _write_json(args.record, record)
+        if args.textfile_dir:
+            path = os.path.join(args.textfile_dir, f"gpuforge_health_{args.profile}.prom")
+            _write_text(path, metrics(record, time.time()))
+        for check in result["checks"]:
+            if check["status"] == FAIL:
+                cause = f" (caused by {check['caused_by']})" if check.get("caused_by") else ""
+                out.write(f"FAIL {node} {check['name']}: {' '.join(str(check['fault']).split())}{cause}\n")
+        if args.kubernetes_node:
+            from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_health_k8s as k8s
+
+            try:
+                done = k8s.NodeApi.in_cluster().update(args.kubernetes_node, record, checked_at, args.kubernetes_taint)
+            except (k8s.ApiError, OSError) as exc:
+                raise HealthError(f"could not update Kubernetes node {args.kubernetes_node}: {exc}") from exc
+            err.write(f"gpuforge-health: Kubernetes node {args.kubernetes_node}: {', '.join(done)}\n")
+        if args.slurm:
+            done = slurm_update(runner, node, result, resume=args.profile == "full")
+            err.write(f"gpuforge-health: {done}\n")
+    except HealthError as exc:
+        err.write(f"gpuforge-health on {node}: {exc}\n")
+        return EXIT_ERROR
+    except OSError as exc:
+        err.write(
+            f"gpuforge-health on {node}: cannot write {exc.filename} ({exc.strerror}): check the path and that it "
+            "runs as root\n"
+        )
+        return EXIT_ERROR
+    return EXIT_PASS if result["healthy"] else EXIT_FAIL
+
+
+def main() -> None:
+    sys.exit(run(sys.argv[1:]))

@@ -1,0 +1,244 @@
+"""gpuforge-health (module_utils/gpuforge_health.py): the command on a simulated 8-GPU lab node (the lab's tools as
+programs, benchmarks/node_health/simnode.py), its state between runs, its record and its Slurm hook."""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_health as health
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "benchmarks" / "node_health"))
+import simnode  # noqa: E402
+
+SYSTEM = "dgx1-v100-edr"  # 8 V100, 4 EDR HCAs (lab/profiles/dgx1-v100-edr.yml)
+PORT_DOWN = {"type": "ib_port_state", "hca": "mlx5_1", "port": 1, "state": "Down", "phys_state": "Disabled"}
+
+
+class Node:
+    def __init__(self, tmp_path: Path, faults=None, **config):
+        self.tmp = tmp_path
+        self.sim = simnode.SimNode(tmp_path / "node", SYSTEM, faults or [])
+        self.command = simnode.install(tmp_path / "opt")
+        (tmp_path / "health.json").write_text(json.dumps(simnode.health_config(SYSTEM, **config)), encoding="utf-8")
+
+    def run(self, profile="full", *extra):
+        argv = [str(self.command), "--profile", profile, "--config", str(self.tmp / "health.json"), "--node", "n1"]
+        argv += ["--state", str(self.tmp / "var" / "state.json"), "--record", str(self.tmp / "var" / "last.json")]
+        return self.sim.run([*argv, *extra])
+
+    def record(self, profile="full"):
+        return json.loads((self.tmp / "var" / f"last-{profile}.json").read_text(encoding="utf-8"))
+
+
+def failed_names(done):
+    return [line.split()[2].rstrip(":") for line in done.stdout.splitlines() if line.startswith("FAIL ")]
+
+
+@pytest.fixture(scope="module")
+def node_check_schema():
+    schema = json.loads((ROOT / "schemas" / "node-check.schema.json").read_text(encoding="utf-8"))
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_a_healthy_node_passes_every_profile_with_valid_records(tmp_path, node_check_schema):
+    node = Node(tmp_path)
+    for profile in ("full", "prolog", "epilog"):
+        done = node.run(profile)
+        assert (done.returncode, done.stdout) == (0, ""), done.stderr
+        record = node.record(profile)
+        assert record["verdict"] == "PASS" and record["healthy"] is True
+        assert [r["check"] for r in record["records"]] == [c["name"] for c in record["checks"]]
+        for item in record["records"]:
+            node_check_schema.validate(item)
+    # Every check the issue lists is judged by the full profile; the bus IDs against the first healthy run's.
+    assert "gpu_bus_ids" not in {c["name"] for c in node.record("full")["checks"]}
+    assert node.run().returncode == 0
+    full = {c["name"] for c in node.record("full")["checks"]}
+    assert {"gpu_count", "gpu_bus_ids", "ecc_volatile_dbe", "xid", "row_remap", "retired_pages", "throttle"} <= full
+    assert {"ib_port_state", "ib_port_rate", "peermem_loaded", "mounts_present"} <= full
+    assert json.loads((tmp_path / "var" / "last.json").read_text(encoding="utf-8"))["profile"] == "full"
+
+
+def test_an_xid_and_a_down_port_fail_with_one_line_each_and_the_xid_stays_until_acknowledged(tmp_path):
+    node = Node(tmp_path, [{"type": "xid", "gpu": 2, "code": 79}, PORT_DOWN])
+    done = node.run()
+    assert done.returncode == 1
+    assert failed_names(done) == ["xid", "ib_port_state"]
+    assert "00000000:0A:00.0 (GPU 2" in done.stdout and "mlx5_1/1" in done.stdout
+    # The port comes back; the Xid was judged already, but it asked for a GPU reset: still failing.
+    node.sim.write_hardware(SYSTEM, [{"type": "xid", "gpu": 2, "code": 79}])
+    again = node.run()
+    assert (again.returncode, failed_names(again)) == (1, ["xid"])
+    acknowledged = node.run("full", "--acknowledge")
+    assert (acknowledged.returncode, acknowledged.stdout) == (0, ""), acknowledged.stdout
+    # The same kernel log line is not judged again after the acknowledgement.
+    assert node.run().returncode == 0
+
+
+def test_the_epilog_catches_an_xid_logged_during_the_job(tmp_path):
+    node = Node(tmp_path)
+    assert node.run("prolog").returncode == 0
+    assert node.run("epilog").returncode == 0
+    node.sim.kernel_log("NVRM: Xid (PCI:0000:8a:00): 48, pid=4242, name=train.py, An uncorrectable double bit error")
+    done = node.run("epilog")
+    assert (done.returncode, failed_names(done)) == (1, ["xid"])
+    assert "48" in done.stdout and "00000000:8A:00.0" in done.stdout
+    # A non-fatal one (Xid 13, restart the application) only warns: the node stays in service.
+    node.run("full", "--acknowledge")
+    node.sim.kernel_log("NVRM: Xid (PCI:0000:8a:00): 13, pid=4243, name=train.py, Graphics Exception")
+    done = node.run("epilog")
+    assert (done.returncode, done.stdout) == (0, "")
+    assert {c["name"]: c["status"] for c in node.record("epilog")["checks"]}["xid"] == "WARN"
+
+
+def test_a_lost_gpu_is_named_by_bus_id_against_the_first_healthy_run(tmp_path):
+    node = Node(tmp_path)
+    assert node.run().returncode == 0
+    node.sim.write_hardware(SYSTEM, [{"type": "gpu_missing", "gpu": 3}])
+    done = node.run("prolog")
+    assert done.returncode == 1
+    checks = {c["name"]: c for c in node.record("prolog")["checks"]}
+    assert checks["gpu_count"]["status"] == "FAIL" and checks["gpu_count"]["observed"] == 7
+    assert checks["gpu_bus_ids"]["observed"] == ["00000000:0B:00.0"]
+    assert checks["gpu_bus_ids"]["caused_by"] == "gpu_count"
+    assert node.record("prolog")["failed_checks"] == ["gpu_count"]
+
+
+def test_missing_mount_and_unreadable_config(tmp_path):
+    node = Node(tmp_path, mounts=["/", "/nonexistent-gpuforge-mount"])
+    done = node.run()
+    assert (done.returncode, failed_names(done)) == (1, ["mounts_present"])
+    assert "/nonexistent-gpuforge-mount" in done.stdout
+    (tmp_path / "health.json").write_text("{", encoding="utf-8")
+    broken = node.run()
+    assert broken.returncode == 2 and "is not JSON" in broken.stderr and "node_health role" in broken.stderr
+    assert "Traceback" not in broken.stderr
+
+
+def test_mount_points_decode_escapes():
+    text = "36 35 98:0 /mnt1 /data\\040set rw - ext3 /dev/root rw\n37 35 0:1 / / rw - tmpfs x rw\n"
+    assert health.mount_points(text) == {"/data set", "/"}
+    assert health.mounts_check(text, ["/data set/", "/"])["status"] == "PASS"
+    assert health.mounts_check(text, ["/scratch"])["observed"] == ["/scratch"]
+
+
+def test_kernel_events_start_over_on_a_new_boot():
+    xid = {"line": "[ 5.0] NVRM: Xid (PCI:0000:0a:00): 79, ...", "code": 79}
+    judged, _sx, state = health.new_kernel_events([xid], [], {}, "boot-1")
+    assert judged == [xid]
+    judged, _sx, _state2 = health.new_kernel_events([xid], [], {"seen": state["seen"], "boot_id": "boot-1"}, "boot-1")
+    assert judged == []
+    judged, _sx, _state = health.new_kernel_events([xid], [], {"seen": state["seen"], "boot_id": "boot-1"}, "boot-2")
+    assert judged == [xid]
+
+
+def _result(*failures):
+    checks = [{"name": "gpu_count", "status": "PASS", "fault": "", "caused_by": None}]
+    checks += [{"name": n, "status": "FAIL", "fault": f, "caused_by": c} for n, f, c in failures]
+    return {"checks": checks, "healthy": not failures}
+
+
+def test_drain_reason_names_the_root_cause_first_and_fits():
+    reason = health.drain_reason(_result(("gpu_bus_ids", "x", "gpu_count"), ("xid", "Xid  79 on\nGPU 2", None)))
+    assert reason == "gpuforge: xid: Xid 79 on GPU 2"
+    long = health.drain_reason(_result(("ib_port_state", "p" * 500, None), ("xid", "y", None)))
+    assert long.startswith("gpuforge: ib_port_state: ppp") and long.endswith("... (+xid)") and len(long) == 200
+
+
+class FakeScontrol:
+    """scontrol as a runner: show node answers with the given state and reason; updates are recorded."""
+
+    def __init__(self, state, reason=None):
+        self.line = f"NodeName=n1 Arch=x86_64 CPUTot=8 State={state} Partitions=v100"
+        if reason:
+            self.line += f" Reason={reason} [root@2026-12-02T08:00:00]"
+        self.updates = []
+
+    def get_bin_path(self, name, opt_dirs=None):
+        return "/usr/bin/" + name
+
+    def run_command(self, argv, environ_update=None, **_kw):
+        if argv[1] == "show":
+            return 0, self.line + "\n", ""
+        self.updates.append(argv[1:])
+        return 0, "", ""
+
+
+@pytest.mark.parametrize(
+    ("state", "reason", "healthy", "update"),
+    [
+        ("IDLE", None, False, ["update", "nodename=n1", "state=drain", "reason=gpuforge: xid: Xid 79"]),
+        ("IDLE+DRAIN", "gpuforge: xid: Xid 79", True, ["update", "nodename=n1", "state=resume"]),
+        ("IDLE+DRAIN", "disk replacement (ticket 42)", True, None),  # an operator's drain stays
+        ("IDLE+DRAIN", "disk replacement (ticket 42)", False, None),  # and keeps its reason
+        ("MIXED+DRAIN", "gpuforge: ib_port_state: down", False, None),  # the first reason stays
+        ("IDLE", None, True, None),
+    ],
+)
+def test_slurm_drains_on_fail_and_resumes_only_its_own_drains(state, reason, healthy, update):
+    scontrol = FakeScontrol(state, reason)
+    result = _result() if healthy else _result(("xid", "Xid 79", None))
+    health.slurm_update(scontrol, "n1", result)
+    assert scontrol.updates == ([update] if update else [])
+
+
+def test_only_a_full_run_resumes():
+    """A Prolog or Epilog pass judged a subset of the checks: not what the node may be drained for."""
+    scontrol = FakeScontrol("IDLE+DRAIN", "gpuforge: ib_port_state: down")
+    health.slurm_update(scontrol, "n1", _result(), resume=False)
+    assert scontrol.updates == []
+
+
+def test_slurm_names_a_node_it_cannot_find():
+    scontrol = FakeScontrol("IDLE")
+    with pytest.raises(health.HealthError, match="no node named n2: set --node"):
+        health.slurm_update(scontrol, "n2", _result())
+
+
+def test_what_the_command_imports_needs_no_ansible():
+    """gpuforge-health runs on the node without Ansible: the module_utils it imports, transitively, import no
+    ansible.* module (the node_health role installs every module_utils file)."""
+    seen, todo = set(), ["gpuforge_health", "gpuforge_health_k8s"]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        tree = ast.parse((ROOT / "module_utils" / f"{name}.py").read_text(encoding="utf-8"))
+        for item in ast.walk(tree):
+            if isinstance(item, ast.ImportFrom) and (item.module or "").startswith("ansible_collections.gpuforge"):
+                if item.module.endswith(".module_utils"):  # from ...module_utils import gpuforge_x as x
+                    todo += [alias.name for alias in item.names]
+                else:
+                    todo.append(item.module.rsplit(".", 1)[1])
+            if isinstance(item, (ast.Import, ast.ImportFrom)):
+                modules = [item.module] if isinstance(item, ast.ImportFrom) else [a.name for a in item.names]
+                for module in modules:
+                    assert not (module or "").startswith("ansible."), f"{name} imports {module}: not on a node"
+    assert {"gpuforge_node_health", "gpuforge_nvidia_smi_reader", "gpuforge_records"} <= seen
+
+
+def test_the_verdicts_as_prometheus_metrics(tmp_path):
+    """--textfile-dir: node-exporter's textfile format that promtool accepts, one series per check."""
+    import shutil
+    import subprocess
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool not found: run `make setup` (Debian's prometheus package)")
+    node = Node(tmp_path, [PORT_DOWN])
+    (tmp_path / "textfile").mkdir()
+    done = node.run("prolog", "--textfile-dir", str(tmp_path / "textfile"))
+    assert done.returncode == 1
+    text = (tmp_path / "textfile" / "gpuforge_health_prolog.prom").read_text(encoding="utf-8")
+    assert 'gpuforge_health_check_failed{profile="prolog",check="ib_port_state"} 1' in text
+    assert 'gpuforge_health_check_failed{profile="prolog",check="gpu_count"} 0' in text
+    assert 'gpuforge_health_node_healthy{profile="prolog"} 0' in text
+    checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
