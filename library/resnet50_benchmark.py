@@ -245,7 +245,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_co
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_resnet50 import (
     EXPECT,
-    Resnet50ParseError,
+    ParseError,
     judge_precision_comparison,
     judge_resnet50,
     judge_scaling,
@@ -410,7 +410,7 @@ class Resnet50Sweep:
             return run
         try:
             parsed = parse_resnet50(raw)
-        except Resnet50ParseError as exc:
+        except ParseError as exc:
             run["error"] = f"could not read the benchmark output: {exc}"
             return run
         run["resnet50"] = parsed

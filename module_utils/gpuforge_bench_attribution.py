@@ -43,6 +43,8 @@ Then the slow results are attributed (``rail`` = HCA port identity, ``mlx5_2/1``
 
 from __future__ import annotations
 
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_number
+
 
 def median(values: list[float]) -> float | None:
     ordered = sorted(values)
@@ -55,13 +57,6 @@ def median(values: list[float]) -> float | None:
 # Baselines that judge a result against its own group: the group's reference value.
 PEER_REFERENCES = {"median": median, "best": max}
 BASELINES = ("absolute", *PEER_REFERENCES)
-
-
-def _number(value) -> float | None:
-    try:
-        return None if value is None or isinstance(value, bool) else float(value)
-    except (TypeError, ValueError):
-        return None
 
 
 DEFAULT_UNIT = "Gb/s"
@@ -104,13 +99,13 @@ def judge_results(
     if baseline in PEER_REFERENCES:
         groups: dict[str, list[float]] = {}
         for result in results:
-            value = _number(result.get("value"))
+            value = to_number(result.get("value"))
             if value is not None:
                 groups.setdefault(str(result.get("group", "")), []).append(value)
         references = {group: PEER_REFERENCES[baseline](values) for group, values in groups.items()}
     judged = []
     for result in results:
-        value = _number(result.get("value"))
+        value = to_number(result.get("value"))
         group = str(result.get("group", ""))
         unit = unit_of(result)
         entry = {**result, "value": value, "unit": unit}
@@ -119,7 +114,7 @@ def judge_results(
             threshold = None if reference is None else round(reference * median_fraction, 2)
             rule = f"{median_fraction:.0%} of the {baseline} of {group or 'all results'} ({reference} {unit})"
         else:
-            reference = _number(result.get("expected"))
+            reference = to_number(result.get("expected"))
             reference = expected if reference is None else reference
             threshold = None if reference is None else round(reference * min_fraction, 2)
             rule = f"{min_fraction:.0%} of the expected {reference} {unit}"

@@ -29,6 +29,7 @@ not a failure). Stdlib only, Python 3.8.
 from __future__ import annotations
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_fio import JOBS
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_number
 
 __all__ = ["FIO_SOURCE", "P2P_SOURCE", "fio_results", "judged_block", "p2p_results"]
 
@@ -52,11 +53,6 @@ def _thresholds_for(thresholds, label):
     if isinstance(thresholds.get("default"), dict):
         return thresholds["default"], "default"
     return {}, None
-
-
-def _number(value):
-    """A threshold as a number; None for anything else (the module refused such an ``expect`` already)."""
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _measure(job):
@@ -83,8 +79,8 @@ def _fio_target(node, item, base):
 def _fio_job(node, item, result, base, expect, source):
     job = str(result.get("job") or "")
     value_key, unit, floor_key, ceiling_key = _measure(job)
-    floor = _number(expect.get(floor_key))
-    ceiling = _number(expect.get(ceiling_key)) if ceiling_key else None
+    floor = to_number(expect.get(floor_key))
+    ceiling = to_number(expect.get(ceiling_key)) if ceiling_key else None
     value = result.get(value_key)
     parsed = {}
     for candidate in (item.get("fio") or {}).get("jobs") or []:
@@ -196,7 +192,7 @@ def p2p_results(registered, node, expect=None) -> list:
     summary = summaries[0] if summaries else {}
     if not summary and not registered:
         return []
-    floor = _number(expect.get("min_bi_gbps"))
+    floor = to_number(expect.get("min_bi_gbps"))
     entry = {
         "name": str(summary.get("name") or f"p2p-{node}"),
         "group": "p2p",

@@ -22,10 +22,10 @@ from __future__ import annotations
 import json
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import node_check
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_integer
 
 __all__ = [
-    "DcgmParseError",
     "ParseError",
     "judge_diag",
     "parse_diag",
@@ -38,13 +38,6 @@ _STATUS = {"pass": "pass", "fail": "fail", "warn": "warn", "warning": "warn", "s
 # run is reported (a level-3 run where everything skipped is not a pass of the stress tests).
 _FAILING = ("fail",)
 _WARNING = ("warn",)
-
-
-class DcgmParseError(_BaseParseError):
-    """dcgmi diag output this parser cannot read."""
-
-
-ParseError = DcgmParseError
 
 
 def _status(value) -> str:
@@ -81,31 +74,29 @@ def _gpu_ids(result: dict, where: str) -> list:
     if "gpu_ids" in result:
         text = str(result["gpu_ids"]).strip()
         return [_int(part, where + ".gpu_ids") for part in text.split(",") if part.strip()]
-    raise DcgmParseError(f"{where}: result names no GPU (no entity_id, gpu_id or gpu_ids)")
+    raise ParseError(f"{where}: result names no GPU (no entity_id, gpu_id or gpu_ids)")
 
 
 def _int(value, where: str) -> int:
-    if isinstance(value, bool):
-        raise DcgmParseError(f"{where}: {value!r} is not a GPU id")
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise DcgmParseError(f"{where}: {value!r} is not a GPU id") from None
+    found = to_integer(value)
+    if found is None:
+        raise ParseError(f"{where}: {value!r} is not a GPU id")
+    return found
 
 
 def _document(text: str) -> dict:
     if not (text or "").strip():
-        raise DcgmParseError("empty output: dcgmi diag printed nothing (was -j given?)")
+        raise ParseError("empty output: dcgmi diag printed nothing (was -j given?)")
     start = text.find("{")
     if start < 0:
         first = text.strip().splitlines()[0][:200]
-        raise DcgmParseError(f"not JSON (dcgmi diag -j prints one JSON document): {first!r}")
+        raise ParseError(f"not JSON (dcgmi diag -j prints one JSON document): {first!r}")
     try:
         data = json.loads(text[start:])
     except ValueError as exc:
-        raise DcgmParseError(f"truncated or invalid JSON: {exc}") from None
+        raise ParseError(f"truncated or invalid JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise DcgmParseError("top level is not a JSON object")
+        raise ParseError("top level is not a JSON object")
     return data
 
 
@@ -120,26 +111,26 @@ def parse_diag(text: str) -> dict:
     data = _document(text)
     key = next((k for k in TOP_KEYS if k in data), None)
     if key is None:
-        raise DcgmParseError(
+        raise ParseError(
             f"no 'DCGM GPU Diagnostic' (DCGM 3.x) or 'DCGM Diagnostic' (DCGM 4.x) object; keys: {sorted(data)[:8]}"
         )
     root = data[key]
     if not isinstance(root, dict):
-        raise DcgmParseError(f"{key!r} is not an object")
+        raise ParseError(f"{key!r} is not an object")
     metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
     runtime_error = root.get("runtime_error") or data.get("runtime_error")
     categories = root.get("test_categories")
     if categories is None:
         categories = []
     if not isinstance(categories, list):
-        raise DcgmParseError(f"{key}.test_categories is not a list")
+        raise ParseError(f"{key}.test_categories is not a list")
     if not categories and not runtime_error:
-        raise DcgmParseError(f"{key} has no test_categories and no runtime_error")
+        raise ParseError(f"{key} has no test_categories and no runtime_error")
     tests, gpus = [], {}
     for c, category in enumerate(categories):
         where = f"test_categories[{c}]"
         if not isinstance(category, dict) or not isinstance(category.get("tests"), list):
-            raise DcgmParseError(f"{where}: not an object with a tests list")
+            raise ParseError(f"{where}: not an object with a tests list")
         for t, test in enumerate(category["tests"]):
             tests.append(_test(test, str(category.get("category") or ""), f"{where}.tests[{t}]"))
     for test in tests:
@@ -160,14 +151,14 @@ _RANK = {"fail": 4, "warn": 3, "pass": 1}
 
 def _test(test, category: str, where: str) -> dict:
     if not isinstance(test, dict) or not test.get("name"):
-        raise DcgmParseError(f"{where}: a test needs a name")
+        raise ParseError(f"{where}: a test needs a name")
     results = test.get("results") or []
     if not isinstance(results, list):
-        raise DcgmParseError(f"{where}.results is not a list")
+        raise ParseError(f"{where}.results is not a list")
     parsed = []
     for r, result in enumerate(results):
         if not isinstance(result, dict) or "status" not in result:
-            raise DcgmParseError(f"{where}.results[{r}]: needs a status")
+            raise ParseError(f"{where}.results[{r}]: needs a status")
         for gpu in _gpu_ids(result, f"{where}.results[{r}]"):
             parsed.append(
                 {
@@ -183,7 +174,7 @@ def _test(test, category: str, where: str) -> dict:
     elif parsed:
         status = max((p["status"] for p in parsed), key=lambda s: _RANK.get(s, 2))
     else:
-        raise DcgmParseError(f"{where}: test {test['name']!r} has neither results nor a test_summary status")
+        raise ParseError(f"{where}: test {test['name']!r} has neither results nor a test_summary status")
     return {
         "category": category,
         "name": str(test["name"]),

@@ -20,22 +20,18 @@ import json
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import worst_status as overall_status
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import number, record
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_number
 
 __all__ = [
     "EXPECT",
     "JOBS",
-    "FioParseError",
     "fio_command",
     "judge_fio",
     "overall_status",
     "parse_fio",
 ]
-
-
-class FioParseError(_BaseParseError):
-    """Raised when the text holds no fio JSON document with a ``jobs`` list."""
 
 
 # gpuforge's jobs: name -> (fio rw=, block-size kind, the direction fio reports it under).
@@ -110,29 +106,21 @@ def fio_command(
     return argv
 
 
-def _number(value):
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return value
-    return None
-
-
 def _direction(section) -> dict | None:
     """bw (KiB/s) -> MiB/s, iops, runtime, bytes and the 99th-percentile completion latency in µs."""
     if not isinstance(section, dict):
         return None
-    bw_kib = _number(section.get("bw"))
+    bw_kib = to_number(section.get("bw"))
     clat = section.get("clat_ns") if isinstance(section.get("clat_ns"), dict) else {}
     percentiles = clat.get("percentile") if isinstance(clat.get("percentile"), dict) else {}
-    p99 = _number(percentiles.get("99.000000"))
-    mean = _number(clat.get("mean"))
+    p99 = to_number(percentiles.get("99.000000"))
+    mean = to_number(clat.get("mean"))
     return {
         "bw_kib_s": bw_kib,
         "bw_mib_s": None if bw_kib is None else round(bw_kib / 1024.0, 2),
-        "iops": None if _number(section.get("iops")) is None else round(float(section["iops"]), 2),
-        "io_bytes": _number(section.get("io_bytes")),
-        "runtime_ms": _number(section.get("runtime")),
+        "iops": None if to_number(section.get("iops")) is None else round(float(section["iops"]), 2),
+        "io_bytes": to_number(section.get("io_bytes")),
+        "runtime_ms": to_number(section.get("runtime")),
         "clat_mean_us": None if mean is None else round(mean / 1000.0, 2),
         "clat_p99_us": None if p99 is None else round(p99 / 1000.0, 2),
     }
@@ -140,17 +128,17 @@ def _direction(section) -> dict | None:
 
 def parse_fio(text: str) -> dict:
     """The fio JSON document of ``text`` -> {fio_version, jobs: [{name, rw, bs, error, direction, read,
-    write, ...}], notices (non-JSON lines fio printed first), errors}. Raises FioParseError without one."""
+    write, ...}], notices (non-JSON lines fio printed first), errors}. Raises ParseError without one."""
     text = text or ""
     start = text.find("{")
     if start < 0:
-        raise FioParseError("no JSON document in the fio output (was it run with --output-format=json?)")
+        raise ParseError("no JSON document in the fio output (was it run with --output-format=json?)")
     try:
         document, _end = json.JSONDecoder().raw_decode(text[start:])
     except ValueError as exc:
-        raise FioParseError(f"the fio JSON document is unreadable: {exc}") from None
+        raise ParseError(f"the fio JSON document is unreadable: {exc}") from None
     if not isinstance(document, dict) or not isinstance(document.get("jobs"), list):
-        raise FioParseError("the fio JSON document has no 'jobs' list")
+        raise ParseError("the fio JSON document has no 'jobs' list")
     notices = [line.strip() for line in text[:start].splitlines() if line.strip()]
     jobs, errors = [], []
     for index, job in enumerate(document["jobs"]):

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_number
 
 __all__ = [
     "PHYS_STATE_CODES",
@@ -31,10 +32,6 @@ __all__ = [
     "parse_ibv_devinfo",
     "parse_ofed_info_release",
 ]
-
-
-class ParseError(_BaseParseError):
-    """The text is not output of the tool the parser reads (nothing recognisable in it)."""
 
 
 # Port logical states (IB spec PortInfo:PortState) and physical states, in ibstat's spelling.
@@ -50,12 +47,6 @@ PHYS_STATE_CODES = {
 }
 _STATE_BY_CODE = {code: name for name, code in STATE_CODES.items()}
 _PHYS_BY_CODE = {code: name for name, code in PHYS_STATE_CODES.items()}
-
-
-def _number(text: str):
-    """'100' -> 100, '2.5' -> 2.5 (rates stay ints when whole)."""
-    value = float(text)
-    return int(value) if value.is_integer() else value
 
 
 def _guid(text: str) -> str:
@@ -108,7 +99,7 @@ def _ibstat_port_value(key: str, value: str, port: dict) -> None:
         match = re.fullmatch(r"([\d.]+)(?:\s+\((\w+)\))?", value)
         if not match:
             raise ValueError(f"unreadable Rate {value!r}")
-        port["rate_gbps"] = _number(match.group(1))
+        port["rate_gbps"] = to_number(match.group(1))
         if match.group(2):
             port["speed"] = match.group(2)
     elif key in ("lid", "lmc", "sm_lid"):
@@ -206,7 +197,7 @@ def _sysfs_rate(value: str, port: dict) -> None:
     match = _SYSFS_RATE.match(value)
     if not match:
         raise ValueError(f"unreadable rate {value!r}")
-    port["rate_gbps"] = _number(match.group("rate"))
+    port["rate_gbps"] = to_number(match.group("rate"))
     if match.group("width"):
         port["width"] = match.group("width")
     if match.group("speed"):
@@ -355,7 +346,7 @@ def _devinfo_rates(result: dict) -> None:
         for port in hca["ports"]:
             lanes = re.fullmatch(r"(\d+)X", port.get("width") or "")
             if lanes and "lane_gbps" in port:
-                port["rate_gbps"] = _number(str(int(lanes.group(1)) * port["lane_gbps"]))
+                port["rate_gbps"] = to_number(str(int(lanes.group(1)) * port["lane_gbps"]))
             port.pop("lane_gbps", None)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 
 __all__ = [
     "ACTION_REMEDIES",
@@ -21,10 +21,6 @@ __all__ = [
     "parse_xid_events",
     "xid_action",
 ]
-
-
-class ParseError(_BaseParseError):
-    """The text is not the output the parser expects (message says which part)."""
 
 
 # NVIDIA's Xid catalogue for Ampere and newer GPUs: code -> (description, immediate-action bucket).

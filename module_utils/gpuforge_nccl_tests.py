@@ -35,12 +35,12 @@ from collections import Counter
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import worst_status as overall_status
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import integer, number, record, string
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_integer, to_number
 
 __all__ = [
     "EXPECT",
-    "NcclTestsParseError",
     "decode_nccl_version",
     "json_output_path",
     "judge_nccl",
@@ -48,10 +48,6 @@ __all__ = [
     "parse_nccl_tests",
     "parse_nccl_tests_json",
 ]
-
-
-class NcclTestsParseError(_BaseParseError):
-    """Raised when the text holds neither an nccl-tests header, device list nor result table."""
 
 
 # The keys judge_nccl reads (the nccl_tests module's `expect` option), coerced: EXPECT("expect", value)
@@ -141,18 +137,6 @@ def json_output_path(text: str) -> str | None:
     return None
 
 
-def _to_number(token: str):
-    """Return int/float for a numeric cell, None for N/A or anything unreadable."""
-    try:
-        return int(token)
-    except ValueError:
-        pass
-    try:
-        return float(token)
-    except ValueError:
-        return None
-
-
 def _parse_header_line(line: str) -> dict:
     header: dict = {}
     for key in _HEADER_INT_KEYS:
@@ -191,7 +175,7 @@ def _parse_row(tokens: list[str], columns: list[str]) -> dict | None:
             row["timestamp"] = token
             continue
         if name in ("size", "count", "root"):
-            row[name] = _to_number(token)
+            row[name] = to_number(token)
         elif name in ("type", "redop"):
             row[name] = token
         elif name in _PER_RUN_COLUMNS:
@@ -200,7 +184,7 @@ def _parse_row(tokens: list[str], columns: list[str]) -> dict | None:
                 runs.append(dict.fromkeys(_BASE_RUN_KEYS))
             if not runs:
                 return None
-            runs[-1][_PER_RUN_COLUMNS[name]] = _to_number(token)
+            runs[-1][_PER_RUN_COLUMNS[name]] = to_number(token)
     if not isinstance(row["size"], int) or len(runs) not in (1, 2):
         return None
     row["out_of_place"] = runs[0]
@@ -282,7 +266,7 @@ def _era(tests_version, collective_marker: bool, columns: list[str] | None, head
 
 
 def parse_nccl_tests(text: str) -> dict:
-    """Parse one nccl-tests run; raise NcclTestsParseError when nothing of nccl-tests is in ``text``.
+    """Parse one nccl-tests run; raise ParseError when nothing of nccl-tests is in ``text``.
 
     Lines that look like table rows but do not fit the column header go to ``errors`` (truncated
     or interleaved output), never raise.
@@ -358,7 +342,7 @@ def parse_nccl_tests(text: str) -> dict:
                 continue
             match = _AVG_RE.match(line)
             if match:
-                avg_busbw = _to_number(match.group(1))
+                avg_busbw = to_number(match.group(1))
                 min_bw_check = match.group(2)
                 continue
             match = _OOB_RE.match(line)
@@ -379,7 +363,7 @@ def parse_nccl_tests(text: str) -> dict:
             rows.append(row)
 
     if not header and not devices and not rows and columns is None:
-        raise NcclTestsParseError("no nccl-tests header, device list or result table found")
+        raise ParseError("no nccl-tests header, device list or result table found")
     if not rows:
         errors.append("no result rows")
 
@@ -459,13 +443,6 @@ _JSON_PER_ITER_KEYS = {
 }
 
 
-def _json_number(value):
-    """A number of the -J file: int/float as is, "nan" and anything else None (booleans are not numbers)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return value
-
-
 def _json_flag(value):
     """nccl-tests' jsonBool writes the strings "true"/"false"; accept real booleans too. Else None."""
     if isinstance(value, bool):
@@ -476,27 +453,18 @@ def _json_flag(value):
 def _json_run(entry, per_iter) -> dict | None:
     if not isinstance(entry, dict):
         return None
-    wrong = _json_number(entry.get("nwrong"))
+    wrong = to_number(entry.get("nwrong"))
     run = {
-        "time_us": _json_number(entry.get("time", entry.get("cpu_time"))),
-        "algbw": _json_number(entry.get("alg_bw")),
-        "busbw": _json_number(entry.get("bus_bw")),
+        "time_us": to_number(entry.get("time", entry.get("cpu_time"))),
+        "algbw": to_number(entry.get("alg_bw")),
+        "busbw": to_number(entry.get("bus_bw")),
         "wrong": int(wrong) if wrong is not None else None,
         "error": None,
     }
     if isinstance(per_iter, dict):
         for key, name in _JSON_PER_ITER_KEYS.items():
-            run[name] = _json_number(per_iter.get(key))
+            run[name] = to_number(per_iter.get(key))
     return run
-
-
-def _json_root(value):
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        return None
 
 
 def parse_nccl_tests_json(data, text: str = "") -> dict:
@@ -509,15 +477,15 @@ def parse_nccl_tests_json(data, text: str = "") -> dict:
     ``out_of_place``/``in_place`` with ``time`` or ``cpu_time``, ``alg_bw``, ``bus_bw``, ``nwrong``, and with
     ``-I 1`` ``out_of_place_per_iter``/``in_place_per_iter``), ``out_of_bounds {count, okay}``,
     ``average_bus_bandwidth {bandwidth, okay}`` (or the misspelt ``average_bus_bandwidith {bandwidith}``),
-    ``errors``. A file cut short (the program aborted before closing it) raises NcclTestsParseError.
+    ``errors``. A file cut short (the program aborted before closing it) raises ParseError.
     """
     if isinstance(data, (str, bytes)):
         try:
             data = json.loads(data)
         except ValueError as exc:
-            raise NcclTestsParseError(f"nccl-tests JSON output is not complete JSON: {exc}") from exc
+            raise ParseError(f"nccl-tests JSON output is not complete JSON: {exc}") from exc
     if not isinstance(data, dict) or not ({"results", "config"} & set(data)):
-        raise NcclTestsParseError("no nccl-tests JSON output: neither 'config' nor 'results' found")
+        raise ParseError("no nccl-tests JSON output: neither 'config' nor 'results' found")
     config = data.get("config") if isinstance(data.get("config"), dict) else {}
     header = {name: config.get(key) for key, name in _JSON_CONFIG_KEYS.items() if key in config}
     if "step_factor" in config:
@@ -550,7 +518,7 @@ def parse_nccl_tests_json(data, text: str = "") -> dict:
                 "count": entry.get("count"),
                 "type": entry.get("type"),
                 "redop": entry.get("redop"),
-                "root": _json_root(entry.get("root")),
+                "root": to_integer(entry.get("root")),
                 "out_of_place": _json_run(entry.get("out_of_place"), entry.get("out_of_place_per_iter")),
                 "in_place": _json_run(entry.get("in_place"), entry.get("in_place_per_iter")),
             }
@@ -566,7 +534,7 @@ def parse_nccl_tests_json(data, text: str = "") -> dict:
         block = data.get(key)
         if isinstance(block, dict):
             average_key = key
-            avg_busbw = _json_number(block.get(value_key))
+            avg_busbw = to_number(block.get(value_key))
             okay = _json_flag(block.get("okay"))
             min_bw_check = None if okay is None else ("OK" if okay else "FAILED")
             break
@@ -578,7 +546,7 @@ def parse_nccl_tests_json(data, text: str = "") -> dict:
     if text.strip():
         try:
             logged = parse_nccl_tests(text)
-        except NcclTestsParseError:
+        except ParseError:
             logged = None  # stdout with no nccl-tests lines (a launcher's complaint): the file is the result
     transport = logged["transport"] if logged else _transport([])
     code_version = decode_nccl_version(data.get("nccl_version"))

@@ -27,13 +27,12 @@ from __future__ import annotations
 import re
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import node_check
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 
 __all__ = [
     "HOST_TESTCASES",
     "P2P_TESTCASES",
     "TESTCASES",
-    "NvbandwidthParseError",
     "ParseError",
     "judge_bandwidth",
     "parse_output",
@@ -59,20 +58,13 @@ _BUS = r"[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d)?"
 _DEVICE = re.compile(r"^Device (?P<n>\d+): (?P<name>.*?)(?: \((?P<bus>" + _BUS + r")\))?\s*$")
 
 
-class NvbandwidthParseError(_BaseParseError):
-    """nvbandwidth output this parser cannot read."""
-
-
-ParseError = NvbandwidthParseError
-
-
 def _value(text: str, where: str):
     if text == "N/A":
         return None
     try:
         return float(text)
     except ValueError:
-        raise NvbandwidthParseError(f"{where}: {text!r} is not a bandwidth") from None
+        raise ParseError(f"{where}: {text!r} is not a bandwidth") from None
 
 
 def _bus(text):
@@ -87,7 +79,7 @@ def _matrix(lines: list, start: int, name: str):
     """(matrix {row: {column: value}}, columns, next line index) from the header line at start."""
     header = lines[start].split()
     if not header or not all(h.isdigit() for h in header):
-        raise NvbandwidthParseError(f"{name}: expected the column indices after the matrix title, got {lines[start]!r}")
+        raise ParseError(f"{name}: expected the column indices after the matrix title, got {lines[start]!r}")
     columns = [int(h) for h in header]
     matrix = {}
     i = start + 1
@@ -96,13 +88,13 @@ def _matrix(lines: list, start: int, name: str):
         if not fields or not fields[0].isdigit():
             break
         if len(fields) != len(columns) + 1:
-            raise NvbandwidthParseError(
+            raise ParseError(
                 f"{name}: row {fields[0]} has {len(fields) - 1} values for {len(columns)} columns (truncated?)"
             )
         matrix[int(fields[0])] = {c: _value(v, f"{name} row {fields[0]}") for c, v in zip(columns, fields[1:])}
         i += 1
     if not matrix:
-        raise NvbandwidthParseError(f"{name}: the matrix has a header but no rows")
+        raise ParseError(f"{name}: the matrix has a header but no rows")
     return matrix, columns, i
 
 
@@ -110,7 +102,7 @@ def parse_output(text: str) -> dict:
     """Parse nvbandwidth's text output.
 
     Returns {version, driver_version, devices: {ordinal: {name, bus_id}}, testcases: {name: {title, unit,
-    columns, matrix {row: {column: GB/s or None}}, sum, cv, waived}}}. Raises NvbandwidthParseError on output
+    columns, matrix {row: {column: GB/s or None}}, sum, cv, waived}}}. Raises ParseError on output
     with no testcase, a testcase with neither a matrix nor a waiver, or a malformed matrix.
     """
     lines = [line.strip() for line in (text or "").splitlines()]
@@ -129,7 +121,7 @@ def parse_output(text: str) -> dict:
         label = _LABEL.match(line)
         if label and current is not None and not current["matrix"]:
             if i + 1 >= len(lines):
-                raise NvbandwidthParseError(f"output ends after the matrix title {line!r}")
+                raise ParseError(f"output ends after the matrix title {line!r}")
             current["title"], current["unit"] = line, label.group("unit")
             current["matrix"], current["columns"], i = _matrix(lines, i + 1, line)
             continue
@@ -151,10 +143,10 @@ def parse_output(text: str) -> dict:
             }
         i += 1
     if not result["testcases"]:
-        raise NvbandwidthParseError("no 'Running <testcase>.' line: not nvbandwidth output, or it failed to start")
+        raise ParseError("no 'Running <testcase>.' line: not nvbandwidth output, or it failed to start")
     for name, case in result["testcases"].items():
         if not case["matrix"] and not case["waived"]:
-            raise NvbandwidthParseError(f"{name}: no bandwidth matrix (the run stopped before printing it?)")
+            raise ParseError(f"{name}: no bandwidth matrix (the run stopped before printing it?)")
     return result
 
 

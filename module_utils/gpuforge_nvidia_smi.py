@@ -11,7 +11,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import leading_number
 
 __all__ = [
     "CLOCK_EVENT_BITS",
@@ -29,13 +30,8 @@ __all__ = [
 ]
 
 
-class ParseError(_BaseParseError):
-    """The text is not the nvidia-smi output the parser expects (message says which part)."""
-
-
 _MISSING = {"", "N/A", "[N/A]", "Not Supported", "[Not Supported]", "Unknown Error", "[Unknown Error]", "None"}
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
-_NUMBER_RE = re.compile(r"^-?\d+(\.\d+)?")
 
 # Canonical throttle / clock-event reason names (XML suffixes) and the text -q labels for them.
 THROTTLE_REASONS = {
@@ -60,19 +56,10 @@ def _clean(value):
 
 
 def _number(value, kind=int):
-    """Leading number of '16384 MiB', '16x', '250.00 W', '0x53'; None when absent."""
-    value = _clean(value)
-    if value is None:
-        return None
-    if kind is int and value.lower().startswith("0x"):
-        try:
-            return int(value.split()[0], 16)
-        except ValueError:
-            return None
-    match = _NUMBER_RE.match(value)
-    if not match:
-        return None
-    return kind(float(match.group(0))) if kind is int else kind(match.group(0))
+    """Leading number of '16384 MiB', '16x', '250.00 W', '0x53' (gpuforge_units.leading_number) as kind; None
+    for N/A-style values and text without a number."""
+    found = leading_number(_clean(value))
+    return None if found is None else kind(found)
 
 
 def _yes(value):

@@ -30,7 +30,7 @@ import re
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import worst_status as overall_status
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import (
     boolean,
     integer,
@@ -42,16 +42,11 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options 
 __all__ = [
     "EXPECT",
     "REFERENCES",
-    "P2pParseError",
     "judge_p2p",
     "overall_status",
     "pair_ratios",
     "parse_p2p",
 ]
-
-
-class P2pParseError(_BaseParseError):
-    """Raised when the text holds no p2pBandwidthLatencyTest matrix."""
 
 
 # The p2p_bandwidth module's `expect` option.
@@ -110,7 +105,7 @@ _ROW = re.compile(r"^(\d+)((?:\s+-?\d+(?:\.\d+)?)+)\s*$")
 def parse_p2p(text: str) -> dict:
     """Devices, peer access and every matrix (rows in device order; latency matrices also ``<name>_cpu``).
 
-    Raises P2pParseError when no matrix is found. A row whose width differs from its header's, or a matrix
+    Raises ParseError when no matrix is found. A row whose width differs from its header's, or a matrix
     with missing rows (a truncated output), is recorded in ``errors`` and that matrix is dropped.
     """
     devices, access, matrices, errors = [], [], {}, []
@@ -173,7 +168,7 @@ def parse_p2p(text: str) -> dict:
             continue
     close()
     if not matrices:
-        raise P2pParseError(
+        raise ParseError(
             "no p2pBandwidthLatencyTest matrix found (no 'P2P Connectivity Matrix' or 'Bandwidth Matrix' section)"
         )
     names = sorted({device["name"] for device in devices})

@@ -22,8 +22,7 @@ import fnmatch
 import re
 from collections.abc import Mapping
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError, ParseError
 
 __all__ = [
     "DPKG_QUERY_FORMAT",
@@ -68,10 +67,6 @@ _RPM_NOT_INSTALLED = re.compile(r"^package (?P<name>\S+) is not installed\s*$")
 _BAD_NAME = re.compile(r"[\s*?\[\]\\/\x00-\x1f\x7f]")
 _DIGITS = "0123456789"
 _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-
-
-class ParseError(_BaseParseError):
-    """The text is not the package manager output the parser expects (message says which part)."""
 
 
 def _show(line: str) -> str:

@@ -31,6 +31,7 @@ import re
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_integer
 
 __all__ = [
     "COUNTER_BITS",
@@ -102,13 +103,6 @@ _HEADER = re.compile(
 _FIELD = re.compile(r"^(?P<name>[A-Za-z][A-Za-z0-9]*):\.*(?P<value>\S+)\s*$")
 
 
-def _int(text: str):
-    try:
-        return int(text, 0)
-    except ValueError:
-        return None
-
-
 def parse_perfquery(text: str) -> list:
     """[{extended, lid, port, cap_mask, counters: {name: int}}] for each `# Port [extended ]counters:` block of
     perfquery output (extended: `-x`, 64-bit counters). Fields whose value is not a number and the select
@@ -130,7 +124,7 @@ def parse_perfquery(text: str) -> list:
             continue
         field = _FIELD.match(line)
         if field and current is not None:
-            value = _int(field.group("value"))
+            value = to_integer(field.group("value"))
             if value is not None and field.group("name") not in ("PortSelect", "CounterSelect", "CounterSelect2"):
                 current["counters"][field.group("name")] = value
     if not blocks:

@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 
 __all__ = ["ParseError", "mbps_to_gbps", "parse_perftest_bw"]
 
 # perftest divides bytes/s by 0x100000 for MB/sec and by 125000000 for Gb/sec.
 _MB_BYTES = 0x100000
 _GB_BYTES = 125_000_000
-
-
-class ParseError(_BaseParseError):
-    """The text holds no perftest header, result row or perftest error message."""
 
 
 def mbps_to_gbps(mb_per_sec: float) -> float:

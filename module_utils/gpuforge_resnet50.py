@@ -12,13 +12,12 @@ import shlex
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import worst_status as overall_status
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import integer, number, record, string
 
 __all__ = [
     "EXPECT",
     "REFERENCES",
-    "Resnet50ParseError",
     "judge_precision_comparison",
     "judge_resnet50",
     "judge_scaling",
@@ -28,10 +27,6 @@ __all__ = [
     "reference_per_gpu",
     "scaling_efficiency",
 ]
-
-
-class Resnet50ParseError(_BaseParseError):
-    """Raised when the text holds no ResNet-50 result (no RESULT line, no ``total images/sec``)."""
 
 
 # The resnet50_benchmark module's `expect` option: the keys judge_resnet50 reads, world_size (the module
@@ -218,11 +213,11 @@ def _parse_tf(lines: list[str]) -> dict | None:
 
 
 def parse_resnet50(text: str) -> dict:
-    """Parse one run's output; raise Resnet50ParseError when it holds no result line of either format."""
+    """Parse one run's output; raise ParseError when it holds no result line of either format."""
     lines = list(enumerate(text.splitlines(), start=1))
     result = _parse_gpuforge(lines) or _parse_tf(lines)
     if result is None:
-        raise Resnet50ParseError("no 'RESNET50 RESULT' line and no 'total images/sec:' line found")
+        raise ParseError("no 'RESNET50 RESULT' line and no 'total images/sec:' line found")
     result["kind"] = "resnet50"
     if result["total_imgs_per_sec"] is None:
         result["errors"].append("RESULT line without a readable total_imgs_per_sec")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 
 __all__ = [
     "ParseError",
@@ -29,10 +29,6 @@ __all__ = [
     "parse_semodule_list",
     "valid_module_name",
 ]
-
-
-class ParseError(_BaseParseError):
-    """The text is not the output the parser expects (message says which part)."""
 
 
 _MODULE_NAME_RE = re.compile(r"^[a-zA-Z](?:\.?[a-zA-Z0-9_-])*$")

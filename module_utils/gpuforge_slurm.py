@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_integer
 
 # Node fields of `scontrol show node` in Slurm 20.11-23.11 (man scontrol, "NODES - SPECIFICATIONS FOR
 # SHOW NODE"). Only these start a new field; anything else continues the previous value.
@@ -91,10 +92,6 @@ BASE_STATES = {
 _BUSY_STATES = {"ALLOCATED", "MIXED", "COMPLETING"}
 
 
-class ParseError(_BaseParseError):
-    """Raised when Slurm output cannot be read (empty, truncated or not the expected format)."""
-
-
 def _split_fields(line: str) -> dict:
     fields: dict[str, str] = {}
     matches = [m for m in _TOKEN.finditer(line) if m.group(1) in NODE_FIELDS]
@@ -150,13 +147,6 @@ def parse_gres(text: str) -> list[dict]:
     return out
 
 
-def _int(value):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def parse_node_line(line: str) -> dict:
     """One `scontrol show node -o` line -> node dict (see parse_show_node)."""
     fields = _split_fields(line.strip())
@@ -173,8 +163,8 @@ def parse_node_line(line: str) -> dict:
         "reason_raw": reason or None,
         "gres": gres,
         "gpus": sum(g["count"] for g in gres if g["name"] == "gpu"),
-        "cpus": _int(fields.get("CPUTot")),
-        "real_memory_mb": _int(fields.get("RealMemory")),
+        "cpus": to_integer(fields.get("CPUTot")),
+        "real_memory_mb": to_integer(fields.get("RealMemory")),
         "partitions": [p for p in fields.get("Partitions", "").split(",") if p],
         "version": fields.get("Version"),
         "fields": fields,

@@ -12,16 +12,13 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_integer
 
 COMMON = "common"
 # The fix the modules name when an mm command is missing (gpuforge_run.missing_tool).
 MISSING_HINT = "is IBM Storage Scale (gpfs.base) installed? If it is, set mmfs_bin to the directory of its mm commands"
 _Y_HEADER = ["mmlsconfig", "", "HEADER", "version", "reserved", "reserved", "configParameter", "value", "nodeList"]
-
-
-class ParseError(_BaseParseError):
-    """mmlsconfig output that could not be read; the message names the line."""
 
 
 def parse_mmlsconfig_y(text: str) -> dict[str, dict[str, str]]:
@@ -241,10 +238,6 @@ def same_node(listed: str, node: str) -> bool:
     return listed == node or listed.startswith(node + ".") or node.startswith(listed + ".")
 
 
-def _number(value: str):
-    return int(value) if value.isdigit() else None
-
-
 def parse_mmgetstate_y(text: str) -> list[dict]:
     """Parse `mmgetstate -Y` into [{name, number, state, quorum, nodes_up, total_nodes, remarks}], one per node
     (fields by the HEADER's names; newer releases add daemonShortName and daemonNodeName, not read here)."""
@@ -258,11 +251,11 @@ def parse_mmgetstate_y(text: str) -> list[dict]:
         nodes.append(
             {
                 "name": record["nodeName"],
-                "number": _number(record.get("nodeNumber", "")),
+                "number": to_integer(record.get("nodeNumber", "")),
                 "state": record["state"],
-                "quorum": _number(record.get("quorum", "")),
-                "nodes_up": _number(record.get("nodesUp", "")),
-                "total_nodes": _number(record.get("totalNodes", "")),
+                "quorum": to_integer(record.get("quorum", "")),
+                "nodes_up": to_integer(record.get("nodesUp", "")),
+                "total_nodes": to_integer(record.get("totalNodes", "")),
                 "remarks": record.get("remarks", ""),
             }
         )

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError, ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import show
 
 __all__ = [
@@ -64,10 +63,6 @@ STOPPED = ("inactive", "failed")
 ACTIVE_STATES = RUNNING + STOPPED + ("deactivating", "maintenance")
 
 ENABLE, DISABLE, START, STOP = "enable", "disable", "start", "stop"
-
-
-class ParseError(_BaseParseError):
-    """`systemctl show` output that cannot be read as one block per unit asked; the message says why."""
 
 
 class UnitError(ValueError):

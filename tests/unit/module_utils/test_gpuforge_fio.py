@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_fio import (
-    FioParseError,
+    ParseError,
     fio_command,
     judge_fio,
     overall_status,
@@ -78,7 +78,7 @@ def test_unknown_threshold_key_is_refused():
     "text", ["", "fio: engine libaio not loadable\n", '{"fio version": "fio-3.33"}', FOUR_JOBS[:500]]
 )
 def test_no_document(text):
-    with pytest.raises(FioParseError):
+    with pytest.raises(ParseError):
         parse_fio(text)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nccl_tests import (
-    NcclTestsParseError,
+    ParseError,
     decode_nccl_version,
     json_output_path,
     judge_nccl,
@@ -214,7 +214,7 @@ def test_header_without_rows():
 
 @pytest.mark.parametrize("text", ["", "bash: all_reduce_perf: command not found\n", "garbage\n1 2 3\n"])
 def test_not_nccl_tests_raises(text):
-    with pytest.raises(NcclTestsParseError, match="no nccl-tests header"):
+    with pytest.raises(ParseError, match="no nccl-tests header"):
         parse_nccl_tests(text)
 
 
@@ -287,7 +287,7 @@ def test_every_truncation_parses_or_raises_parse_error(fixture_text, name):
     for cut in range(0, len(text), 97):
         try:
             result = parse_nccl_tests(text[:cut])
-        except NcclTestsParseError:
+        except ParseError:
             continue
         assert len(result["rows"]) <= 26
 
@@ -477,7 +477,7 @@ def test_json_takes_transport_from_the_log(fixture_text):
     ],
 )
 def test_json_not_complete_raises(data):
-    with pytest.raises(NcclTestsParseError):
+    with pytest.raises(ParseError):
         parse_nccl_tests_json(data)
 
 

@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as BaseParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nvbandwidth import (
     TESTCASES,
-    NvbandwidthParseError,
+    ParseError,
     judge_bandwidth,
     parse_output,
     per_gpu,
@@ -95,9 +95,9 @@ def test_device_lines_and_waived_testcase():
     ],
 )
 def test_unreadable_output_raises(text, message):
-    with pytest.raises(NvbandwidthParseError, match=message):
+    with pytest.raises(ParseError, match=message):
         parse_output(text)
 
 
 def test_parse_error_is_the_shared_class():
-    assert issubclass(NvbandwidthParseError, BaseParseError)
+    assert ParseError is BaseParseError

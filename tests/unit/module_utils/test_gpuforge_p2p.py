@@ -8,7 +8,7 @@ import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_p2p import (
     REFERENCES,
-    P2pParseError,
+    ParseError,
     judge_p2p,
     overall_status,
     pair_ratios,
@@ -107,7 +107,7 @@ def test_truncated_matrix_is_an_error_not_a_verdict():
 
 @pytest.mark.parametrize("text", ["", "[P2P (Peer-to-Peer) GPU Bandwidth Latency Test]\n", "node008\n"])
 def test_no_matrix(text):
-    with pytest.raises(P2pParseError):
+    with pytest.raises(ParseError):
         parse_p2p(text)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_resnet50 import (
     REFERENCES,
-    Resnet50ParseError,
+    ParseError,
     judge_precision_comparison,
     judge_resnet50,
     judge_scaling,
@@ -103,7 +103,7 @@ def test_tf_per_rank_reports_and_steps():
 
 @pytest.mark.parametrize("text", ["", "Traceback (most recent call last):\nRuntimeError: CUDA out of memory\n"])
 def test_no_result_raises(text):
-    with pytest.raises(Resnet50ParseError, match="no 'RESNET50 RESULT' line"):
+    with pytest.raises(ParseError, match="no 'RESNET50 RESULT' line"):
         parse_resnet50(text)
 
 
@@ -194,7 +194,7 @@ def test_every_truncation_parses_or_raises_parse_error():
     for cut in range(len(text)):
         try:
             result = parse_resnet50(text[:cut])
-        except Resnet50ParseError:
+        except ParseError:
             outcomes.add("raised")
             continue
         outcomes.add("parsed")
