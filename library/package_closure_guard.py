@@ -19,6 +19,9 @@ description:
   - Fails with the package manager's own words when it cannot resolve the request at all (apt's unmet dependencies,
     dnf's Error block), which name the packages and versions in conflict.
   - Changes nothing, in check mode too; the dry run holds no package manager lock (apt C(Debug::NoLocking)).
+  - With apt, when every specifier is C(NAME=VERSION) and dpkg already has each package at a version its pattern
+    matches, there is no transaction to judge (the install task will not call apt either) and the dry run is left
+    out - one C(dpkg-query) instead of opening apt's whole package cache on a converged host.
   - The parsing and the verdict are the pure functions of module_utils/gpuforge_package_closure.py.
 version_added: 0.1.0
 options:
@@ -114,6 +117,11 @@ actions:
   type: list
   elements: dict
   sample: [{name: nvidia-driver, action: install, version: 550.90.07-1, installed: null}]
+dry_run:
+  description: Whether the dry run ran (false - apt, every package already at its pin).
+  returned: success
+  type: bool
+  sample: true
 problems:
   description: One sentence per package off its pin or removed (empty on success).
   returned: always
@@ -121,6 +129,8 @@ problems:
   elements: str
   sample: []
 """
+
+import fnmatch
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_package_closure import (
@@ -130,7 +140,12 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_package_
     parse_dnf_transaction,
     resolver_refusal,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, this_host
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_packages import (
+    DPKG_QUERY_FORMAT,
+    parse_dpkg_query,
+    split_apt_spec,
+)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, ToolNotRun, this_host
 
 SBIN = ["/usr/bin", "/bin", "/usr/sbin", "/sbin"]
 
@@ -145,6 +160,21 @@ def dry_run_argv(manager: str, params: dict) -> list:
             argv.append("--no-install-recommends")
         return [*argv, *params["name"]]
     return ["install", "--assumeno", *params["name"]]
+
+
+def installed_at_pins(module, specs: list) -> bool:
+    """Whether dpkg has every package of specs (all NAME=VERSION) at a version matching its pattern."""
+    parsed = [split_apt_spec(spec) for spec in specs]
+    if not parsed or any(item is None or item[1] != "=" for item in parsed):
+        return False
+    dpkg_query = Tool(module, "dpkg-query", "install dpkg", opt_dirs=SBIN, on_error="raise")
+    try:
+        dpkg_query.require()
+        ran = dpkg_query.run(["-W", f"-f={DPKG_QUERY_FORMAT}", *[name for name, _, _ in parsed]])
+        installed = parse_dpkg_query(ran.out, ran.err, [name for name, _, _ in parsed])["installed"]
+    except (ToolNotRun, ParseError):  # gpuforge_packages' ParseError is the same shared class
+        return False  # the dry run decides
+    return all(any(fnmatch.fnmatchcase(v, pattern) for v in installed.get(name, [])) for name, _, pattern in parsed)
 
 
 def main():
@@ -175,6 +205,8 @@ def main():
     if not params["name"]:
         module.exit_json(actions=[], **result)
     fix = "install apt" if manager == "apt" else "install dnf (RHEL 8/9 ship it)"
+    if manager == "apt" and installed_at_pins(module, params["name"]):
+        module.exit_json(actions=[], dry_run=False, **result)
     tool = Tool(module, "apt-get" if manager == "apt" else "dnf", fix, opt_dirs=SBIN, result=result)
     tool.require()
     environ = {"DEBIAN_FRONTEND": "noninteractive"} if manager == "apt" else {}
@@ -201,7 +233,7 @@ def main():
             actions=actions,
             **result,
         )
-    module.exit_json(actions=actions, **result)
+    module.exit_json(actions=actions, dry_run=True, **result)
 
 
 if __name__ == "__main__":

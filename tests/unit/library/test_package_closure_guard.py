@@ -17,16 +17,27 @@ DRIVER = {
 
 
 class Recorded:
-    """run_command answering with one recorded dry run."""
+    """run_command answering the dry run with one recorded output, and dpkg-query with `dpkg` (rows in its -W
+    format; by default dpkg knows none of the packages)."""
 
-    def __init__(self, fixture: str):
+    def __init__(self, fixture: str, dpkg: str = ""):
         self.out = (FIXTURES / fixture).read_text(encoding="utf-8")
         self.rc = int((FIXTURES / f"{fixture}.rc").read_text())
+        self.dpkg = dpkg
         self.calls = []
 
     def __call__(self, argv, **kwargs):
         self.calls.append((list(argv), kwargs))
+        if argv[0].endswith("dpkg-query"):
+            if self.dpkg:
+                return 0, self.dpkg, ""
+            names = argv[2:]
+            return 1, "", "".join(f"dpkg-query: no packages found matching {name}\n" for name in names)
         return self.rc, self.out, ""
+
+    @property
+    def dry_runs(self) -> list:
+        return [(argv, kwargs) for argv, kwargs in self.calls if not argv[0].endswith("dpkg-query")]
 
 
 @pytest.fixture
@@ -49,7 +60,8 @@ def test_apt_dry_run_arguments_and_a_closure_on_its_pins(run_module):
         "datacenter-gpu-manager-4-core",
         "datacenter-gpu-manager-4-cuda12",
     ]
-    ((argv, kwargs),) = host.calls
+    assert host.calls[0][0][:2] == ["/usr/bin/dpkg-query", "-W"]
+    ((argv, kwargs),) = host.dry_runs
     assert argv == [
         "/usr/bin/apt-get",
         "install",
@@ -94,6 +106,7 @@ def test_dnf_assumeno_and_its_verdict(run_module):
     }
     result = run_module(args, host, True)
     assert host.calls[0][0] == ["/usr/bin/dnf", "install", "--assumeno", "nvidia-driver-535.183.01"]
+    assert len(host.calls) == 1  # no dpkg read on dnf
     assert (
         "nvidia-kmod-common would be installed at 3:535.309.01-1.el9, not at the pinned 535.183.01-*" in result["msg"]
     )
@@ -113,3 +126,18 @@ def test_a_missing_package_manager_is_named(run_module):
         {"manager": "dnf", **DRIVER}, Recorded("dnf-assumeno-installed.txt"), True, bin_path=lambda n: None
     )
     assert "dnf" in result["msg"] and "install dnf" in result["msg"]
+
+
+def test_a_converged_host_skips_the_dry_run(run_module):
+    # Every package already at a version its pattern matches: no transaction, so no apt cache to open.
+    dpkg = "nvidia-driver\t550.90.07-1\tii \n"
+    host = Recorded("apt-simulate-floating-dependency.txt", dpkg)
+    result = run_module({"manager": "apt", "name": ["nvidia-driver=550.90.07-*"], "pins": DRIVER["pins"]}, host)
+    assert result["dry_run"] is False and result["actions"] == [] and host.dry_runs == []
+    # One package off its pin (or a pattern the read cannot judge): the dry run decides.
+    off = Recorded("apt-simulate-floating-dependency.txt", "nvidia-driver\t570.195.03-1\tii \n")
+    failed = run_module({"manager": "apt", "name": ["nvidia-driver=550.90.07-*"], "pins": DRIVER["pins"]}, off, True)
+    assert len(off.dry_runs) == 1 and "libgl1-nvidia-glvnd-glx would be installed at 570.195.03-1" in failed["msg"]
+    floor = Recorded("apt-simulate-floating-dependency.txt", dpkg)
+    run_module({"manager": "apt", "name": ["nvidia-driver>=550"], "pins": DRIVER["pins"]}, floor, True)
+    assert len(floor.dry_runs) == 1 and not any(argv[0].endswith("dpkg-query") for argv, _ in floor.calls)
