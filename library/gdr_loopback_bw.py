@@ -58,7 +58,7 @@ options:
     default: []
   node_checks:
     description:
-      - The checks of this node's gpu_node_check result. A port that fails because of a check that failed there
+      - The C(records) of this node's gpu_node_check result. A port that fails because of a check that failed there
         (port not Active, HCA absent, wrong rate, PCIe link, ACS, nvidia-peermem) is recorded with C(caused_by).
     type: list
     elements: dict
@@ -131,7 +131,7 @@ EXAMPLES = r"""
     link_speeds: "{{ gpuforge_expected_link_speeds }}"
     thresholds: "{{ gpuforge_expected_ib_write_bw }}"
     gpus: "{{ ansible_facts.nvidia_smi.gpus }}"
-    node_checks: "{{ gpuforge_node_check.checks }}"
+    node_checks: "{{ gpuforge_node_check.records }}"
 """
 
 RETURN = r"""

@@ -113,6 +113,10 @@ options:
         as RV(system) so that what reports the verdict names the system this run used (a play variable never reaches
         another host's C(hostvars)).
     type: str
+  node:
+    description:
+      - The name the records give the node (playbooks pass C(inventory_hostname)); the node's host name when not given.
+    type: str
   expected:
     description:
       - The expected spec - a GPU SKU entry of C(gpuforge_expected_gpu_skus) combined with the system
@@ -186,22 +190,45 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+verdict:
+  description:
+    - The node's verdict over its records (gpuforge_records.node_verdicts, the one verdict function) - C(PASS),
+      C(WARN) (warnings only - healthy for scheduling, flagged), C(FAIL), or C(UNKNOWN) (part of it not judged).
+  returned: always
+  type: str
+  sample: FAIL
 healthy:
-  description: True when no check failed (warnings allowed).
+  description: The verdict's C(healthy) - true unless the verdict is C(FAIL) (a C(WARN) node is healthy, flagged).
   returned: always
   type: bool
   sample: false
 caused_failures:
-  description: Failed checks whose failure another failed check explains - check name to root cause.
+  description: The verdict's failed checks whose failure another failed check explains - check name to root cause(s).
   returned: always
   type: dict
   sample: {gpu_count: gpu_fallen_off_bus}
 failed_checks:
-  description: Names of the failed checks that are root causes (see caused_failures for the others).
+  description: The verdict's failed checks that are root causes (see caused_failures for the others).
   returned: always
   type: list
   elements: str
   sample: [ecc_volatile_dbe, xid]
+reasons:
+  description: The verdict's records that are not C(PASS) - C(verdict), C(what) (C(check <name>)), C(remedy).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{verdict: FAIL, what: check xid, remedy: Drain the node}]
+node:
+  description: O(node) as given, else the node's host name; the records name it.
+  returned: always
+  type: str
+  sample: gpu01
+checked_at:
+  description: When the node was judged (UTC, ISO 8601, the node's clock); the records carry it.
+  returned: always
+  type: str
+  sample: "2026-11-28T10:00:00Z"
 ansible_facts:
   description:
     - With O(gather) - C(nvidia_smi) and C(infiniband), what the nvidia_smi_facts and infiniband_facts modules return
@@ -217,7 +244,7 @@ diagnostics:
       node's clock).
   returned: always
   type: dict
-  sample: {dcgm: {ran: true, healthy: true, check: {name: dcgm_diag, status: ok}, checked_at: "2026-11-28T10:00:00Z"}}
+  sample: {dcgm: {ran: true, healthy: true, check: {name: dcgm_diag, status: PASS}, checked_at: "2026-11-28T10:00:00Z"}}
 system:
   description: O(system) as given (null when not).
   returned: always
@@ -228,10 +255,11 @@ pkeys:
   returned: always
   type: dict
   sample: {mlx5_0/1: ["0xffff"]}
-checks:
+records:
   description:
-    - One entry per check. Names are stable - nvidia_smi_readable, infiniband_readable, lsmod_readable,
-      kernel_log_readable, gpu_count, gpu_model, gpu_fallen_off_bus, driver_branch, persistence_mode,
+    - One C(node_check) record per check (schemas/node-check.schema.json, schema_version 1), written by
+      playbooks/validate.yml as they are. Check names are stable - nvidia_smi_readable, infiniband_readable,
+      lsmod_readable, kernel_log_readable, gpu_count, gpu_model, gpu_fallen_off_bus, driver_branch, persistence_mode,
       ecc_enabled, ecc_volatile_dbe, ecc_aggregate, row_remap, retired_pages, pcie_link, throttle, xid,
       nvlink_active, nvlink_errors, hcas_present, ib_port_state, ib_port_rate, ib_link_flaps, peermem_loaded,
       gpu_hca_affinity, lspci_readable, pcie_link_hca, pcie_link_limited, pcie_aer, pcie_acs, sxid,
@@ -241,38 +269,64 @@ checks:
   type: list
   elements: dict
   contains:
-    name:
+    kind:
+      description: C(node_check).
+      type: str
+    schema_version:
+      description: The record format's version, 1.
+      type: int
+    run_id:
+      description: Null here; the report's loader sets the run's id.
+      type: str
+    node:
+      description: The node (O(node)).
+      type: str
+    check:
       description: Check name.
       type: str
-    status:
-      description: C(ok), C(warn) or C(fail).
+    system:
+      description: O(system).
+      type: str
+    checked_at:
+      description: When the node was judged.
+      type: str
+    verdict:
+      description: C(PASS), C(WARN) or C(FAIL) (C(UNKNOWN) - not judged).
       type: str
     observed:
       description: What the node shows (per GPU bus ID or C(hca/port) where it concerns some of them).
       type: raw
-    expected:
-      description: What the spec asks for.
-      type: raw
+    threshold:
+      description: C(expected), what the spec asks for, and C(source), where that comes from.
+      type: dict
     fault:
-      description: What is wrong (empty when ok).
+      description: What is wrong (empty when it passed).
       type: str
     remedy:
-      description: What to do about it (empty when ok).
+      description: What to do about it (empty when it passed).
       type: str
     caused_by:
-      description: The failed check this failure follows from (null when it is a root cause or ok).
-      type: str
+      description: The failed checks this failure follows from (empty when it is a root cause or passed).
+      type: list
+      elements: str
   sample:
-    - name: ecc_volatile_dbe
-      status: fail
+    - kind: node_check
+      schema_version: 1
+      run_id: null
+      node: gpu01
+      check: ecc_volatile_dbe
+      system: dgx1-v100-edr
+      checked_at: "2026-11-28T10:00:00Z"
+      verdict: FAIL
       observed: {"00000000:07:00.0": 2}
-      expected: 0
+      threshold: {expected: 0, source: expected hardware spec}
       fault: volatile uncorrectable (double-bit) ECC errors on 00000000:07:00.0 (GPU 1, serial 0321618000101)
       remedy: Drain the node and reset the GPU (nvidia-smi -r) or reboot; RMA if they come back
-      caused_by: null
+      caused_by: []
 """
 
 import os
+import platform
 import time
 
 from ansible.module_utils.basic import AnsibleModule
@@ -300,7 +354,6 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_kernel i
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import (
     check_expected,
     judge_node,
-    summarize,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nvidia_smi_reader import NvidiaSmiReader
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_pcie import (
@@ -312,6 +365,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_pcie imp
     pci_address,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import parse_link_flaps
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_records import node_report
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, ToolNotRun
 
 # What installs each command the module runs when its text is not given.
@@ -451,6 +505,8 @@ class GpuNodeCheck:
         self.params = module.params
         self.unreadable: dict[str, str] = {}
         self.nvidia_smi = None  # the facts judged: given, or read with gather
+        self.node = self.params["node"] or platform.node()
+        self.checked_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
     def run_tool(self, source: str, command: str, args: list):
         """(rc, out, err) of command with args (gpuforge_run.Tool); None, with the problem (missing, cannot start)
@@ -517,16 +573,16 @@ class GpuNodeCheck:
         return options
 
     def run_diagnostics(self, options: dict, result: dict) -> None:
-        """Run each diagnostic; its result goes to result['diagnostics'], its check joins the node's checks, which
-        are summarised again (healthy, failed_checks, caused_failures) as judge_node summarises its own."""
+        """Run each diagnostic; its result goes to result['diagnostics'], its check joins the node's checks, whose
+        records and verdict are made again (gpuforge_records.node_report) as judge_node makes its own."""
         gpus = (self.nvidia_smi or {}).get("gpus") or []
         gpu_count = (self.nvidia_smi or {}).get("gpu_count") or 0
-        own_checks = list(result["checks"])
+        own_records = list(result["records"])
         for name, (params, given) in options.items():
             if "gpus" not in given:
                 params["gpus"] = gpus
             if name == "gdr" and "node_checks" not in given:
-                params["node_checks"] = own_checks
+                params["node_checks"] = own_records
             if name == "nvbandwidth" and gpu_count < 2 and "p2p" in params["testcases"]:
                 params["testcases"] = [case for case in params["testcases"] if case != "p2p"]  # needs two GPUs
             outcome = DIAGNOSTICS[name][1](DiagnosticModule(self.module, name), params)
@@ -534,7 +590,7 @@ class GpuNodeCheck:
             result["diagnostics"][name] = outcome
             if isinstance(outcome.get("check"), dict):  # none when not run (check mode, nothing to measure)
                 result["checks"].append(outcome["check"])
-        result.update(summarize(result["checks"]))
+        result.update(node_report(result["checks"], self.node, self.params["system"], self.checked_at))
 
     def main(self):
         try:
@@ -575,12 +631,15 @@ class GpuNodeCheck:
             sxid_events=parse_sxid_events(log) if log is not None and nvswitch else None,
             fabric_manager=self.fabric_manager() if nvswitch else None,
         )
+        result.update(node_report(result["checks"], self.node, self.params["system"], self.checked_at))
         result["diagnostics"] = {}
         if diagnostics:
             self.run_diagnostics(diagnostics, result)
+        del result["checks"]  # the records are the result: node_check_record of each check
         if facts:
             result["ansible_facts"] = facts
-        self.module.exit_json(changed=False, pkeys=pkeys, system=self.params["system"], **result)
+        result.update(pkeys=pkeys, system=self.params["system"], node=self.node, checked_at=self.checked_at)
+        self.module.exit_json(changed=False, **result)
 
     def lspci(self):
         """Parsed `lspci -vvv -D` (or the given text); None and a note when it cannot be read."""
@@ -640,6 +699,7 @@ def main():
             "pcie": {"type": "bool", "default": True},
             "sysfs_root": {"type": "path", "default": "/sys"},
             "system": {"type": "str"},
+            "node": {"type": "str"},
             "expected": {"type": "dict", "required": True},
         },
         supports_check_mode=True,

@@ -81,6 +81,7 @@ check:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import (
     ParseError,
     judge_counter_growth,
@@ -151,7 +152,7 @@ def main():
     if baseline is not None:
         clean = {k: v for k, v in baseline.items() if isinstance(v, dict)}
         check = judge_counter_growth(clean, counters, limits)
-        result.update(check=check, healthy=check["status"] != "fail")
+        result.update(check=check, healthy=check["status"] != FAIL)
     module.exit_json(**result)
 
 

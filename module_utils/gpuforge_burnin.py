@@ -231,7 +231,8 @@ def dcgm_result(document):
     if not document.get("ran"):
         return {"status": "skipped", "level": level, "detail": "dcgmi diag did not run (check mode)"}
     check = document.get("check") if isinstance(document.get("check"), dict) else {}
-    status = {"ok": "pass", "warn": "warn", "fail": "fail"}.get(str(check.get("status")))
+    # The dcgm_diag check's verdict (gpuforge_checks.VERDICTS) in the words of DCGM's own results (DCGM_STATUSES).
+    status = {"PASS": "pass", "WARN": "warn", "FAIL": "fail"}.get(str(check.get("status")))
     if status is None:
         status = "pass" if document.get("healthy") else "fail"
     return {"status": status, "level": level, "detail": str(check.get("fault") or "")}

@@ -35,7 +35,7 @@ import os
 import re
 import stat
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, node_check
 
 __all__ = [
     "CONTROL_NODES",
@@ -108,8 +108,8 @@ def engine_commands(runtime: str, image: str, command: list, name: str, tools: d
 
 
 def _pass_fail(name, ok, observed, expected, remedy):
-    """A bench_check that passes or fails on ``ok``; the remedy is kept only on a failure."""
-    return bench_check(name, "ok" if ok else "fail", observed, expected, "" if ok else remedy)
+    """A node check (gpuforge_checks.node_check) passing or failing on ``ok``; the remedy is kept only on a failure."""
+    return node_check(name, PASS if ok else FAIL, observed, expected, remedy=remedy)
 
 
 def judge_engine(runtime: str, kind: str, expected_gpus: list, rc: int, output: str) -> dict:
@@ -358,5 +358,5 @@ def judge_injection(method: str, wanted: dict, view: dict, libraries: list, rc: 
 
 
 def overall_status(checks: list) -> str:
-    """``fail`` when any check failed, else ``ok``."""
-    return "fail" if any(check["status"] == "fail" for check in checks) else "ok"
+    """``FAIL`` when any check failed, else ``PASS``."""
+    return FAIL if any(check["status"] == FAIL for check in checks) else PASS

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import node_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, WARN, node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_integer
 
@@ -238,7 +238,7 @@ def judge_diag(parsed: dict, level: int, gpus=None, allow_skip=True) -> dict:
     if parsed.get("runtime_error"):
         return node_check(
             "dcgm_diag",
-            "fail",
+            FAIL,
             observed,
             expected,
             f"DCGM diagnostic level {level} did not run: {parsed['runtime_error']}",
@@ -253,7 +253,7 @@ def judge_diag(parsed: dict, level: int, gpus=None, allow_skip=True) -> dict:
         )
         return node_check(
             "dcgm_diag",
-            "fail",
+            FAIL,
             observed,
             expected,
             f"DCGM diagnostic level {level} failed: {named}",
@@ -268,11 +268,11 @@ def judge_diag(parsed: dict, level: int, gpus=None, allow_skip=True) -> dict:
             parts.append(f"not run: {', '.join(skipped)}")
         return node_check(
             "dcgm_diag",
-            "warn",
+            WARN,
             observed,
             expected,
             f"DCGM diagnostic level {level}: " + "; ".join(parts),
             "Read the warning text; a test that skips everywhere usually lacks its plugin (DCGM 4.x: install "
             "datacenter-gpu-manager-4-cuda<major> matching the driver's CUDA version) or runs without root",
         )
-    return node_check("dcgm_diag", "ok", observed, expected)
+    return node_check("dcgm_diag", PASS, observed, expected)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_dcgm import judge_diag, parse_diag
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError, ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_gdr import (
@@ -95,7 +96,7 @@ def run_dcgm(module, params: dict) -> dict:
             **result,
         )
     check = judge_diag(parsed, level, params["gpus"], params["allow_skip"])
-    result.update(ran=True, dcgm=parsed, check=check, healthy=check["status"] != "fail", rc=rc)
+    result.update(ran=True, dcgm=parsed, check=check, healthy=check["status"] != FAIL, rc=rc)
     return result
 
 
@@ -165,7 +166,7 @@ def run_nvbandwidth(module, params: dict) -> dict:
     except ParseError as exc:
         module.fail_json(msg=f"could not read nvbandwidth output: {exc}", rc=rc, **result)
     check = judge_bandwidth(parsed, minimums, params["gpus"])
-    result.update(ran=True, nvbandwidth=_json_ready(parsed), check=check, healthy=check["status"] != "fail", rc=rc)
+    result.update(ran=True, nvbandwidth=_json_ready(parsed), check=check, healthy=check["status"] != FAIL, rc=rc)
     return result
 
 
@@ -300,7 +301,7 @@ class GdrLoopback:
             return {"msg": "check mode: ib_write_bw was not run", **self.result}
         if not plan["ports"]:
             self.result["check"] = judge_gdr({}, plan["unplanned"], params["node_checks"])
-            self.result["healthy"] = self.result["check"]["status"] != "fail"
+            self.result["healthy"] = self.result["check"]["status"] != FAIL
             return self.result
         records = {}
         for n, port in enumerate(plan["ports"]):
@@ -308,7 +309,7 @@ class GdrLoopback:
             client, server = self.loopback(port["key"], params["tcp_port"] + n)
             records[port["key"]] = port_result(port, threshold, client, server)
         check = judge_gdr(records, plan["unplanned"], params["node_checks"])
-        self.result.update(ran=True, check=check, healthy=check["status"] != "fail")
+        self.result.update(ran=True, check=check, healthy=check["status"] != FAIL)
         return self.result
 
     def loopback(self, key: str, tcp_port: int):

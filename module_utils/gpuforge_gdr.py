@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import node_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, WARN, node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError as _BaseParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import numa_affinity
@@ -377,11 +377,11 @@ def _mentions(check: dict, words) -> bool:
 
 
 def _root(name: str, failed: dict) -> str:
-    """Follow a failed node check's own caused_by to the check that is the root cause."""
+    """Follow a failed node check record's own caused_by to the check that is the root cause."""
     seen = set()
-    while name in failed and isinstance(failed[name].get("caused_by"), str) and name not in seen:
+    while name in failed and failed[name].get("caused_by") and name not in seen:
         seen.add(name)
-        cause = failed[name]["caused_by"].split(",")[0]
+        cause = failed[name]["caused_by"][0]
         if cause not in failed:
             break
         name = cause
@@ -412,10 +412,10 @@ def _cause(key: str, record_: dict, failed: dict):
 def judge_gdr(records: dict, unplanned=None, node_checks=None) -> dict:
     """The gdr_ib_write_bw check over {port key: port_result()}. A port below its minimum or without a result
     fails, named with its GPU's bus ID; ports the check could not give a NUMA-local GPU warn. node_checks: the
-    gpu_node_check checks of the same node; when every failed port is explained by one of them that failed
-    (port down, HCA absent, wrong rate, PCIe link, ACS, nvidia-peermem), caused_by names it."""
+    gpu_node_check records of the same node (node_check records); when every failed port is explained by one of
+    them that failed (port down, HCA absent, wrong rate, PCIe link, ACS, nvidia-peermem), caused_by names it."""
     unplanned = list(unplanned or [])
-    failed = {c.get("name"): c for c in node_checks or [] if isinstance(c, dict) and c.get("status") == "fail"}
+    failed = {c.get("check"): c for c in node_checks or [] if isinstance(c, dict) and c.get("verdict") == FAIL}
     low = [k for k, r in records.items() if r["status"] == "low"]
     errors = [k for k, r in records.items() if r["status"] == "error"]
     observed = {"ports": records, "low": low, "errors": errors, "unplanned": unplanned}
@@ -435,7 +435,7 @@ def judge_gdr(records: dict, unplanned=None, node_checks=None) -> dict:
         caused_by = None if None in causes else ",".join(sorted(set(causes)))
         return node_check(
             CHECK_NAME,
-            "fail",
+            FAIL,
             observed,
             expected,
             "GPUDirect RDMA loopback (ib_write_bw --use_cuda) failed on " + "; ".join(parts),
@@ -445,11 +445,11 @@ def judge_gdr(records: dict, unplanned=None, node_checks=None) -> dict:
     if unplanned:
         return node_check(
             CHECK_NAME,
-            "warn",
+            WARN,
             observed,
             expected,
             "GPUDirect RDMA not measured on " + "; ".join(f"{u['key']}: {u['why']}" for u in unplanned),
             "List each HCA with its NUMA-local GPUs in the expected system's numa_affinity, and check that those "
             "GPUs are visible (nvidia-smi)",
         )
-    return node_check(CHECK_NAME, "ok", observed, expected)
+    return node_check(CHECK_NAME, PASS, observed, expected)

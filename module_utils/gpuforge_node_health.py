@@ -5,18 +5,19 @@ infiniband_facts modules, a parse_lsmod() result, a parse_xid_events() and a par
 (gpuforge_kernel) and the state of the nvidia-fabricmanager service.
 The expected spec is checked first (check_expected: OptionError naming the key for a malformed one);
 facts with a malformed field give a failed `*_readable` check naming the field, never an exception.
-Every check is {name, status: ok|warn|fail, observed, expected, fault, remedy, caused_by}; check names are
-a stable interface (docs: library/gpu_node_check.py RETURN). GPUs are named by PCI bus ID (and serial where
-the board has one), never by index alone. A check that fails only because another one failed (the count of
-GPUs when one fell off the bus, the Xid 79 that reports it) names that check in caused_by and is left out
-of failed_checks, so one fault counts once.
+Every check is {name, status: PASS|WARN|FAIL, observed, expected, fault, remedy, caused_by}; check names are
+a stable interface (docs: library/gpu_node_check.py RETURN). judge_node returns them with their node_check
+records and the node's verdict (gpuforge_records.node_report, which reads gpuforge_records.node_verdicts). GPUs
+are named by PCI bus ID (and serial where the board has one), never by index alone. A check that fails only
+because another one failed (the count of GPUs when one fell off the bus, the Xid 79 that reports it) names that
+check in caused_by and is left out of the verdict's failed_checks, so one fault counts once.
 """
 
 from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import node_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, WARN, node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_kernel import ACTION_REMEDIES, xid_action
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import (
@@ -36,8 +37,9 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_pcie imp
     pci_address,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import judge_link_flaps
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_records import node_report
 
-__all__ = ["CHECK_NAMES", "EXPECTED", "check_expected", "judge_node", "numa_affinity", "summarize"]
+__all__ = ["CHECK_NAMES", "EXPECTED", "check_expected", "judge_node", "numa_affinity"]
 
 CHECK_NAMES = (
     "nvidia_smi_readable",
@@ -304,15 +306,15 @@ def _named(found, gpus):
 
 def _readable(name, facts, what, remedy, malformed=()):
     if not isinstance(facts, dict):
-        return node_check(name, "fail", None, "facts", f"could not read {what}: no facts were given", remedy)
+        return node_check(name, FAIL, None, "facts", f"could not read {what}: no facts were given", remedy)
     errors = [str(e) for e in facts.get("errors") or []]
     if errors:
-        return node_check(name, "fail", errors, [], f"could not read all of {what}: {'; '.join(errors)[:400]}", remedy)
+        return node_check(name, FAIL, errors, [], f"could not read all of {what}: {'; '.join(errors)[:400]}", remedy)
     if malformed:
         fault = f"{what} hold malformed values, left out of the checks: {'; '.join(malformed)[:400]}"
         remedy = f"Pass the facts the module gathers, unchanged. {remedy}"
-        return node_check(name, "fail", list(malformed), [], fault, remedy)
-    return node_check(name, "ok", [], [])
+        return node_check(name, FAIL, list(malformed), [], fault, remedy)
+    return node_check(name, PASS, [], [])
 
 
 def _gpu_checks(smi, expected):
@@ -327,7 +329,7 @@ def _gpu_checks(smi, expected):
     checks.append(
         node_check(
             "gpu_count",
-            "ok" if want_count is None or count == want_count else "fail",
+            PASS if want_count is None or count == want_count else FAIL,
             count,
             want_count,
             f"nvidia-smi lists {count} GPU(s), the spec has {want_count}",
@@ -340,7 +342,7 @@ def _gpu_checks(smi, expected):
     checks.append(
         node_check(
             "gpu_model",
-            "ok" if want_model is None or models == [want_model] else "fail",
+            PASS if want_model is None or models == [want_model] else FAIL,
             models,
             want_model,
             f"GPU model(s) {models or 'none readable'} instead of {want_model}",
@@ -353,7 +355,7 @@ def _gpu_checks(smi, expected):
     checks.append(
         node_check(
             "gpu_fallen_off_bus",
-            "fail" if fallen else "ok",
+            FAIL if fallen else PASS,
             fallen,
             [],
             f"nvidia-smi cannot reach GPU(s) {', '.join(fallen)} (fallen off the bus / no device handle); "
@@ -368,7 +370,7 @@ def _gpu_checks(smi, expected):
     checks.append(
         node_check(
             "driver_branch",
-            "ok" if branch is None or observed_branch == str(branch) else "fail",
+            PASS if branch is None or observed_branch == str(branch) else FAIL,
             driver,
             None if branch is None else str(branch),
             f"driver {driver or 'unreadable'} is not on branch {branch}",
@@ -380,7 +382,7 @@ def _gpu_checks(smi, expected):
         checks.append(
             node_check(
                 "persistence_mode",
-                "fail" if off else "ok",
+                FAIL if off else PASS,
                 off,
                 "Enabled",
                 f"persistence mode not enabled on {_named(off, gpus)}",
@@ -392,7 +394,7 @@ def _gpu_checks(smi, expected):
         checks.append(
             node_check(
                 "ecc_enabled",
-                "fail" if off else "ok",
+                FAIL if off else PASS,
                 off,
                 "Enabled",
                 f"ECC not enabled on {_named(off, gpus)}",
@@ -403,7 +405,7 @@ def _gpu_checks(smi, expected):
     checks.append(
         node_check(
             "ecc_volatile_dbe",
-            "fail" if dbe else "ok",
+            FAIL if dbe else PASS,
             dbe,
             0,
             f"volatile uncorrectable (double-bit) ECC errors on {_named(dbe, gpus)}",
@@ -425,7 +427,7 @@ def _gpu_checks(smi, expected):
     checks.append(
         node_check(
             "retired_pages",
-            "fail" if bad_pages else "ok",
+            FAIL if bad_pages else PASS,
             bad_pages,
             f"< {limit}, none pending" if limit is not None else "none pending",
             f"page retirement over limit or pending on {_named(bad_pages, gpus)}",
@@ -447,7 +449,7 @@ def _gpu_checks(smi, expected):
     checks.append(
         node_check(
             "pcie_link",
-            "fail" if degraded else "ok",
+            FAIL if degraded else PASS,
             degraded,
             f"Gen{expected.get('pcie_gen_max')} x{expected.get('pcie_width_max')}",
             f"PCIe link below its maximum on {_named(degraded, gpus)}",
@@ -484,7 +486,7 @@ def _ecc_aggregate_check(gpus, expected):
     bad = _by_gpu(gpus, over)
     return node_check(
         "ecc_aggregate",
-        "fail" if bad else "ok",
+        FAIL if bad else PASS,
         bad,
         {f"{name}_max": limit for name, limit in limits.items() if limit is not None},
         f"lifetime (aggregate) ECC errors over the limit on {_named(bad, gpus)}",
@@ -521,7 +523,7 @@ def _row_remap_check(gpus, expected):
     remap = _by_gpu(gpus, state)
     return node_check(
         "row_remap",
-        "fail" if remap else "ok",
+        FAIL if remap else PASS,
         remap,
         "none pending or failed" + (f", uncorrectable remaps <= {limit}" if limit is not None else ""),
         f"row remapping pending/failed/over the limit on {_named(remap, gpus)}",
@@ -553,13 +555,13 @@ def _throttle_check(gpus, expected):
         snapshot = _by_gpu(gpus, lambda g: ",".join(r for r in reasons if _d(g.get("throttle_reasons")).get(r)) or "")
         return node_check(
             "throttle",
-            "warn" if snapshot else "ok",
+            WARN if snapshot else PASS,
             snapshot,
             f"share of samples <= {limit} per reason ({', '.join(reasons)})",
             f"{_named(snapshot, gpus)} show {'/'.join(reasons)} in one snapshot; no samples to judge a rate",
             "Gather facts with clock_event_samples > 0 (nvidia_smi_facts) to judge it over a window",
         )
-    status = "fail" if over else ("warn" if seen or short else "ok")
+    status = FAIL if over else (WARN if seen or short else PASS)
     return node_check(
         "throttle",
         status,
@@ -594,7 +596,7 @@ def _nvlink_checks(gpus, links, expected, view_read=False):
     checks = [
         node_check(
             "nvlink_active",
-            "fail" if down else "ok",
+            FAIL if down else PASS,
             down,
             links,
             f"{_named(down, gpus)} do not have {links} active NVLinks",
@@ -618,7 +620,7 @@ def _nvlink_checks(gpus, links, expected, view_read=False):
     checks.append(
         node_check(
             "nvlink_errors",
-            "fail" if bad else "ok",
+            FAIL if bad else PASS,
             bad,
             {f"{name} per link": f"<= {limit}" for name, limit in sorted(limits.items())},
             f"NVLink error counters over the per-link limit on {_named(bad, gpus)}",
@@ -662,7 +664,7 @@ def _xid_check(events, expected, gpus, lost, failing):
             causes.add(roots[0] if roots else None)
         elif seen["action"] != "ignore":
             warning_events.append(seen)
-    status = "fail" if failing_events else ("warn" if warning_events else "ok")
+    status = FAIL if failing_events else (WARN if warning_events else PASS)
     shown = failing_events or warning_events
     caused_by = None if None in causes or not causes else ",".join(sorted(causes))
     remedy = "; ".join(
@@ -743,7 +745,7 @@ def _sxid_check(events):
         remedies.append(SXID_UNCLASSIFIED_REMEDY)
     return node_check(
         "sxid",
-        "fail" if fatal else ("warn" if others else "ok"),
+        FAIL if fatal else (WARN if others else PASS),
         observed,
         "no fatal SXid (NVSwitch errors in the kernel log; non-fatal ones warn)",
         "NVSwitch errors in the kernel log: " + "; ".join(text(e) for e in shown),
@@ -792,7 +794,7 @@ def _fabric_manager_check(service, gpus, unreadable):
         remedy = "Run systemctl is-active nvidia-fabricmanager on the node (systemd) or pass fabric_manager. " + remedy
     return node_check(
         "fabric_manager",
-        "fail" if faults else "ok",
+        FAIL if faults else PASS,
         observed,
         {"nvidia-fabricmanager": "active", "GPU fabric state/status": "Completed/Success (where reported)"},
         "NVSwitch system: " + "; ".join(faults),
@@ -808,7 +810,7 @@ def _ib_checks(ib, expected):
     checks.append(
         node_check(
             "hcas_present",
-            "fail" if missing else "ok",
+            FAIL if missing else PASS,
             _sorted(hcas),
             [h.get("name") for h in want],
             f"HCA(s) {missing} not found",
@@ -841,7 +843,7 @@ def _ib_checks(ib, expected):
     checks.append(
         node_check(
             "ib_port_state",
-            "fail" if bad_state else "ok",
+            FAIL if bad_state else PASS,
             bad_state,
             "Active/LinkUp",
             f"port(s) {sorted(bad_state)} not Active/LinkUp",
@@ -852,7 +854,7 @@ def _ib_checks(ib, expected):
     checks.append(
         node_check(
             "ib_port_rate",
-            "fail" if bad_rate else "ok",
+            FAIL if bad_rate else PASS,
             bad_rate,
             {
                 f"{h.get('name')}/{p.get('port', 1)}": f"{p.get('rate_gbps')} Gb/s {p.get('link_layer')}"
@@ -871,7 +873,7 @@ def _peermem_check(lsmod):
     loaded = [m for m in PEERMEM_MODULES if m in names]
     return node_check(
         "peermem_loaded",
-        "ok" if loaded else "fail",
+        PASS if loaded else FAIL,
         loaded,
         "nvidia_peermem or nv_peer_mem",
         "GPUDirect RDMA module not loaded",
@@ -898,7 +900,7 @@ def _affinity_check(smi, expected):
                     bad[f"GPU{index}<->{hca}"] = code or "no path"
     return node_check(
         "gpu_hca_affinity",
-        "fail" if bad else "ok",
+        FAIL if bad else PASS,
         bad,
         [f"GPU{g.get('gpus')}<->{g.get('hcas')} NUMA {g.get('numa')}" for g in expected.get("numa_affinity") or []],
         f"GPU/HCA NUMA affinity differs from the spec: {sorted(bad)}",
@@ -968,7 +970,7 @@ def _pcie_checks(pcie, gpus, lost, expected, failing):
     checks.append(
         node_check(
             "pcie_link_hca",
-            "fail" if degraded else "ok",
+            FAIL if degraded else PASS,
             degraded,
             "LnkSta speed and width = LnkCap (lspci -vvv)",
             "HCA PCIe link below the adapter's capability on " + "; ".join(degraded.values()),
@@ -998,7 +1000,7 @@ def _pcie_checks(pcie, gpus, lost, expected, failing):
                 causes.add(None)
         else:
             others[address] = text
-    status = "fail" if reports else ("warn" if others else "ok")
+    status = FAIL if reports else (WARN if others else PASS)
     caused_by = None if None in causes or not causes else ",".join(sorted(causes))
     checks.append(
         node_check(
@@ -1038,7 +1040,7 @@ def _aer_check(pcie, names, keys, expected):
     limit = f"correctable <= {correctable_max}, " if correctable_max is not None else ""
     return node_check(
         "pcie_aer",
-        "fail" if over else ("warn" if seen else "ok"),
+        FAIL if over else (WARN if seen else PASS),
         {**seen, **over},
         f"{limit}non-fatal + fatal <= {uncorrectable_max} (sysfs aer_dev_*)",
         "PCIe AER errors over the limit on " + "; ".join(over.values())
@@ -1067,7 +1069,7 @@ def _acs_check(pcie, devices, names):
             enabled[bridge] = "+ ".join(flags) + "+" + (f" (above {shown})" if shown else "")
     return node_check(
         "pcie_acs",
-        "fail" if enabled else "ok",
+        FAIL if enabled else PASS,
         enabled,
         "ACSCtl all '-' on the PCIe bridges above the GPUs and HCAs (bare metal)",
         "PCIe ACS is enabled on bridge(s) "
@@ -1088,8 +1090,12 @@ def judge_node(
     pcie=None,
     sxid_events=None,
     fabric_manager=None,
+    node=None,
+    system=None,
 ):
-    """Run every check; returns {checks, healthy, failed_checks, caused_failures}.
+    """Run every check; returns {checks, records, verdict, healthy, failed_checks, caused_failures, reasons}: the
+    checks, their node_check records (named by node and system) and the node's verdict, as
+    gpuforge_records.node_verdicts gives it for those records.
 
     NVSwitch systems (expected.nvswitch true): sxid_events (gpuforge_kernel.parse_sxid_events of the kernel log)
     are judged by `sxid`, and fabric_manager (the word `systemctl is-active nvidia-fabricmanager` prints: active,
@@ -1150,14 +1156,14 @@ def judge_node(
         if source in unreadable:
             checks.append(
                 node_check(
-                    f"{source}_readable", "fail", None, what, f"could not read {what}: {unreadable[source]}", remedy
+                    f"{source}_readable", FAIL, None, what, f"could not read {what}: {unreadable[source]}", remedy
                 )
             )
         else:
-            checks.append(node_check(f"{source}_readable", "ok", True, what))
+            checks.append(node_check(f"{source}_readable", PASS, True, what))
     gpus = [g for g in smi.get("gpus") or [] if isinstance(g, dict)]
     lost = [g for g in smi.get("unreachable_gpus") or [] if isinstance(g, dict)]
-    failing = {c["name"]: _failing_buses(c, gpus, lost) for c in checks if c["status"] == "fail"}
+    failing = {c["name"]: _failing_buses(c, gpus, lost) for c in checks if c["status"] == FAIL}
     if "kernel_log" not in unreadable:
         checks.append(_xid_check(xid_events or [], expected, gpus, lost, failing))
     if (
@@ -1184,8 +1190,8 @@ def judge_node(
         present_hcas = {h.get("name") for h in _d(infiniband).get("hcas") or [] if isinstance(h, dict)}
         # GPU<->HCA pairs whose HCA is missing (hcas_present's fault): the HCA cannot be near any GPU.
         hca_gone = [k for k in observed if "<->" in k and k.split("<->", 1)[1] not in present_hcas]
-        failed_names = {c["name"] for c in checks if c["status"] == "fail"}
-        if affinity["status"] == "fail":
+        failed_names = {c["name"] for c in checks if c["status"] == FAIL}
+        if affinity["status"] == FAIL:
             if lost and len(absent) == len(observed):
                 affinity["caused_by"] = "gpu_fallen_off_bus"
             elif "gpu_count" in failed_names:
@@ -1195,7 +1201,7 @@ def judge_node(
             elif hca_gone and len(hca_gone) == len(observed) and "hcas_present" in failed_names:
                 affinity["caused_by"] = "hcas_present"
         checks.append(affinity)
-    return summarize(checks)
+    return {"checks": checks, **node_report(checks, node or "node", system)}
 
 
 def _pcie_inputs_checks(pcie, gpus, lost, expected, failing, unreadable):
@@ -1203,7 +1209,7 @@ def _pcie_inputs_checks(pcie, gpus, lost, expected, failing, unreadable):
     if "lspci" in unreadable:
         readable = node_check(
             "lspci_readable",
-            "fail",
+            FAIL,
             None,
             "lspci -vvv output",
             f"could not read lspci -vvv: {unreadable['lspci']}",
@@ -1211,7 +1217,7 @@ def _pcie_inputs_checks(pcie, gpus, lost, expected, failing, unreadable):
         )
         return [readable, *_pcie_checks({**pcie, "lspci": {}}, gpus, lost, {**expected, "virtual": True}, failing)[1:]]
     return [
-        node_check("lspci_readable", "ok", True, "lspci -vvv output"),
+        node_check("lspci_readable", PASS, True, "lspci -vvv output"),
         *_pcie_checks(pcie, gpus, lost, expected, failing),
     ]
 
@@ -1221,16 +1227,3 @@ def _failing_buses(check, gpus, lost) -> set:
     observed = check.get("observed")
     keys = observed if isinstance(observed, list) else list(_d(observed))
     return {bus_key(k) for k in keys if bus_key(k)}
-
-
-def summarize(checks):
-    """{checks, healthy, failed_checks, caused_failures}: failed_checks are the root causes; a failed check
-    with caused_by is listed in caused_failures ({name: root cause}) instead."""
-    failed = [c["name"] for c in checks if c["status"] == "fail" and not c.get("caused_by")]
-    caused = {c["name"]: c["caused_by"] for c in checks if c["status"] == "fail" and c.get("caused_by")}
-    return {
-        "checks": checks,
-        "healthy": not failed and not caused,
-        "failed_checks": failed,
-        "caused_failures": caused,
-    }

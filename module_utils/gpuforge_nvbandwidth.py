@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import node_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, WARN, node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 
 __all__ = [
@@ -215,7 +215,7 @@ def judge_bandwidth(parsed: dict, thresholds: dict, gpus=None) -> dict:
         )
         return node_check(
             "nvbandwidth",
-            "fail",
+            FAIL,
             observed,
             expected,
             f"host/GPU bandwidth below the SKU minimum: {named}",
@@ -227,11 +227,11 @@ def judge_bandwidth(parsed: dict, thresholds: dict, gpus=None) -> dict:
     if waived or missing:
         return node_check(
             "nvbandwidth",
-            "warn",
+            WARN,
             observed,
             expected,
             "nvbandwidth did not measure " + ", ".join(waived + missing),
             "A waived testcase is not supported on this system (e.g. no peer access between the GPUs); "
             "check nvidia-smi topo -m and the nvbandwidth version",
         )
-    return node_check("nvbandwidth", "ok", observed, expected)
+    return node_check("nvbandwidth", PASS, observed, expected)

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import node_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, WARN, node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_integer
 
@@ -177,7 +177,7 @@ def judge_counter_growth(before: dict, after: dict, limits=None) -> dict:
         causes = sorted({_CAUSES[n] for port in grew.values() for n in port if n in _CAUSES})
         return node_check(
             "ib_port_counters",
-            "fail",
+            FAIL,
             {"grew": grew, "saturated": saturated, "unpaired": unpaired},
             expected,
             "error counters grew during the run on "
@@ -186,7 +186,7 @@ def judge_counter_growth(before: dict, after: dict, limits=None) -> dict:
             "switch side (ibqueryerrors, ibdiagnet), reset the counters (perfquery -R -C <hca> -P <port>) and "
             "rerun the benchmark; drain the node if they grow again",
         )
-    status = "warn" if saturated or unpaired else "ok"
+    status = WARN if saturated or unpaired else PASS
     return node_check(
         "ib_port_counters",
         status,
@@ -225,7 +225,7 @@ def judge_link_flaps(flaps: dict, max_flaps: int = 1) -> dict:
     one or more up to the limit warn (a single event can be a planned cable move or switch reboot)."""
     over = {dev: n for dev, n in sorted(flaps.items()) if n > max_flaps}
     seen = {dev: n for dev, n in sorted(flaps.items()) if 0 < n <= max_flaps}
-    status = "fail" if over else ("warn" if seen else "ok")
+    status = FAIL if over else (WARN if seen else PASS)
     shown = over or seen
     return node_check(
         "ib_link_flaps",
@@ -305,7 +305,7 @@ def judge_fleet(nodes: dict) -> dict:
     remedy = "; ".join(sorted({FLEET_PROPERTIES[k.partition(".")[0]][1] for k in outliers}))
     return node_check(
         "fleet_consistency",
-        "fail" if outliers else "ok",
+        FAIL if outliers else PASS,
         outliers,
         compared,
         fault,

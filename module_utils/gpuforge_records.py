@@ -1,42 +1,65 @@
-"""Typed result records (schemas/*.schema.json, schema_version 1) built from what the playbooks write today.
+"""Typed result records (schemas/*.schema.json, schema_version 1) and the one node verdict over them.
 
-Five kinds, one verdict vocabulary (PASS / WARN / FAIL / UNKNOWN):
+Six kinds, one verdict vocabulary (PASS / WARN / FAIL / UNKNOWN, gpuforge_checks.VERDICTS):
 
-* ``node_check``     one check of one node: a ``checks[]`` entry of ``validation/<host>.json``
-                     (playbooks/validate.yml from ``gpu_node_check``);
+* ``node_check``     one check of one node. gpu_node_check returns them (``node_check_record`` of each judged check)
+                     and validate.yml writes them as they are into ``validation/<host>.json`` ``records``;
 * ``benchmark_run``  one benchmark gate: a ``results[]`` entry of ``bench/<run>/summary.json``
                      (roles/gpuforge_bench/tasks/summary.yml through the ``gpuforge_bench_attribution`` filter; fio
                      and p2p through ``gpuforge_bench_judged``, module_utils/gpuforge_bench_gates.py);
 * ``attribution``    a node or link the attribution names as slow (``slow_nodes`` / ``slow_links`` there);
 * ``stage_result``   one stage of a CLI run: a ``stages[]`` entry of ``<run-id>/summary.json``;
 * ``k8s_check``      one post-deploy check of the Kubernetes add-ons: a ``checks[]`` entry of ``k8s/verify.json``
-                     (``gpuforge k8s verify``, module_utils/gpuforge_k8s_verify.py).
+                     (``gpuforge k8s verify``, module_utils/gpuforge_k8s_verify.py);
+* ``burnin_round``   one burn-in round of one node (``gpuforge burnin``).
 
-The builders read those shapes strictly: a missing or mistyped key raises RecordError naming the file's key,
-so a playbook that changes what it writes fails the schema tests (tests/unit/schemas/). ``node_verdicts``
-is the one place a node's verdict is computed from records. Stdlib only, Python 3.8.
+``node_verdicts`` is the one place a node's verdict is computed: gpu_node_check's result (``verdict``,
+``healthy``, ``failed_checks``), validate.yml's files and assert, the runbooks, the CLI run's summary.json, the
+report and the exports all read what it returns. What the verdicts mean, once:
+
+* FAIL: something that names the node failed. The node is not healthy: validate.yml fails, the runbooks drain it,
+  the verdicts export drains it in Slurm and taints it in Kubernetes.
+* WARN: only warnings (a single link flap, a clock event below the limit, one slow link that cannot be pinned on
+  one end). The node is healthy for scheduling (validate.yml passes, nothing is drained) but flagged: its verdict
+  stays WARN, with the reasons, in every consumer.
+* UNKNOWN: part of it was not judged (a benchmark run without a threshold, a DCGM level that was skipped); healthy
+  for scheduling, flagged like WARN, ranked below it.
+* PASS: everything that names the node passed.
+
+The builders of the files other producers still write in their own shape (benchmark summaries, the CLI's stages,
+k8s/verify.json) read those shapes strictly: a missing or mistyped key raises RecordError naming the file's key, so
+a producer that changes what it writes fails the schema tests (tests/unit/schemas/). Stdlib only, Python 3.8: it
+runs on the node inside gpu_node_check.
 """
 
 from __future__ import annotations
 
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import (
+    FAIL,
+    PASS,
+    UNKNOWN,
+    VERDICTS,
+    WARN,
+)
+
 SCHEMA_VERSION = 1
-VERDICTS = ("PASS", "WARN", "FAIL", "UNKNOWN")
 KINDS = ("node_check", "benchmark_run", "attribution", "stage_result", "k8s_check", "burnin_round")
-_RANK = {"PASS": 0, "UNKNOWN": 1, "WARN": 2, "FAIL": 3}
+_RANK = {PASS: 0, UNKNOWN: 1, WARN: 2, FAIL: 3}
 
 # Where a threshold comes from, as the records name it.
 NODE_CHECK_SOURCE = "expected hardware spec (roles/gpuforge/defaults/main/expected_hardware.yml)"
 BENCH_SOURCE = "peer baseline of the run (gpuforge_bench_attribution, roles/gpuforge_bench/defaults/main.yml)"
 
-_CHECK_VERDICT = {"ok": "PASS", "warn": "WARN", "fail": "FAIL"}
-# summary.json's result verdicts (gpuforge_bench_attribution; fio and p2p: gpuforge_bench_gates).
+# Producers that still write their own status words, mapped here until they write records (issue 47): summary.json's
+# benchmark results (gpuforge_bench_attribution; fio and p2p: gpuforge_bench_gates), the CLI's stages and
+# gpuforge k8s verify.
 _BENCH_VERDICT = {
-    "ok": "PASS",
-    "slow": "FAIL",
-    "fail": "FAIL",
-    "failed": "FAIL",
-    "unjudged": "UNKNOWN",
-    "skipped": "UNKNOWN",
+    "ok": PASS,
+    "slow": FAIL,
+    "fail": FAIL,
+    "failed": FAIL,
+    "unjudged": UNKNOWN,
+    "skipped": UNKNOWN,
 }
 # What a fio or p2p result adds to its record's ``observed`` (gpuforge_bench_gates), with the types read.
 _NUMBER = (int, float, type(None))
@@ -44,8 +67,8 @@ _EXTRA_OBSERVED = {
     "fio": {"mib_per_second": _NUMBER, "iops": _NUMBER, "clat_p99_us": _NUMBER},
     "p2p": {"gpus": (int, type(None)), "sku": (str, type(None)), "uni_min_ratio": _NUMBER, "bi_min_ratio": _NUMBER},
 }
-_STAGE_VERDICT = {"ok": "PASS", "failed": "FAIL", "skipped": "UNKNOWN"}
-_K8S_VERDICT = {"ok": "PASS", "warn": "WARN", "fail": "FAIL", "unknown": "UNKNOWN"}
+_STAGE_VERDICT = {"ok": PASS, "failed": FAIL, "skipped": UNKNOWN}
+_K8S_VERDICT = {"ok": PASS, "warn": WARN, "fail": FAIL, "unknown": UNKNOWN}
 
 __all__ = [
     "KINDS",
@@ -54,9 +77,11 @@ __all__ = [
     "RecordError",
     "attribution_records",
     "benchmark_run_records",
-    "fleet_check_records",
+    "fleet_check_record",
     "k8s_check_records",
+    "node_check_record",
     "node_check_records",
+    "node_report",
     "node_verdicts",
     "raw_result_path",
     "stage_result_records",
@@ -96,47 +121,65 @@ def worst_verdict(verdicts) -> str:
     return max(verdicts, key=_RANK.__getitem__, default="PASS")
 
 
-def _caused_by(value, where):
-    """A check's caused_by (None, "a" or "a,b", as gpu_node_check writes it, or a list) as a list of names."""
-    if value is None or value == "":
-        return []
-    if isinstance(value, str):
-        return [name for name in value.split(",") if name]
-    if isinstance(value, list) and all(isinstance(name, str) for name in value):
-        return list(value)
-    raise RecordError(f"{where}: caused_by is {type(value).__name__}, expected a check name or a list of them")
+def node_check_record(check: dict, node: str, system=None, checked_at=None, run_id=None) -> dict:
+    """The ``node_check`` record of one judged check (gpuforge_checks.node_check: name, status, observed, expected,
+    fault, remedy, caused_by "a" or "a,b"), as gpu_node_check returns it and validate.yml writes it. RecordError for
+    a status outside VERDICTS."""
+    if check.get("status") not in VERDICTS:
+        raise RecordError(
+            f"check {check.get('name')!r}: status {check.get('status')!r} is not one of {', '.join(VERDICTS)}"
+        )
+    caused_by = check.get("caused_by")
+    return {
+        "kind": "node_check",
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "node": node,
+        "check": check["name"],
+        "system": system,
+        "checked_at": checked_at,
+        "observed": check.get("observed"),
+        "threshold": {"expected": check.get("expected"), "source": check.get("source") or NODE_CHECK_SOURCE},
+        "verdict": check["status"],
+        "remedy": check.get("remedy") or "",
+        "fault": check.get("fault") or "",
+        "caused_by": [name for name in str(caused_by).split(",") if name] if caused_by else [],
+    }
+
+
+# The keys of a node_check record and their types (schemas/node-check.schema.json).
+_NODE_CHECK_KEYS = {
+    "kind": str,
+    "schema_version": int,
+    "node": str,
+    "check": str,
+    "system": (str, type(None)),
+    "checked_at": (str, type(None)),
+    "threshold": dict,
+    "verdict": str,
+    "remedy": str,
+    "fault": str,
+    "caused_by": list,
+}
 
 
 def node_check_records(host_file: dict, run_id=None) -> list:
-    """Records of ``validation/<host>.json``: ``{host, checked_at, system, healthy, failed, checks}``."""
+    """The node_check records of ``validation/<host>.json`` (``{host, system, checked_at, verdict, records}``), as
+    gpu_node_check returned them; each is checked key by key and given the run's id."""
     where = "validation/<host>.json"
     host = _get(host_file, "host", str, where)
-    system = _get(host_file, "system", (str, type(None)), where)
-    checked_at = _get(host_file, "checked_at", (str, type(None)), where)
     records = []
-    for index, check in enumerate(_get(host_file, "checks", list, where)):
-        at = f"{where} ({host}) checks[{index}]"
-        name = _get(check, "name", str, at)
-        status = _get(check, "status", str, at)
-        remedy = _get(check, "remedy", str, at)
-        records.append(
-            {
-                "kind": "node_check",
-                "schema_version": SCHEMA_VERSION,
-                "run_id": run_id,
-                "node": host,
-                "check": name,
-                "system": system,
-                "checked_at": checked_at,
-                "observed": check.get("observed"),
-                "threshold": {"expected": check.get("expected"), "source": NODE_CHECK_SOURCE},
-                "verdict": _verdict(_CHECK_VERDICT, status, at),
-                "remedy": remedy,
-                "fault": check.get("fault") or "",
-                # gpu_node_check names the root-cause check(s) of a consequence, comma-separated.
-                "caused_by": _caused_by(check.get("caused_by"), at),
-            }
-        )
+    for index, record in enumerate(_get(host_file, "records", list, where)):
+        at = f"{where} ({host}) records[{index}]"
+        for key, types in _NODE_CHECK_KEYS.items():
+            _get(record, key, types, at)
+        if record["kind"] != "node_check" or record["schema_version"] != SCHEMA_VERSION:
+            raise RecordError(f"{at}: not a node_check record of schema_version {SCHEMA_VERSION}")
+        if record["node"] != host:
+            raise RecordError(f"{at}: the record of node {record['node']!r} in the file of {host!r}")
+        if record["verdict"] not in VERDICTS:
+            raise RecordError(f"{at}: unknown verdict {record['verdict']!r} (known: {', '.join(VERDICTS)})")
+        records.append(dict(record, run_id=run_id if run_id is not None else record.get("run_id")))
     return records
 
 
@@ -363,26 +406,15 @@ FLEET_CHECK = "fleet_consistency"
 FLEET_SOURCE = "majority of the nodes of the same system (fleet_consistency, library/fleet_consistency.py)"
 
 
-def fleet_check_records(host_file: dict, run_id=None) -> list:
-    """The node's own ``fleet_consistency`` node_check record from ``validation/<host>.json`` ``fleet``.
-
-    validate.yml writes, per system, the fleet_consistency check (observed: property -> {host: value} of the
-    outliers; expected: property -> majority value, properties such as ``vbios.<bus id>``). The record holds
-    this node's value of every compared property (its own where it is an outlier, else the majority) and the
-    majority as the threshold; FAIL where the node is an outlier. No record for a file written before that check.
-    """
-    where = "validation/<host>.json"
-    host = _get(host_file, "host", str, where)
-    if "fleet" not in host_file:
-        return []
-    system = _get(host_file, "system", (str, type(None)), where)
-    fleet = _get(host_file, "fleet", dict, where)
-    if not fleet:
-        return []
-    at = f"{where} ({host}) fleet"
-    check = _get(fleet, str(system), dict, at)
-    expected = _get(check, "expected", dict, at)
-    outliers = _get(check, "observed", dict, at)
+def fleet_check_record(fleet_check: dict, host: str, system=None, checked_at=None, run_id=None) -> dict:
+    """This node's ``fleet_consistency`` node_check record, from the fleet_consistency check of its system
+    (library/fleet_consistency.py ``checks[<system>]``: observed: property -> {host: value} of the outliers;
+    expected: property -> the majority value, properties such as ``vbios.<bus id>``). The record holds this node's
+    value of every compared property (its own where it is an outlier, else the majority) and the majority as the
+    threshold; FAIL where this node is an outlier, PASS where another node is."""
+    at = f"fleet_consistency check of {system} ({host})"
+    expected = _get(fleet_check, "expected", dict, at)
+    outliers = _get(fleet_check, "observed", dict, at)
     values = dict(expected)
     mine = {}
     for prop, per_host in outliers.items():
@@ -391,24 +423,24 @@ def fleet_check_records(host_file: dict, run_id=None) -> list:
         if host in per_host:
             values[prop] = per_host[host]
             mine[prop] = per_host[host]
-    status = _get(check, "status", str, at)
-    return [
-        {
-            "kind": "node_check",
-            "schema_version": SCHEMA_VERSION,
-            "run_id": run_id,
-            "node": host,
-            "check": FLEET_CHECK,
-            "system": system,
-            "checked_at": host_file.get("checked_at"),
-            "observed": values,
-            "threshold": {"expected": expected, "source": FLEET_SOURCE},
-            "verdict": _verdict(_CHECK_VERDICT, status, at) if mine else "PASS",
-            "remedy": (check.get("remedy") or "") if mine else "",
-            "fault": "; ".join(f"{key} is {val!r}, the majority {expected.get(key)!r}" for key, val in mine.items()),
-            "caused_by": [],
-        }
-    ]
+    status = _get(fleet_check, "status", str, at)
+    if status not in VERDICTS:
+        raise RecordError(f"{at}: unknown status {status!r} (known: {', '.join(VERDICTS)})")
+    return {
+        "kind": "node_check",
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "node": host,
+        "check": FLEET_CHECK,
+        "system": system,
+        "checked_at": checked_at,
+        "observed": values,
+        "threshold": {"expected": expected, "source": FLEET_SOURCE},
+        "verdict": status if mine else PASS,
+        "remedy": (fleet_check.get("remedy") or "") if mine else "",
+        "fault": "; ".join(f"{key} is {val!r}, the majority {expected.get(key)!r}" for key, val in mine.items()),
+        "caused_by": [],
+    }
 
 
 def stage_result_records(cli_summary: dict) -> list:
@@ -467,7 +499,13 @@ def k8s_check_records(verify_file: dict, run_id=None) -> list:
 
 
 def node_verdicts(records, burnin_trends=None) -> dict:
-    """Per node: its verdict (worst of what names it) and the records behind anything not PASS.
+    """The one node verdict: {node: {verdict, healthy, failed_checks, caused_failures, reasons}}.
+
+    ``verdict`` is the worst verdict of what names the node (FAIL over WARN over UNKNOWN over PASS); ``healthy`` is
+    ``verdict != FAIL`` (a WARN or UNKNOWN node stays schedulable, flagged: the module docstring says why);
+    ``failed_checks`` names the FAIL root causes (a node check's name, else what failed), ``caused_failures`` the
+    failed node checks that fail only because of another ({check: "root[,root]"}), so one fault counts once;
+    ``reasons`` has every record not PASS: {verdict, what, remedy}.
 
     A node is named by its node checks, by attributions that name it (a slow node, or a node of a slow link),
     by benchmark runs on that node alone that were judged (a run over several nodes cannot blame one of them; an
@@ -476,11 +514,25 @@ def node_verdicts(records, burnin_trends=None) -> dict:
     """
     nodes: dict = {}
 
-    def note(node, record, label):
-        entry = nodes.setdefault(node, {"verdict": "PASS", "reasons": []})
-        entry["verdict"] = worst_verdict([entry["verdict"], record["verdict"]])
-        if record["verdict"] != "PASS":
-            entry["reasons"].append({"verdict": record["verdict"], "what": label, "remedy": record.get("remedy", "")})
+    def entry_of(node):
+        return nodes.setdefault(
+            node, {"verdict": PASS, "healthy": True, "failed_checks": [], "caused_failures": {}, "reasons": []}
+        )
+
+    def note(node, record, label, name=None):
+        entry = entry_of(node)
+        verdict = record["verdict"]
+        entry["verdict"] = worst_verdict([entry["verdict"], verdict])
+        entry["healthy"] = entry["verdict"] != FAIL
+        if verdict == PASS:
+            return
+        entry["reasons"].append({"verdict": verdict, "what": label, "remedy": record.get("remedy", "")})
+        if verdict == FAIL:
+            cause = record.get("caused_by") or []
+            if cause:
+                entry["caused_failures"][name or label] = ",".join(cause)
+            elif (name or label) not in entry["failed_checks"]:
+                entry["failed_checks"].append(name or label)
 
     slow_nodes = {
         (record["benchmark"], record["name"])
@@ -500,7 +552,7 @@ def node_verdicts(records, burnin_trends=None) -> dict:
         if kind == "node_check":
             cause = record.get("caused_by") or []
             label = f"check {record['check']}" + (f" (caused by {', '.join(cause)})" if cause else "")
-            note(record["node"], record, label)
+            note(record["node"], record, label, record["check"])
         elif kind == "k8s_check" and record["node"] and record["subject"] == "node":
             note(record["node"], record, f"kubernetes {record['check']}")
         elif kind == BURNIN_KIND:
@@ -518,7 +570,7 @@ def node_verdicts(records, burnin_trends=None) -> dict:
                 )
         elif kind == "benchmark_run":
             for node in record["nodes"]:
-                nodes.setdefault(node, {"verdict": "PASS", "reasons": []})
+                entry_of(node)
             # A run nobody judged (no threshold set, or not run: no p2pBandwidthLatencyTest, a file system not
             # mounted) says nothing about its node: the record is UNKNOWN, the node keeps its verdict.
             if len(record["nodes"]) == 1 and record["verdict"] != "UNKNOWN":
@@ -540,6 +592,21 @@ def node_verdicts(records, burnin_trends=None) -> dict:
         label = "burn-in trend" + (": " + "; ".join(trend["reasons"][:2]) if trend["reasons"] else "")
         note(node, {"verdict": trend["verdict"], "remedy": trend["remedy"]}, label)
     return nodes
+
+
+def node_report(checks, node: str, system=None, checked_at=None) -> dict:
+    """One node's judged checks as gpu_node_check returns them: ``records`` (node_check_record of each) and the
+    node's verdict as node_verdicts gives it (``verdict``, ``healthy``, ``failed_checks``, ``caused_failures``,
+    ``reasons``). No check at all: UNKNOWN and not healthy, since nothing was judged."""
+    records = [node_check_record(check, node, system, checked_at) for check in checks]
+    verdict = node_verdicts(records).get(node) or {
+        "verdict": UNKNOWN,
+        "healthy": False,
+        "failed_checks": [],
+        "caused_failures": {},
+        "reasons": [{"verdict": UNKNOWN, "what": "no check was run", "remedy": ""}],
+    }
+    return {"records": records, **verdict}
 
 
 BURNIN_KIND = "burnin_round"

@@ -100,18 +100,10 @@ def _emit(args: argparse.Namespace, summary: dict) -> int:
         print(f"  {summary['error']}")
     for task in summary["failed_tasks"]:
         print(f"  {task['status']}: {task['host']} / {task['task']}: {task['msg']}")
-    for host, result in sorted((summary.get("validation") or {}).items()):
-        counts = result.get("counts", {})
-        print(
-            f"  {host:<12} {result['status']:<5} ok={counts.get('ok', 0)} warn={counts.get('warn', 0)} "
-            f"fail={counts.get('fail', 0)}"
-        )
-        for check in result["checks"]:
-            if check.get("status") == "fail":
-                print(
-                    f"    fail {check.get('name')}: observed {check.get('observed')!r}, "
-                    f"expected {check.get('expected')!r}"
-                )
+    for host, verdict in sorted((summary.get("validation") or {}).items()):  # gpuforge_records.node_verdicts
+        print(f"  {host:<12} {verdict['verdict']:<7} {', '.join(verdict['failed_checks'])}")
+        for reason in verdict["reasons"]:
+            print(f"    {reason['verdict']} {reason['what']}: {reason['remedy']}")
     print(f"  artifacts: {summary['artifacts']['run_dir']}")
     return summary["rc"]
 
@@ -207,15 +199,24 @@ def _export(args: argparse.Namespace) -> int:
 def _parse(args: argparse.Namespace) -> int:
     from gpuforge import parsers
 
+    if args.list:
+        rows = parsers.listing()
+        width = max(len(kind) for kind, _function, _what in rows)
+        for kind, function, what in rows:
+            print(f"{kind:<{width}}  {what}  [{function}]")
+        return 0
+    if args.kind is None or args.file is None:
+        print("gpuforge parse: give KIND and FILE, or --list for the kinds", file=sys.stderr)
+        return 2
     text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
     try:
         result = parsers.parse(args.kind, text)
     except parsers.UnknownKind:
         raise
-    except ValueError as exc:  # each parser module's ParseError
+    except ValueError as exc:  # gpuforge_errors.ParseError
         print(f"gpuforge parse: {args.kind}: {exc}", file=sys.stderr)
         return 1
-    print(json.dumps(result, indent=2, sort_keys=True))
+    print(json.dumps(parsers.jsonable(result), indent=2, sort_keys=True))
     return 0
 
 
@@ -336,8 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
     from gpuforge.parsers import PARSERS
 
     parse = commands.add_parser("parse", help="print a parser's JSON for a captured tool output")
-    parse.add_argument("kind", choices=sorted(PARSERS))
-    parse.add_argument("file", help="captured output ('-' for stdin)")
+    parse.add_argument("--list", action="store_true", help="list the kinds, what each reads and its parser")
+    parse.add_argument("kind", nargs="?", choices=sorted(PARSERS))
+    parse.add_argument("file", nargs="?", help="captured output ('-' for stdin)")
     parse.set_defaults(handler=_parse)
 
     k8s = commands.add_parser("k8s", help="Kubernetes add-on manifests")

@@ -192,10 +192,10 @@ def summary_lines(
     if data.checks is None:
         lines.append("nodes: validation not run")
     else:
-        worst = data.hosts_by_status()
-        healthy = sorted(host for host, status in worst.items() if status != "fail")
-        lines.append(f"nodes healthy: {len(healthy)}/{len(worst)} ({', '.join(healthy) or 'none'})")
-        failed = [check for check in data.checks if check.status == "fail"]
+        verdicts = data.verdicts  # gpuforge_records.node_verdicts
+        healthy = sorted(host for host, entry in verdicts.items() if entry["healthy"])
+        lines.append(f"nodes healthy: {len(healthy)}/{len(verdicts)} ({', '.join(healthy) or 'none'})")
+        failed = [check for check in data.checks if check.status == "FAIL"]
         failed_names = {(check.host, check.name) for check in failed}
         # Root causes first, each with the checks that failed only because of it indented under it.
         for check in failed:

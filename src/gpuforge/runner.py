@@ -9,8 +9,9 @@ calling thread consumes them, so the progress view never slows Ansible down. Eac
   <run_dir>/bench/<run>/*.json the results benchmark.yml wrote
 
 The run directory is the playbooks' ``gpuforge_artifacts_dir`` (an extra var), so they write their results
-into it and nothing decides by timestamps which files belong to the run. When the caller sets
-``gpuforge_artifacts_dir`` itself, the files written under it during the run are copied in instead (by mtime).
+into it and nothing decides by timestamps which files belong to the run: the run directory is the only input of
+the summary and the report. A caller's own ``gpuforge_artifacts_dir`` is refused (run ansible-playbook directly to
+write elsewhere).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import json
 import os
 import queue
 import shlex
-import shutil
 import sys
 import time
 import uuid
@@ -31,8 +31,6 @@ from gpuforge import paths
 from gpuforge.progress import NullView, ProgressModel
 
 SCHEMA_VERSION = 1
-# mtime slack when deciding which artifacts a run wrote (coarse filesystem timestamps).
-_MTIME_SLACK_S = 2.0
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -102,37 +100,27 @@ def _envvars(request: RunRequest, run_dir: Path) -> dict:
     }
 
 
-def _collect(source: Path, target: Path, since: float) -> list[str]:
-    """Copy the *.json under source written since `since` to target; return the copies' names."""
-    copied = []
-    if not source.is_dir():
-        return copied
-    for path in sorted(source.rglob("*.json")):
-        if path.stat().st_mtime + _MTIME_SLACK_S < since:
-            continue
-        destination = target / path.relative_to(source)
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, destination)
-        copied.append(str(destination))
-    return copied
-
-
 def load_validation(directory: Path) -> dict:
-    """{host: {status, counts, checks}} from <directory>/<host>.json (a list of checks or {checks: [...]})."""
+    """{host: its verdict} of the node_check records in <directory>/<host>.json, by gpuforge_records.node_verdicts
+    (the one verdict function: verdict, healthy, failed_checks, caused_failures, reasons). A file that is not JSON
+    or not records is UNKNOWN and not healthy, with the reason."""
+    records_mod = paths.collection_import("plugins.module_utils.gpuforge_records")
     hosts: dict = {}
     if not directory.is_dir():
         return hosts
     for path in sorted(directory.glob("*.json")):
         try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            hosts[path.stem] = {"status": "unreadable", "counts": {}, "checks": []}
-            continue
-        checks = document.get("checks", []) if isinstance(document, dict) else document
-        checks = [check for check in checks or [] if isinstance(check, dict)]
-        counts = {status: sum(1 for c in checks if c.get("status") == status) for status in ("ok", "warn", "fail")}
-        status = "fail" if counts["fail"] else "warn" if counts["warn"] else "ok"
-        hosts[path.stem] = {"status": status, "counts": counts, "checks": checks}
+            records = records_mod.node_check_records(json.loads(path.read_text(encoding="utf-8")))
+            hosts.update(records_mod.node_verdicts(records))
+        except (OSError, ValueError) as exc:  # RecordError is a ValueError
+            reason = {"verdict": "UNKNOWN", "what": f"{path.name} unreadable: {exc}", "remedy": "rerun validate.yml"}
+            hosts[path.stem] = {
+                "verdict": "UNKNOWN",
+                "healthy": False,
+                "failed_checks": [],
+                "caused_failures": {},
+                "reasons": [reason],
+            }
     return hosts
 
 
@@ -158,9 +146,13 @@ def run_playbook(request: RunRequest, run_dir: Path, view=None) -> dict:
     if not playbook.is_file():
         return _finish(summary, run_dir, started, rc=1, status="missing-playbook", model=model, request=request)
     pairs, var_files = split_extra_vars(request.extra_vars)
-    own_artifacts = "gpuforge_artifacts_dir" not in pairs and not _files_set(var_files, "gpuforge_artifacts_dir")
-    if own_artifacts:
-        pairs["gpuforge_artifacts_dir"] = str(run_dir)
+    if "gpuforge_artifacts_dir" in pairs or _files_set(var_files, "gpuforge_artifacts_dir"):
+        summary["error"] = (
+            f"gpuforge_artifacts_dir is this run's directory ({run_dir}); leave it out of the extra vars "
+            "(run ansible-playbook directly to write the results elsewhere)"
+        )
+        return _finish(summary, run_dir, started, rc=1, status="bad-extra-vars", model=model, request=request)
+    pairs["gpuforge_artifacts_dir"] = str(run_dir)
     events: queue.Queue = queue.Queue()
     (run_dir / "runner").mkdir(exist_ok=True)
     thread, runner = ansible_runner.run_async(
@@ -189,9 +181,7 @@ def run_playbook(request: RunRequest, run_dir: Path, view=None) -> dict:
                 continue
             view.update(model, model.handle(event))
         thread.join()
-    return _finish(
-        summary, run_dir, started, rc=runner.rc, status=runner.status, model=model, request=request, own=own_artifacts
-    )
+    return _finish(summary, run_dir, started, rc=runner.rc, status=runner.status, model=model, request=request)
 
 
 def _files_set(var_files: list[str], name: str) -> bool:
@@ -212,13 +202,9 @@ def _listed(folder: Path) -> list[str]:
     return [str(path) for path in sorted(folder.rglob("*.json"))] if folder.is_dir() else []
 
 
-def _finish(summary, run_dir, started, rc, status, model, request, own=False) -> dict:
+def _finish(summary, run_dir, started, rc, status, model, request) -> dict:
     finished = time.time()
-    if own:  # the playbooks wrote into run_dir
-        validation, bench = _listed(run_dir / "validation"), _listed(run_dir / "bench")
-    else:
-        validation = _collect(request.artifacts_root / "validation", run_dir / "validation", started)
-        bench = _collect(request.artifacts_root / "bench", run_dir / "bench", started)
+    validation, bench = _listed(run_dir / "validation"), _listed(run_dir / "bench")
     summary.update(
         rc=rc if rc is not None else 1,
         status=status,

@@ -82,7 +82,7 @@ def test_the_node_flashed_differently_is_the_outlier(tmp_path):
     shown = document["plays"][0]["tasks"][-1]["hosts"]["gpu01"]["gpuforge_fleet_consistency"]
     assert shown["outliers"] == ["gpu03"]
     check = shown["checks"]["dgx1-v100-edr"]
-    assert check["status"] == "fail"
+    assert check["status"] == "FAIL"
     assert check["observed"] == {"hca_firmware.mlx5_1": {"gpu03": "12.21.1000"}}
     # every property the comparison reads reached it: firmware, driver, VBIOS, OFED, kernel, P_Keys
     assert check["expected"] == {

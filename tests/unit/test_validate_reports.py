@@ -1,7 +1,8 @@
 """validate.yml's report writing, run by ansible-playbook on the controller alone: one managed_files run on the
-controller writes every node's report and its diagnostics' results, built from every node's hostvars. The task is
-taken from playbooks/validate.yml as it is; the result of the check before it (gpu_node_check with diagnostics,
-tasks/validate_node.yml) is given per host in the module's shape."""
+controller writes every node's records, its verdict and its diagnostics' results, built from every node's hostvars
+(filter_plugins/gpuforge_validation.py). The tasks are taken from playbooks/validate.yml as they are; the result of
+the check before them (gpu_node_check with diagnostics, tasks/validate_node.yml) is given per host in the module's
+shape, built by the function the module builds it with (gpuforge_records.node_report)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,26 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_records as records
 
 ROOT = Path(__file__).resolve().parents[2]
-TASKS = ("Write every node's report and its diagnostics' results on the controller",)
-CHECK = {"name": "gpu_count", "status": "pass", "observed": 8, "expected": 8}
-DCGM_CHECK = {"name": "dcgm_diag", "status": "ok"}
+TASKS = ("Write every node's records and its diagnostics' results on the controller",)
+CHECK = {"name": "gpu_count", "status": "PASS", "observed": 8, "expected": 8}
+FAILED = {"name": "gpu_count", "status": "FAIL", "observed": 7, "expected": 8, "fault": "7 GPUs", "remedy": "reseat"}
+DCGM_CHECK = {"name": "dcgm_diag", "status": "PASS"}
+CHECKED_AT = "2026-11-27T03:59:00Z"
+# fleet_consistency's result: gpu02 runs another kernel than the other nodes of its system.
+FLEET = {
+    "outliers": ["gpu02"],
+    "checks": {
+        "dgx1-v100-edr": {
+            "status": "FAIL",
+            "observed": {"kernel": {"gpu02": "6.1.0-13"}},
+            "expected": {"kernel": "6.1.0-18"},
+            "remedy": "upgrade the kernel",
+        }
+    },
+}
 # gpu_node_check's diagnostics results, as the module returns them (trimmed to what the documents take, plus a key
 # they leave out).
 DIAGNOSTICS = {
@@ -75,10 +91,15 @@ def _host_vars(name: str) -> dict:
         "ansible_python_interpreter": sys.executable,
         **({"gpuforge_validate_dcgm": False} if name == "gpu02" else {}),
         "gpuforge_node_check": {
+            **records.node_report(
+                [FAILED if name == "gpu02" else CHECK] + ([DCGM_CHECK] if name == "gpu01" else []),
+                name,
+                "dgx1-v100-edr",
+                CHECKED_AT,
+            ),
             "system": "dgx1-v100-edr",
-            "healthy": name != "gpu02",
-            "failed_checks": [] if name != "gpu02" else ["gpu_count"],
-            "checks": [CHECK] + ([DCGM_CHECK] if name == "gpu01" else []),
+            "node": name,
+            "checked_at": CHECKED_AT,
             "diagnostics": diagnostics,
         },
     }
@@ -105,7 +126,7 @@ def _run_tasks(tmp_path: Path, names: tuple[str, ...], hosts: dict) -> tuple[sub
                 if key.startswith(("gpuforge_dcgm", "gpuforge_validate"))
             },
             "gpuforge_artifacts_dir": str(tmp_path / "elsewhere" / ".." / "artifacts"),
-            "gpuforge_fleet_consistency": {"outliers": ["gpu02"]},
+            "gpuforge_fleet_consistency": FLEET,
         },
         "tasks": [tasks[name] for name in names],
     }
@@ -146,15 +167,27 @@ def test_summary_and_verdict_name_unhealthy_and_unjudged_nodes(tmp_path):
     hosts["gpu03"]["gpuforge_node_check"] = {
         "failed": True,
         "msg": "dcgmi was not found on gpu03",
-        "checks": [CHECK],
         "diagnostics": {"dcgm": {"ran": False, "healthy": True}},
     }
     result, _ = _run_tasks(tmp_path, ("Cluster summary", "Fail when a node is unhealthy"), hosts)
     output = " ".join(result.stdout.split())  # the callback wraps long messages
     assert result.returncode != 0, output
-    assert "gpu01 | Healthy" in output and "gpu02 | FAIL: gpu_count" in output
-    assert "gpu03 | FAIL: no result (unreachable or aborted)" in output
+    assert "gpu01 | PASS" in output and "gpu02 | FAIL: gpu_count, fleet_consistency" in output
+    assert "gpu03 | no result (unreachable or aborted)" not in output  # here it is still a play host, with no verdict
     assert "Unhealthy GPU nodes: gpu02, gpu03 " in output
+
+
+def test_a_warn_only_node_is_healthy_and_flagged(tmp_path):
+    """The one meaning of WARN (gpuforge_records.node_verdicts): healthy for scheduling, flagged in the summary."""
+    hosts = {name: _host_vars(name) for name in ("gpu01",)}
+    warned = {"name": "throttle", "status": "WARN", "observed": {}, "expected": "", "fault": "hw", "remedy": "cool"}
+    hosts["gpu01"]["gpuforge_node_check"].update(
+        records.node_report([CHECK, warned], "gpu01", "dgx1-v100-edr", CHECKED_AT)
+    )
+    result, _ = _run_tasks(tmp_path, ("Cluster summary", "Fail when a node is unhealthy"), hosts)
+    output = " ".join(result.stdout.split())
+    assert result.returncode == 0, output
+    assert "gpu01 | WARN: check throttle" in output
 
 
 def test_every_nodes_report_and_results_in_one_controller_module_run(written):
@@ -177,15 +210,22 @@ def test_every_nodes_report_and_results_in_one_controller_module_run(written):
     assert output.count("changed: [gpu01 -> localhost]") == 1 and "[gpu02 -> localhost]" not in output
 
 
-def test_the_reports_hold_what_the_check_returned(written):
+def test_the_reports_hold_the_records_the_check_returned_and_their_verdict(written):
     validation, _ = written
+    hosts = {name: _host_vars(name)["gpuforge_node_check"] for name in ("gpu01", "gpu02")}
     report = json.loads((validation / "gpu02.json").read_text(encoding="utf-8"))
-    assert set(report) == {"host", "checked_at", "system", "healthy", "failed", "checks", "fleet_outlier", "fleet"}
-    assert report["host"] == "gpu02" and report["system"] == "dgx1-v100-edr"
-    assert report["healthy"] is False and report["failed"] == ["gpu_count"] and report["checks"] == [CHECK]
-    assert report["fleet_outlier"] is True and report["fleet"] == {}
+    assert set(report) == {"schema_version", "host", "checked_at", "system", "verdict", "records"}
+    assert (report["host"], report["system"], report["checked_at"]) == ("gpu02", "dgx1-v100-edr", CHECKED_AT)
+    # The module's records as they are, then the node's fleet_consistency record (gpu02 is the outlier).
+    assert report["records"][:-1] == hosts["gpu02"]["records"]
+    fleet = report["records"][-1]
+    assert (fleet["check"], fleet["verdict"], fleet["observed"]["kernel"]) == ("fleet_consistency", "FAIL", "6.1.0-13")
+    assert report["verdict"] == records.node_verdicts(report["records"])["gpu02"]
+    assert report["verdict"]["failed_checks"] == ["gpu_count", "fleet_consistency"]
     healthy = json.loads((validation / "gpu01.json").read_text(encoding="utf-8"))
-    assert healthy["healthy"] is True and healthy["checks"] == [CHECK, DCGM_CHECK]
+    assert healthy["records"][:-1] == hosts["gpu01"]["records"]
+    assert (healthy["verdict"]["verdict"], healthy["verdict"]["healthy"]) == ("PASS", True)
+    assert [r["check"] for r in healthy["records"]] == ["gpu_count", "dcgm_diag", "fleet_consistency"]
     assert oct((validation / "gdr" / "gpu02.json").stat().st_mode & 0o777) == "0o644"
 
 
@@ -218,7 +258,7 @@ def test_dcgm_on_but_not_run_is_recorded_as_not_run(written):
     report = json.loads((validation / "gpu03.json").read_text(encoding="utf-8"))
     assert document == {
         "host": "gpu03",
-        "checked_at": report["checked_at"],
+        "checked_at": report["checked_at"] == CHECKED_AT and CHECKED_AT,
         "level": 1,
         "ran": False,
         "healthy": True,

@@ -15,7 +15,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from gpuforge.paths import PROJECT_ROOT
+from gpuforge.paths import PROJECT_ROOT, collection_import
 from gpuforge.report.export import load_records
 
 testinfra_hosts = ["gpuforge-mol-gpudirect"]
@@ -55,14 +55,17 @@ def test_each_run_wrote_the_report_and_the_three_diagnostics(run):
     assert report["host"] == HOST
     assert report["system"] == "dgx1-v100-edr"
     # The root causes: a failure caused by another failed check (caused_by) counts once, under its cause.
-    roots = [check["name"] for check in report["checks"] if check["status"] == "fail" and not check.get("caused_by")]
-    assert report["failed"] == roots
+    roots = [r["check"] for r in report["records"] if r["verdict"] == "FAIL" and not r["caused_by"]]
+    assert report["verdict"]["failed_checks"] == roots
+    # The verdict the file holds is the one verdict function's over the records it holds.
+    records = collection_import("plugins.module_utils.gpuforge_records")
+    assert report["verdict"] == records.node_verdicts(records.node_check_records(report))[HOST]
 
 
 def test_the_healthy_node_passes_every_check_and_each_diagnostic_ran():
     validation = _run("validate-healthy") / "validation"
     report = _read(validation / f"{HOST}.json")
-    assert report["healthy"] is True, report["failed"]
+    assert report["verdict"]["healthy"] is True, report["verdict"]
     verdicts = _verdicts("validate-healthy")
     assert set(verdicts) >= DIAGNOSTIC_CHECKS
     assert {name: record["verdict"] for name, record in verdicts.items() if record["verdict"] != "PASS"} == {}
@@ -77,8 +80,8 @@ def test_the_healthy_node_passes_every_check_and_each_diagnostic_ran():
 def test_a_port_down_fails_its_check_and_the_loopback_through_it_only():
     validation = _run("validate-port-down") / "validation"
     report = _read(validation / f"{HOST}.json")
-    assert report["healthy"] is False
-    assert report["failed"] == ["ib_port_state"]
+    assert (report["verdict"]["verdict"], report["verdict"]["healthy"]) == ("FAIL", False)
+    assert report["verdict"]["failed_checks"] == ["ib_port_state"]
     verdicts = _verdicts("validate-port-down")
     failed = {name: record for name, record in verdicts.items() if record["verdict"] == "FAIL"}
     assert sorted(failed) == ["gdr_ib_write_bw", "ib_port_state"], {n: r["observed"] for n, r in failed.items()}

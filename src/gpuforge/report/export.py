@@ -83,9 +83,10 @@ def _raw_reader(bench_dir: Path):
 def load_records(run_dir: Path, validation_files=None, bench_summaries=None) -> list:
     """Records of every result file under ``run_dir`` (a CLI run directory, or any folder holding them).
 
-    ``validation/<host>.json`` (node checks and the node's fleet_consistency record; the newest ``checked_at`` of
-    a host wins when stages copied it twice), ``bench/<run>/summary.json`` (benchmark gates, with the chart data of
-    the parsed results beside it, and attributions), ``k8s/verify.json`` (gpuforge k8s verify),
+    ``validation/<host>.json`` (the node_check records gpu_node_check returned and the node's fleet_consistency
+    record, as validate.yml wrote them; the newest ``checked_at`` of a host wins when stages copied it twice),
+    ``bench/<run>/summary.json`` (benchmark gates, with the chart data of the parsed results beside it, and
+    attributions), ``k8s/verify.json`` (gpuforge k8s verify),
     ``burnin/summary.json`` (gpuforge burnin rounds) and the run's own ``summary.json`` (stages). The optional
     lists replace the search under run_dir (the shared artifacts/ folders). A file of the wrong shape raises
     gpuforge_records.RecordError naming the file.
@@ -112,7 +113,6 @@ def load_records(run_dir: Path, validation_files=None, bench_summaries=None) -> 
             hosts[host] = data
     for host in sorted(hosts):
         records += records_mod.node_check_records(hosts[host], run_id)
-        records += records_mod.fleet_check_records(hosts[host], run_id)
     for path in bench_summaries:
         bench = _read(path)
         records += records_mod.benchmark_run_records(bench, run_id, raw=_raw_reader(path.parent))
@@ -281,7 +281,7 @@ def to_verdicts(records, now: str | None = None, burnin_trends=None) -> dict:
     for node, entry in sorted(records_mod.node_verdicts(records, burnin_trends).items()):
         verdict = entry["verdict"]
         counts[verdict] += 1
-        if verdict == "FAIL":
+        if not entry["healthy"]:  # node_verdicts: FAIL; WARN and UNKNOWN are healthy for scheduling, flagged
             reason = _slurm_reason(entry["reasons"])
             slurm = {
                 "state": "DRAIN",

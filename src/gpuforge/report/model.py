@@ -17,7 +17,6 @@ from pathlib import Path
 from gpuforge.paths import collection_import
 
 RANK = {"FAIL": 0, "WARN": 1, "UNKNOWN": 2, "PASS": 3}
-_STATUS = {"PASS": "ok", "WARN": "warn", "FAIL": "fail", "UNKNOWN": "unknown"}
 FLEET_CHECK = "fleet_consistency"
 # What the cross-node inventory table shows, in this order (the properties fleet_consistency compares:
 # module_utils/gpuforge_perfquery.py FLEET_PROPERTIES; sub-keys per HCA name or GPU bus ID).
@@ -38,7 +37,7 @@ def records_module():
 class Check:
     host: str
     name: str
-    status: str  # ok | warn | fail | unknown
+    status: str  # the record's verdict: PASS | WARN | FAIL | UNKNOWN
     observed: object = None
     expected: object = None
     fault: str = ""
@@ -129,7 +128,7 @@ class ReportData:
             Check(
                 r["node"],
                 r["check"],
-                _STATUS[r["verdict"]],
+                r["verdict"],
                 r["observed"],
                 r["threshold"].get("expected"),
                 r.get("fault", ""),
@@ -138,10 +137,6 @@ class ReportData:
             )
             for r in checks
         ]
-
-    def hosts_by_status(self) -> dict[str, str]:
-        """node -> ok | warn | fail | unknown, from gpuforge_records.node_verdicts."""
-        return {node: _STATUS[entry["verdict"]] for node, entry in self.verdicts.items()}
 
     @property
     def nccl(self) -> list[NcclSeries] | None:

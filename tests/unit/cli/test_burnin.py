@@ -91,10 +91,10 @@ class FakeRound:
             document = {"node": node, "before": before, "after": self.counters[node], "max_growth": {}, "errors": []}
             (round_dir / "counters" / f"{node}.json").write_text(json.dumps(document))
             if self.dcgm_installed:
-                status = "fail" if fault.get("dcgm") == node else "ok"
-                fault_text = "DCGM diagnostic level 3 failed: memory on GPU 2" if status == "fail" else ""
+                status = "FAIL" if fault.get("dcgm") == node else "PASS"
+                fault_text = "DCGM diagnostic level 3 failed: memory on GPU 2" if status == "FAIL" else ""
                 check = {"name": "dcgm_diag", "status": status, "fault": fault_text}
-                dcgm = {"host": node, "level": 3, "ran": True, "healthy": status == "ok", "check": check}
+                dcgm = {"host": node, "level": 3, "ran": True, "healthy": status == "PASS", "check": check}
             else:
                 detail = "skipped: not installed (playbooks/tasks/validate_dcgm.yml is not in this checkout)"
                 dcgm = {"node": node, "level": 3, "status": "skipped", "detail": detail}

@@ -55,12 +55,14 @@ def test_the_playbooks_write_into_the_run_directory(tmp_path):
     assert (run_dir / "validation" / "localhost.json").is_file()
     assert not (artifacts / "validation").exists()
     assert summary["artifacts"]["validation"] == [str(run_dir / "validation" / "localhost.json")]
-    assert summary["validation"]["localhost"]["status"] == "fail"
-    assert summary["validation"]["localhost"]["counts"] == {"ok": 0, "warn": 0, "fail": 1}
+    # the node's verdict, by gpuforge_records.node_verdicts over the records the playbook wrote
+    verdict = summary["validation"]["localhost"]
+    assert (verdict["verdict"], verdict["healthy"], verdict["failed_checks"]) == ("FAIL", False, ["gpu_count"])
 
 
 @pytest.mark.parametrize("how", ["pair", "file"])
-def test_a_caller_s_own_artifacts_dir_is_kept_and_its_new_files_copied(tmp_path, how):
+def test_a_caller_s_own_artifacts_dir_is_refused(tmp_path, how):
+    # The run directory is the only input of the summary and the report: nothing is copied in by timestamp.
     artifacts = tmp_path / "artifacts"
     elsewhere = tmp_path / "elsewhere"
     if how == "pair":
@@ -69,15 +71,11 @@ def test_a_caller_s_own_artifacts_dir_is_kept_and_its_new_files_copied(tmp_path,
         var_file = tmp_path / "vars.yml"
         var_file.write_text(f"gpuforge_artifacts_dir: {elsewhere}\n")
         extra = [f"@{var_file}"]
-    request = _request("write_validation.yml", elsewhere.parent / "artifacts-unused", extra_vars=extra)
-    request.artifacts_root = elsewhere
     run_dir = artifacts / new_run_id()
-    summary = run_playbook(request, run_dir)
-    assert summary["rc"] == 0
-    assert (elsewhere / "validation" / "localhost.json").is_file()
-    # copied in, as before: the run directory still holds this run's results
-    assert (run_dir / "validation" / "localhost.json").is_file()
-    assert summary["validation"]["localhost"]["status"] == "fail"
+    summary = run_playbook(_request("write_validation.yml", artifacts, extra_vars=extra), run_dir)
+    assert (summary["rc"], summary["status"]) == (1, "bad-extra-vars")
+    assert "gpuforge_artifacts_dir is this run's directory" in summary["error"]
+    assert not elsewhere.exists() and not (run_dir / "validation").exists()
 
 
 def test_runs_share_the_fact_cache_of_ansible_cfg(tmp_path):

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_kernel as kernel
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import judge_node, summarize
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import judge_node
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import parse_link_flaps
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_records import node_report
 
 from gpuforge.lab.spec import from_file
 
@@ -86,12 +87,13 @@ def _judge(tmp_path, monkeypatch, node):
         fabric_manager=fabric_manager,
     )
     gdr = run_module(
-        monkeypatch, tmp_path, {**lab_args(node.profile), "gpus": smi["gpus"], "node_checks": result["checks"]}
+        monkeypatch, tmp_path, {**lab_args(node.profile), "gpus": smi["gpus"], "node_checks": result["records"]}
     )
     assert not gdr.get("failed"), gdr
     # gpu_node_check folds the check in when there is one (a system with peermem: false or no InfiniBand port has none)
     assert gdr["applicable"] is (node.profile not in NO_GDR_PROFILES), (node.profile, gdr["reason"])
-    return summarize(result["checks"] + ([gdr["check"]] if gdr.get("check") else []))
+    checks = result["checks"] + ([gdr["check"]] if gdr.get("check") else [])
+    return {"checks": checks, **node_report(checks, node.name, node.profile)}
 
 
 def _check_names(fault):
@@ -121,15 +123,15 @@ def test_every_fault_is_one_root_cause_with_its_consequences_under_it(tmp_path, 
     for fault in node.faults:
         names = _check_names(fault)
         # the first of the checks that name this fault and is not ok on the node
-        found = [name for name in names if any(c["name"] == name and c["status"] != "ok" for c in result["checks"])]
+        found = [name for name in names if any(c["name"] == name and c["status"] != "PASS" for c in result["checks"])]
         expected_roots.add(found[0] if found else names[0])
     if not node.faults:
         assert result["healthy"] is True
-        assert [c["name"] for c in result["checks"] if c["status"] != "ok"] == []
+        assert [c["name"] for c in result["checks"] if c["status"] != "PASS"] == []
         return
     assert result["healthy"] is False
-    roots = {name for name, check in checks.items() if check["status"] == "fail" and not check["caused_by"]}
-    warned = {name for name, check in checks.items() if check["status"] == "warn" and not check["caused_by"]}
+    roots = {name for name, check in checks.items() if check["status"] == "FAIL" and not check["caused_by"]}
+    warned = {name for name, check in checks.items() if check["status"] == "WARN" and not check["caused_by"]}
     # Each fault is reported by its own check, as a root cause (a warning only where the fault is one:
     # an Xid whose catalogue action is to restart the application, a single link flap).
     assert expected_roots <= roots | warned, expected_roots - roots - warned
@@ -139,7 +141,7 @@ def test_every_fault_is_one_root_cause_with_its_consequences_under_it(tmp_path, 
         assert checks[name]["remedy"], name
     # Every other check that is not ok is a consequence naming a root cause that was reported.
     for name, check in checks.items():
-        if check["status"] != "ok" and check["caused_by"]:
+        if check["status"] != "PASS" and check["caused_by"]:
             assert set(_causes(check["caused_by"])) & expected_roots, (name, check["caused_by"])
 
 

@@ -189,6 +189,9 @@ def assert_option_failure(result: dict, path: str, fragment: str = "") -> None:
 
 
 def check_by_name(result: dict) -> dict:
+    """A benchmark module's checks by name; gpu_node_check's node_check records by check name."""
+    if "records" in result:
+        return {record["check"]: record for record in result["records"]}
     return {check["name"]: check for check in result["checks"]}
 
 
@@ -784,9 +787,9 @@ def test_tool_output(ansible_module, tmp_path, capsys, module, family):
         assert any("holds no YAML document" in text for text in said)
     if module == "gpu_node_check":  # a report, never a failed task: unreadable text is a failed *_readable check
         checks = check_by_name(result)
-        assert checks["lsmod_readable"]["status"] in ("ok", "fail")
+        assert checks["lsmod_readable"]["verdict"] in ("PASS", "FAIL")
         if family == "empty-output" or family == "binary-garbage":
-            assert checks["lsmod_readable"]["status"] == "fail"
+            assert checks["lsmod_readable"]["verdict"] == "FAIL"
             assert "lsmod" in checks["lsmod_readable"]["fault"]
     if module == "selinux_policy_module" and family != "truncated-output":  # never installs over an unread store
         assert result.get("failed") and "from semodule -l on" in result["msg"], result
@@ -1353,7 +1356,7 @@ def test_malformed_facts_are_reported(ansible_module, tmp_path, source):
         assert_no_traceback_and_serialisable(result)
         assert not result.get("failed"), f"{name}: {result}"
         found = check_by_name(result)[check]
-        assert found["status"] == "fail", f"{name}: {found}"
+        assert found["verdict"] == "FAIL", f"{name}: {found}"
         assert fragment in found["fault"], f"{name}: {found['fault']}"
 
 
@@ -1366,4 +1369,4 @@ def test_coerced_values_reach_the_judges(ansible_module, tmp_path):
         ansible_module, tmp_path, _unchanged, {"expected": {**EXPECTED_BAD, "gpu_count": "8", "nvlink_links": "6"}}
     )
     checks = check_by_name(result)
-    assert (checks["gpu_count"]["status"], checks["nvlink_active"]["status"]) == ("ok", "ok")
+    assert (checks["gpu_count"]["verdict"], checks["nvlink_active"]["verdict"]) == ("PASS", "PASS")

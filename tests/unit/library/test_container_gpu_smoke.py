@@ -41,9 +41,9 @@ def test_engine_mode_checks_each_runtime(ansible_module):
     args = {"runtimes": ["podman-cdi", "containerd"], "image": "nvcr.io/nvidia/cuda@sha256:ab", "expected_gpus": GPUS}
     result = ansible_module(container_gpu_smoke, args, engines, bin_path=tools)
     cdi, containerd = result["checks"]
-    assert cdi["name"] == "container_gpus_podman_cdi" and cdi["status"] == "ok"
-    assert containerd["status"] == "fail" and containerd["observed"]["missing"] == [GPUS[1]["uuid"]]
-    assert result["verdict"] == "fail" and result["changed"] is False
+    assert cdi["name"] == "container_gpus_podman_cdi" and cdi["status"] == "PASS"
+    assert containerd["status"] == "FAIL" and containerd["observed"]["missing"] == [GPUS[1]["uuid"]]
+    assert result["verdict"] == "FAIL" and result["changed"] is False
     assert [call[3:5] for call in engines.calls] == [
         ["/usr/bin/podman", "run"],
         ["/usr/bin/ctr", "images"],
@@ -56,7 +56,7 @@ def test_engine_mode_stops_a_runtime_at_a_failed_pull(ansible_module):
     args = {"runtimes": ["containerd"], "image": "img", "expected_gpus": GPUS}
     result = ansible_module(container_gpu_smoke, args, engines, bin_path=tools)
     [check] = result["checks"]
-    assert check["status"] == "fail" and "failed to resolve reference" in check["observed"]["output_tail"]
+    assert check["status"] == "FAIL" and "failed to resolve reference" in check["observed"]["output_tail"]
     assert len(engines.calls) == 1
 
 
@@ -64,7 +64,7 @@ def test_vector_add(ansible_module):
     engines = Engines({"podman run": (0, "[Vector addition of 50000 elements]\nTest PASSED\nDone\n", "")})
     args = {"runtimes": ["podman-hook"], "image": "img", "command": [], "check": "vector_add", "expected_gpus": GPUS}
     result = ansible_module(container_gpu_smoke, args, engines, bin_path=tools)
-    assert result["checks"][0]["status"] == "ok" and result["verdict"] == "ok"
+    assert result["checks"][0]["status"] == "PASS" and result["verdict"] == "PASS"
 
 
 def test_check_mode_runs_nothing(ansible_module):

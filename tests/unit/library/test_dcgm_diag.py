@@ -47,7 +47,7 @@ def test_healthy_node_of_every_gpu_profile_passes_level_1(tmp_path, monkeypatch,
     calls = []
     result = ansible_module(dcgm_diag, {"gpus": gpus}, sim_dcgmi(calls), bin_path=PATHS.get)
     assert (result["ran"], result["healthy"], result["changed"]) == (True, True, False)
-    assert result["check"]["status"] == "ok" and result["check"]["fault"] == ""
+    assert result["check"]["status"] == "PASS" and result["check"]["fault"] == ""
     assert sorted(result["check"]["observed"]["per_gpu"]) == sorted(g["bus_id"] for g in gpus)
     argv, kwargs = calls[0]
     assert argv[2:] == ["600", "/usr/bin/dcgmi", "diag", "-r", "1", "-j"]
@@ -62,7 +62,7 @@ def test_injected_failure_names_test_and_bus_id_at_its_level_only(tmp_path, monk
     validate = ansible_module(dcgm_diag, {"gpus": gpus, "level": 2}, sim_dcgmi([]), bin_path=PATHS.get)
     assert validate["healthy"] is True  # the fault shows from level 3 on
     burnin = ansible_module(dcgm_diag, {"gpus": gpus, "level": 3}, sim_dcgmi([]), bin_path=PATHS.get)
-    assert burnin["healthy"] is False and burnin["check"]["status"] == "fail"
+    assert burnin["healthy"] is False and burnin["check"]["status"] == "FAIL"
     assert burnin["check"]["observed"]["failed"][0]["bus_id"] == bus == "00000000:61:00.0"
     assert f"memory on {bus}" in burnin["check"]["fault"] and "Drain the node" in burnin["check"]["remedy"]
     assert burnin["dcgm"]["tests"][-1]["name"] == "memory_bandwidth"

@@ -52,7 +52,7 @@ def test_each_port_runs_a_server_then_a_client_from_its_numa_local_gpu(ansible_m
     seed = fixture_text("ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt")  # 11264.11 MB/sec
     perftest = Perftest((0, seed, ""))
     result = ansible_module(gdr_loopback_bw, BASE, perftest, bin_path=PATHS.get)
-    assert (result["ran"], result["healthy"], result["check"]["status"]) == (True, True, "ok")
+    assert (result["ran"], result["healthy"], result["check"]["status"]) == (True, True, "PASS")
     assert result["check"]["name"] == "gdr_ib_write_bw"
     assert len(perftest.calls) == 8  # four InfiniBand ports, server and client each, one port after another
     servers = [argv for argv, _kw in perftest.calls if argv[-1] != "127.0.0.1"]
@@ -141,7 +141,7 @@ def test_a_server_that_cannot_register_gpu_memory_ends_the_port_before_the_clien
         "--use_cuda=5",
     ]
     check = result["check"]
-    assert (result["healthy"], check["status"], check["caused_by"]) == (False, "fail", None)
+    assert (result["healthy"], check["status"], check["caused_by"]) == (False, "FAIL", None)
     assert check["observed"]["errors"] == ["mlx5_0/1", "mlx5_1/1", "mlx5_2/1", "mlx5_3/1"]
     assert "GPU memory could not be registered for RDMA: Couldn't allocate MR" in check["fault"]
     assert "modprobe nvidia-peermem" in check["remedy"] and "dmabuf: true" in check["remedy"]
@@ -157,7 +157,7 @@ def test_a_slow_port_fails_with_its_gpu_bus_id(ansible_module, fixture_text):
     }
     perftest = Perftest((0, fixture_text("ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt"), ""))
     check = ansible_module(gdr_loopback_bw, args, perftest, bin_path=PATHS.get)["check"]
-    assert check["status"] == "fail" and check["observed"]["low"] == ["mlx5_0/1"]
+    assert check["status"] == "FAIL" and check["observed"]["low"] == ["mlx5_0/1"]
     assert (
         "mlx5_0/1 (GPU 00000000:06:00.0, NUMA 0): 94.49 Gb/s (11264.11 MiB/s), expected >= 11500 MiB/s"
         in check["fault"]
@@ -210,7 +210,7 @@ def node_checks(node, profile):
     smi = node.nvidia_smi_facts(samples=0)
     with contextlib.redirect_stdout(io.StringIO()):
         lsmod = kernel.parse_lsmod(node.lsmod())
-    return smi, judge_node(smi, node.infiniband_facts(), lsmod, [], expected_for(profile))["checks"]
+    return smi, judge_node(smi, node.infiniband_facts(), lsmod, [], expected_for(profile))["records"]
 
 
 def test_healthy_h100_passes_on_all_eight_ndr_ports(tmp_path, monkeypatch):
@@ -218,7 +218,7 @@ def test_healthy_h100_passes_on_all_eight_ndr_ports(tmp_path, monkeypatch):
     smi, checks = node_checks(node, "dgx-h100-ndr")
     result = run_module(monkeypatch, tmp_path, {**lab_args("dgx-h100-ndr"), "gpus": smi["gpus"], "node_checks": checks})
     check = result["check"]
-    assert (result["ran"], check["status"]) == (True, "ok"), check["fault"]
+    assert (result["ran"], check["status"]) == (True, "PASS"), check["fault"]
     ports = check["observed"]["ports"]
     assert sorted(ports) == [f"mlx5_{i}/1" for i in range(8)]
     assert ports["mlx5_5/1"]["bus_id"] == "00000000:C3:00.0" and ports["mlx5_5/1"]["topo"] == "PIX"
@@ -232,7 +232,7 @@ def test_gdr_slow_fails_its_port_as_the_root_cause(tmp_path, monkeypatch):
         monkeypatch, tmp_path, {**lab_args("dgx1-v100-edr"), "gpus": smi["gpus"], "node_checks": checks}
     )
     check = result["check"]
-    assert (check["status"], check["caused_by"], check["observed"]["low"]) == ("fail", None, ["mlx5_3/1"])
+    assert (check["status"], check["caused_by"], check["observed"]["low"]) == ("FAIL", None, ["mlx5_3/1"])
     assert check["observed"]["ports"]["mlx5_3/1"]["gbit_per_s"] <= 0.2  # 0.002 of EDR's 100 Gb/s
     assert "mlx5_3/1 (GPU 00000000:89:00.0, NUMA 1)" in check["fault"]
 
@@ -242,11 +242,11 @@ def test_without_nvidia_peermem_every_port_fails_as_its_consequence(tmp_path, mo
     smi, checks = node_checks(node, "dgx1-v100-edr")
     args = {**lab_args("dgx1-v100-edr"), "gpus": smi["gpus"], "node_checks": checks}
     check = run_module(monkeypatch, tmp_path, args)["check"]
-    assert (check["status"], check["caused_by"]) == ("fail", "peermem_loaded")
+    assert (check["status"], check["caused_by"]) == ("FAIL", "peermem_loaded")
     assert {p["error_kind"] for p in check["observed"]["ports"].values()} == {"gpu_memory"}
     # dma-buf needs no peer-memory module
     dmabuf = run_module(monkeypatch, tmp_path, {**args, "dmabuf": True})["check"]
-    assert dmabuf["status"] == "ok", dmabuf["fault"]
+    assert dmabuf["status"] == "PASS", dmabuf["fault"]
 
 
 def test_gdr_unavailable_and_a_missing_hca(tmp_path, monkeypatch):

@@ -67,7 +67,7 @@ def test_runs_lsmod_and_dmesg_and_finds_xid_and_peermem(tmp_path, monkeypatch, r
     assert result["failed_checks"] == ["xid", "peermem_loaded"]
     # `failed` is Ansible's own result key: a truthy value there fails the task with "Unknown error".
     assert "failed" not in result
-    xid = next(c for c in result["checks"] if c["name"] == "xid")
+    xid = next(r for r in result["records"] if r["check"] == "xid")
     assert [(x["code"], x["action"], x["gpu"]) for x in xid["observed"]] == [
         (48, "reset_gpu", "00000000:0A:00.0 (GPU 2, serial 0321618000102)")
     ]
@@ -82,7 +82,7 @@ def test_given_text_is_used_without_running_commands(tmp_path, monkeypatch, run_
     assert result["healthy"] is True
     # 22 checks plus ecc_aggregate, nvlink_errors (the C4140's V100s have NVLink) and ib_link_flaps, and the
     # PCIe checks: lspci_readable, pcie_link_hca, pcie_link_limited, pcie_aer, pcie_acs.
-    assert len(result["checks"]) == 30
+    assert len(result["records"]) == 30
     assert result["pkeys"] == {"mlx5_0/1": ["0xffff"]}
     assert result["system"] is None  # not given
 
@@ -104,7 +104,7 @@ def test_unreadable_lsmod_and_failing_dmesg_are_failed_checks(run_module):
         "/usr/bin/lspci": (1, "", "pcilib: Cannot open /proc/bus/pci"),
     }
     result, _ = run_module(args, answers)
-    checks = {c["name"]: c for c in result["checks"]}
+    checks = {r["check"]: r for r in result["records"]}
     assert checks["lsmod_readable"]["fault"] == (
         "could not read lsmod output: lsmod: missing the 'Module Size Used by' header"
     )
@@ -134,7 +134,7 @@ def test_pcie_faults_are_read_from_lspci_the_kernel_log_and_sysfs(tmp_path, monk
     assert calls[0][1]["environ_update"] == {"LC_ALL": "C"}
     assert result["failed_checks"] == ["pcie_link_hca", "pcie_aer", "pcie_acs"]
     assert result["caused_failures"] == {"pcie_link_limited": "pcie_link_hca"}
-    checks = {c["name"]: c for c in result["checks"]}
+    checks = {r["check"]: r for r in result["records"]}
     assert checks["pcie_link_hca"]["observed"] == {"0000:8b:00.0": "mlx5_3: width x8 of x16"}
     assert list(checks["pcie_aer"]["observed"]) == ["00000000:0A:00.0"]
     # The bridge above GPU 6 comes from the sysfs path, so the verdict names the board below it.
@@ -151,7 +151,7 @@ def test_lspci_without_root_is_a_failed_check(tmp_path, monkeypatch, run_module)
     args = node_args(node, "poweredge-c4140-v100", sysfs_root=lspci.sysfs_root())
     result, _ = run_module(args, {"/usr/bin/lspci": (0, denied, "")})
     assert result["failed_checks"] == ["lspci_readable"]
-    readable = next(c for c in result["checks"] if c["name"] == "lspci_readable")
+    readable = next(r for r in result["records"] if r["check"] == "lspci_readable")
     assert "run the check as root" in readable["fault"]
 
 
@@ -161,7 +161,7 @@ def test_pcie_false_skips_lspci_and_pkeys(tmp_path, monkeypatch, run_module):
     result, calls = run_module(args, {})
     assert calls == []
     assert result["pkeys"] == {}
-    assert not {c["name"] for c in result["checks"]} & {"lspci_readable", "pcie_aer", "pcie_acs"}
+    assert not {r["check"] for r in result["records"]} & {"lspci_readable", "pcie_aer", "pcie_acs"}
 
 
 def test_nvswitch_system_runs_systemctl_and_judges_sxid_from_dmesg(tmp_path, monkeypatch, run_module):
@@ -175,7 +175,7 @@ def test_nvswitch_system_runs_systemctl_and_judges_sxid_from_dmesg(tmp_path, mon
     assert [c[0] for c in calls] == [["/usr/bin/dmesg"], ["/usr/bin/systemctl", "is-active", "nvidia-fabricmanager"]]
     assert all(c[1]["environ_update"] == {"LC_ALL": "C"} for c in calls)
     assert result["failed_checks"] == ["sxid", "fabric_manager"]
-    checks = {c["name"]: c for c in result["checks"]}
+    checks = {r["check"]: r for r in result["records"]}
     assert [(e["switch"], e["code"], e["links"]) for e in checks["sxid"]["observed"]] == [
         ("nvidia-nvswitch2 (PCI 0000:c4:00.0)", 20034, [27])
     ]
@@ -188,12 +188,12 @@ def test_fabric_manager_given_is_used_and_other_systems_do_not_run_systemctl(tmp
     result, calls = run_module(args, {})
     assert calls == []
     assert result["healthy"] is True
-    assert {c["name"]: c["status"] for c in result["checks"]}["fabric_manager"] == "ok"
+    assert {r["check"]: r["verdict"] for r in result["records"]}["fabric_manager"] == "PASS"
     v100 = SimNode(tmp_path / "v100", monkeypatch, "dgx1-v100-edr")
     args = node_args(v100, "dgx1-v100-edr", pcie=False)
     result, calls = run_module(args, {})
     assert calls == []  # no NVSwitch: systemctl is not run
-    assert not {"sxid", "fabric_manager"} & {c["name"] for c in result["checks"]}
+    assert not {"sxid", "fabric_manager"} & {r["check"] for r in result["records"]}
 
 
 def test_systemctl_missing_fails_the_fabric_manager_check(tmp_path, monkeypatch, ansible_module):
@@ -202,8 +202,8 @@ def test_systemctl_missing_fails_the_fabric_manager_check(tmp_path, monkeypatch,
     result = ansible_module(
         gpu_node_check, args, lambda *a, **k: (0, "", ""), check_mode=True, bin_path=lambda _n: None
     )
-    fabric = next(c for c in result["checks"] if c["name"] == "fabric_manager")
-    assert fabric["status"] == "fail"
+    fabric = next(r for r in result["records"] if r["check"] == "fabric_manager")
+    assert fabric["verdict"] == "FAIL"
     assert "systemctl not found" in fabric["fault"]
 
 
@@ -285,11 +285,29 @@ def h200_vm_check(tmp_path, ansible_module, run_module, **system_changes):
         "kernel_log": "",
         "lspci": (FIXTURES / "lspci" / "gpuforge-device_1xh200_firecracker_vvv_D.txt").read_text(encoding="utf-8"),
         "sysfs_root": str(tmp_path),
+        "node": "h200-vm",
         "expected": h200_vm_expected(**system_changes),
     }
     result, calls = run_module(args, {})
     assert calls == []  # every text was given: nothing is run
     return result
+
+
+# That machine's report was written before gpu_node_check returned records: its checks say ok/warn/fail.
+_REPORT_STATUS = {"ok": "PASS", "warn": "WARN", "fail": "FAIL"}
+
+
+def _report_checks(report) -> list:
+    return [
+        (c["name"], _REPORT_STATUS[c["status"]], c["observed"], c["expected"], c["fault"], c["remedy"])
+        for c in report["checks"]
+    ]
+
+
+def _record_checks(records) -> list:
+    return [
+        (r["check"], r["verdict"], r["observed"], r["threshold"]["expected"], r["fault"], r["remedy"]) for r in records
+    ]
 
 
 def test_real_h200_vm_is_healthy_with_the_checks_of_its_validation_report(tmp_path, ansible_module, run_module):
@@ -299,13 +317,14 @@ def test_real_h200_vm_is_healthy_with_the_checks_of_its_validation_report(tmp_pa
     assert report["healthy"] is result["healthy"] is True
     assert report["failed"] == result["failed_checks"] == []
     assert result["caused_failures"] == {}
-    assert [(c["name"], c["status"]) for c in result["checks"]] == [(c["name"], c["status"]) for c in report["checks"]]
+    assert [(r["check"], r["verdict"]) for r in result["records"]] == [(c[0], c[1]) for c in _report_checks(report)]
     # No NVLink, no HCA, no peermem expected, a VM (no ACS): those checks are left out, here as there.
     assert not {"nvlink_active", "nvlink_errors", "hcas_present", "peermem_loaded", "pcie_acs"} & {
-        c["name"] for c in result["checks"]
+        r["check"] for r in result["records"]
     }
     # What the module found and expected is what the playbook wrote for the machine, check by check.
-    assert result["checks"] == report["checks"]
+    assert _record_checks(result["records"]) == _report_checks(report)
+    assert {(r["node"], r["kind"], r["schema_version"]) for r in result["records"]} == {("h200-vm", "node_check", 1)}
 
 
 def test_real_h200_vm_judged_the_same_when_the_module_reads_the_gpus_itself(tmp_path, ansible_module):
@@ -323,7 +342,7 @@ def test_real_h200_vm_judged_the_same_when_the_module_reads_the_gpus_itself(tmp_
     paths = {"nvidia-smi": "/usr/bin/nvidia-smi"}
     result = ansible_module(gpu_node_check, args, h200_smi(), check_mode=True, bin_path=paths.get)
     report = json.loads(H200_REPORT.read_text(encoding="utf-8"))
-    assert result["healthy"] is True and result["checks"] == report["checks"]
+    assert result["healthy"] is True and _record_checks(result["records"]) == _report_checks(report)
     assert result["ansible_facts"]["nvidia_smi"] == h200_vm_facts(ansible_module)
     assert result["ansible_facts"]["infiniband"]["available"] is False
 
@@ -334,13 +353,13 @@ def test_real_h200_vm_fails_the_skus_nvlink_links_and_another_gpu_count(tmp_path
     result = h200_vm_check(tmp_path, ansible_module, run_module, nvlink_links=None)
     assert result["healthy"] is False
     assert result["failed_checks"] == ["nvlink_active"]
-    nvlink = next(c for c in result["checks"] if c["name"] == "nvlink_active")
-    assert (nvlink["expected"], nvlink["observed"]) == (18, {"00000000:00:06.0": "0 of 18 active"})
+    nvlink = next(r for r in result["records"] if r["check"] == "nvlink_active")
+    assert (nvlink["threshold"]["expected"], nvlink["observed"]) == (18, {"00000000:00:06.0": "0 of 18 active"})
     assert "serial 1653724055631" in nvlink["fault"]
     result = h200_vm_check(tmp_path, ansible_module, run_module, gpu_count=8)
     assert result["failed_checks"] == ["gpu_count"]
-    count = next(c for c in result["checks"] if c["name"] == "gpu_count")
-    assert (count["status"], count["expected"], count["observed"]) == ("fail", 8, 1)
+    count = next(r for r in result["records"] if r["check"] == "gpu_count")
+    assert (count["verdict"], count["threshold"]["expected"], count["observed"]) == ("FAIL", 8, 1)
 
 
 class SimTools:
@@ -418,9 +437,9 @@ def test_gather_turns_unreadable_tools_into_failed_checks_not_a_failed_task(tmp_
     tools = SimTools(node, answers, missing=("nvidia-smi", "ofed_info"))
     args = {"expected": expected_for("dgx1-v100-edr"), "sysfs_root": lspci.sysfs_root(), "gather": True}
     result = ansible_module(gpu_node_check, args, tools, check_mode=True, bin_path=tools.path)
-    checks = {c["name"]: c for c in result["checks"]}
+    checks = {r["check"]: r for r in result["records"]}
     assert result["healthy"] is False and "failed" not in result
-    assert checks["nvidia_smi_readable"]["status"] == checks["infiniband_readable"]["status"] == "fail"
+    assert checks["nvidia_smi_readable"]["verdict"] == checks["infiniband_readable"]["verdict"] == "FAIL"
     assert "nvidia-smi" in checks["nvidia_smi_readable"]["fault"]
     assert "gpuforge_nvidia_driver role" in checks["nvidia_smi_readable"]["fault"]
     assert checks["infiniband_readable"]["fault"] == (

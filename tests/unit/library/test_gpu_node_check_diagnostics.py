@@ -112,7 +112,7 @@ def test_each_diagnostic_returns_what_its_module_returns_and_decides_the_verdict
         ),
         "gdr": ansible_module(
             gdr_loopback_bw,
-            {**options["gdr"], "gpus": gpus, "node_checks": checked["checks"]},
+            {**options["gdr"], "gpus": gpus, "node_checks": checked["records"]},
             tools,
             bin_path=tools.path,
         ),
@@ -127,15 +127,18 @@ def test_each_diagnostic_returns_what_its_module_returns_and_decides_the_verdict
         assert without(both["diagnostics"][name], "checked_at") == alone[name]
     gdr, gdr_alone = both["diagnostics"]["gdr"], alone["gdr"]
     assert without(gdr, "checked_at", "check") == without(gdr_alone, "check")
-    assert (gdr["check"]["status"], gdr["check"]["observed"]["low"]) == ("fail", ["mlx5_3/1"])
+    assert (gdr["check"]["status"], gdr["check"]["observed"]["low"]) == ("FAIL", ["mlx5_3/1"])
     for result in both["diagnostics"].values():
         assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", result["checked_at"])
-    assert [c["name"] for c in both["checks"]] == [c["name"] for c in checked["checks"]] + [
+    assert [r["check"] for r in both["records"]] == [r["check"] for r in checked["records"]] + [
         "dcgm_diag",
         "nvbandwidth",
         "gdr_ib_write_bw",
     ]
-    assert both["checks"][: len(checked["checks"])] == checked["checks"]
+    assert [without(r, "checked_at") for r in both["records"][: len(checked["records"])]] == [
+        without(r, "checked_at") for r in checked["records"]
+    ]
+    assert {r["verdict"] for r in both["records"][-3:]} == {"PASS", "FAIL"} and both["verdict"] == "FAIL"
     assert (both["healthy"], both["failed_checks"], both["caused_failures"]) == (False, ["gdr_ib_write_bw"], {})
 
 
@@ -148,7 +151,7 @@ def test_a_port_a_node_check_already_failed_is_its_consequence(tmp_path, lab_nod
         gpu_node_check, {**base, "diagnostics": {"gdr": diagnostics_options()["gdr"]}}, tools, bin_path=tools.path
     )
     check = result["diagnostics"]["gdr"]["check"]
-    assert (check["status"], check["caused_by"]) == ("fail", "ib_port_state")
+    assert (check["status"], check["caused_by"]) == ("FAIL", "ib_port_state")
     assert result["healthy"] is False and result["failed_checks"] == ["ib_port_state"]
     assert result["caused_failures"]["gdr_ib_write_bw"] == "ib_port_state"
 
@@ -222,4 +225,4 @@ def test_p2p_is_left_out_on_a_node_with_one_gpu(tmp_path, lab_node, ansible_modu
     }
     result = ansible_module(gpu_node_check, args, tools, bin_path=tools.path)
     assert result["diagnostics"]["nvbandwidth"]["cmd"][2:] == ["host_to_device_memcpy_ce", "device_to_host_memcpy_ce"]
-    assert result["diagnostics"]["nvbandwidth"]["check"]["status"] == "ok"
+    assert result["diagnostics"]["nvbandwidth"]["check"]["status"] == "PASS"

@@ -96,7 +96,7 @@ def test_fleet_names_the_node_with_other_firmware(tmp_path, monkeypatch, ansible
     check = result["checks"]["dgx1-v100-edr"]
     assert check["observed"] == {"hca_firmware.mlx5_2": {"gpu02": "12.20.1010"}}
     assert check["expected"]["hca_firmware.mlx5_2"] == "12.23.1020"
-    assert result["checks"]["head"]["status"] == "ok"
+    assert result["checks"]["head"]["status"] == "PASS"
 
 
 def test_fleet_names_the_node_whose_port_is_in_other_partitions(tmp_path, monkeypatch, ansible_module):

@@ -43,7 +43,7 @@ def test_healthy_node_passes_its_sku_minimums(tmp_path, monkeypatch, ansible_mod
     node = SimNode(tmp_path, monkeypatch, profile)
     calls = []
     result = run(ansible_module, node, minimums(profile), calls=calls, bin_path=PATHS.get)
-    assert (result["ran"], result["healthy"], result["check"]["status"]) == (True, True, "ok")
+    assert (result["ran"], result["healthy"], result["check"]["status"]) == (True, True, "PASS")
     argv, kwargs = calls[0]
     assert argv[2:5] == ["900", "/usr/bin/nvbandwidth", "-t"]
     assert kwargs["environ_update"] == {"LC_ALL": "C", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
@@ -56,7 +56,7 @@ def test_h100_node_runs_p2p_and_a_degraded_gpu_is_named(tmp_path, monkeypatch, a
     node = SimNode(tmp_path, monkeypatch, "dgx-h100-ndr", faults)
     result = run(ansible_module, node, minimums("dgx-h100-ndr"), bin_path=PATHS.get)
     assert result["cmd"][-1] == "device_to_device_memcpy_read_ce"
-    assert result["healthy"] is False and result["check"]["status"] == "fail"
+    assert result["healthy"] is False and result["check"]["status"] == "FAIL"
     low = {(e["testcase"], e["bus_id"]) for e in result["check"]["observed"]["low"]}
     assert low == {("host_to_device_memcpy_ce", "00000000:C3:00.0"), ("device_to_host_memcpy_ce", "00000000:C3:00.0")}
     assert "00000000:C3:00.0" in result["check"]["fault"] and "PCIe link" in result["check"]["remedy"]
@@ -66,7 +66,7 @@ def test_h100_node_runs_p2p_and_a_degraded_gpu_is_named(tmp_path, monkeypatch, a
 def test_downtrained_pcie_link_fails_the_v100_minimum(tmp_path, monkeypatch, ansible_module):
     node = SimNode(tmp_path, monkeypatch, "dgx1-v100-edr", [{"type": "pcie_width_degraded", "gpu": 2, "width": 8}])
     result = run(ansible_module, node, minimums("dgx1-v100-edr"), bin_path=PATHS.get)
-    assert result["check"]["status"] == "fail"
+    assert result["check"]["status"] == "FAIL"
     assert {e["gpu"] for e in result["check"]["observed"]["low"]} == {2}
     assert result["cmd"][-2:] == ["host_to_device_memcpy_ce", "device_to_host_memcpy_ce"]  # V100: no p2p minimum
 

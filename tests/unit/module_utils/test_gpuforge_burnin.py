@@ -85,14 +85,14 @@ def counters_doc(node, before=None, after=None, limits=None) -> dict:
     return {"node": node, "before": before, "after": after or before, "max_growth": limits or {}, "errors": []}
 
 
-def dcgm_doc(node, status="ok", fault="") -> dict:
+def dcgm_doc(node, status="PASS", fault="") -> dict:
     """The document playbooks/tasks/validate_dcgm.yml writes (its dcgm_diag check)."""
     return {
         "host": node,
         "checked_at": "2026-11-23T19:00:00Z",
         "level": 3,
         "ran": True,
-        "healthy": status != "fail",
+        "healthy": status != "FAIL",
         "check": {"name": "dcgm_diag", "status": status, "fault": fault},
         "dcgm": None,
     }
@@ -297,18 +297,18 @@ def test_a_round_that_wrote_nothing_for_a_node_fails_it():
 
 
 def test_dcgm_results_in_both_shapes():
-    assert burnin.dcgm_result(dcgm_doc("gpu01", "fail", "diagnostic on 00000000:07:00.0")) == {
+    assert burnin.dcgm_result(dcgm_doc("gpu01", "FAIL", "diagnostic on 00000000:07:00.0")) == {
         "status": "fail",
         "level": 3,
         "detail": "diagnostic on 00000000:07:00.0",
     }
-    assert burnin.dcgm_result(dcgm_doc("gpu01", "warn", "w"))["status"] == "warn"
+    assert burnin.dcgm_result(dcgm_doc("gpu01", "WARN", "w"))["status"] == "warn"
     skipped = {"node": "gpu01", "level": 3, "status": "skipped", "detail": "skipped: not installed"}
     assert burnin.dcgm_result(skipped) == {"status": "skipped", "level": 3, "detail": "skipped: not installed"}
     assert burnin.dcgm_result({"host": "gpu01", "level": 3, "ran": False})["status"] == "skipped"
     assert burnin.dcgm_result({"something": "else"}) is None
     dcgm = {n: dcgm_doc(n) for n in NODES}
-    dcgm["gpu02"] = dcgm_doc("gpu02", "fail", "DCGM diagnostic level 3 failed: targeted_stress on GPU 3")
+    dcgm["gpu02"] = dcgm_doc("gpu02", "FAIL", "DCGM diagnostic level 3 failed: targeted_stress on GPU 3")
     found = round_of(1, healthy_bench(), dcgm=dcgm)
     found += round_of(2, healthy_bench(), dcgm={n: dict(skipped, node=n) for n in NODES})
     rec = by_node(found[:3])

@@ -13,9 +13,9 @@ ADVICE = {"fault": "link down", "remedy": "reseat the cable", "caused_by": "ib_l
 
 
 def test_node_check_drops_the_advice_of_a_passing_check():
-    assert node_check("ib_ports", "ok", {"mlx5_0/1": "Active"}, "Active", **ADVICE) == {
+    assert node_check("ib_ports", "PASS", {"mlx5_0/1": "Active"}, "Active", **ADVICE) == {
         "name": "ib_ports",
-        "status": "ok",
+        "status": "PASS",
         "observed": {"mlx5_0/1": "Active"},
         "expected": "Active",
         "fault": "",
@@ -24,7 +24,7 @@ def test_node_check_drops_the_advice_of_a_passing_check():
     }
 
 
-@pytest.mark.parametrize("status", ["warn", "fail"])
+@pytest.mark.parametrize("status", ["WARN", "FAIL"])
 def test_node_check_keeps_the_advice_of_a_check_that_did_not_pass(status):
     check = node_check("ib_ports", status, {"mlx5_0/1": "Down"}, "Active", **ADVICE)
     shape = {"name": "ib_ports", "status": status, "observed": {"mlx5_0/1": "Down"}, "expected": "Active"}
@@ -32,15 +32,21 @@ def test_node_check_keeps_the_advice_of_a_check_that_did_not_pass(status):
 
 
 def test_node_check_defaults_to_no_advice():
-    assert node_check("x", "fail", 1, 0) == {
+    assert node_check("x", "FAIL", 1, 0) == {
         "name": "x",
-        "status": "fail",
+        "status": "FAIL",
         "observed": 1,
         "expected": 0,
         "fault": "",
         "remedy": "",
         "caused_by": None,
     }
+
+
+@pytest.mark.parametrize("status", ["ok", "fail", "Fail", None])
+def test_node_check_refuses_a_status_outside_the_one_vocabulary(status):
+    with pytest.raises(ValueError, match="PASS, WARN, FAIL, UNKNOWN"):
+        node_check("x", status, 1, 0)
 
 
 @pytest.mark.parametrize("status", ["ok", "warn", "fail"])

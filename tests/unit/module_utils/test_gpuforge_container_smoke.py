@@ -80,23 +80,23 @@ def test_judge_engine_gpu_list():
     expected = [{"uuid": UUID_A}, {"uuid": UUID_B}]
     both = f"{H100_LINE}\nGPU 1: X (UUID: {UUID_B})\n"
     check = judge_engine("podman-cdi", "gpu_list", expected, 0, both)
-    assert check["name"] == "container_gpus_podman_cdi" and check["status"] == "ok" and check["remedy"] == ""
+    assert check["name"] == "container_gpus_podman_cdi" and check["status"] == "PASS" and check["remedy"] == ""
     one = judge_engine("podman-cdi", "gpu_list", expected, 0, H100_LINE)
-    assert one["status"] == "fail" and one["observed"]["missing"] == [UUID_B]
+    assert one["status"] == "FAIL" and one["observed"]["missing"] == [UUID_B]
     assert "saw 1 of the node's 2 GPU(s)" in one["remedy"]
     failed = judge_engine("containerd", "gpu_list", expected, 125, "Error: crun: ...")
-    assert failed["status"] == "fail" and "exit status 125" in failed["remedy"]
+    assert failed["status"] == "FAIL" and "exit status 125" in failed["remedy"]
     stranger = judge_engine("docker", "gpu_list", [{"uuid": UUID_A}], 0, both)
-    assert stranger["status"] == "fail" and stranger["observed"]["unexpected"] == [UUID_B]
+    assert stranger["status"] == "FAIL" and stranger["observed"]["unexpected"] == [UUID_B]
     # No expected GPU at all cannot pass.
-    assert judge_engine("docker", "gpu_list", [], 0, "")["status"] == "fail"
+    assert judge_engine("docker", "gpu_list", [], 0, "")["status"] == "FAIL"
 
 
 def test_judge_engine_vector_add():
-    assert judge_engine("podman-hook", "vector_add", [], 0, "Test PASSED\nDone\n")["status"] == "ok"
-    assert judge_engine("podman-hook", "vector_add", [], 1, "Test PASSED\n")["status"] == "fail"
+    assert judge_engine("podman-hook", "vector_add", [], 0, "Test PASSED\nDone\n")["status"] == "PASS"
+    assert judge_engine("podman-hook", "vector_add", [], 1, "Test PASSED\n")["status"] == "FAIL"
     failed = judge_engine("podman-hook", "vector_add", [], 0, "Failed to allocate device vector A\n")
-    assert failed["status"] == "fail" and failed["observed"]["test_passed"] is False
+    assert failed["status"] == "FAIL" and failed["observed"]["test_passed"] is False
 
 
 def test_parse_ldd():
@@ -209,20 +209,20 @@ def test_judge_injection():
     }
     libraries = ["/usr/lib64/libcuda.so.535.183.01"]
     devices, libs = judge_injection("oci-hook", wanted, view, libraries)
-    assert devices["status"] == "ok" and libs["status"] == "ok"
+    assert devices["status"] == "PASS" and libs["status"] == "PASS"
     assert libs["observed"]["mounted"] == libraries
-    assert overall_status([devices, libs]) == "ok"
+    assert overall_status([devices, libs]) == "PASS"
     wrong = {"devices": [{"path": "/dev/nvidia0", "major": 195, "minor": 3}], "mounts": ["/"]}
     devices, libs = judge_injection("cdi", wanted, wrong, libraries)
-    assert devices["status"] == "fail"
+    assert devices["status"] == "FAIL"
     assert devices["observed"]["missing"] == ["/dev/nvidiactl"]
     assert devices["observed"]["wrong_numbers"] == ["/dev/nvidia0"]
-    assert libs["status"] == "fail" and libs["observed"]["not_mounted"] == libraries
-    assert overall_status([devices, libs]) == "fail"
+    assert libs["status"] == "FAIL" and libs["observed"]["not_mounted"] == libraries
+    assert overall_status([devices, libs]) == "FAIL"
     absent = judge_injection("oci-hook", {"/dev/nvidia0": None}, {"devices": [], "mounts": []}, [])[0]
-    assert absent["status"] == "fail" and "missing on the node itself: /dev/nvidia0" in absent["remedy"]
+    assert absent["status"] == "FAIL" and "missing on the node itself: /dev/nvidia0" in absent["remedy"]
     [failed] = judge_injection("oci-hook", wanted, {}, [], rc=1, error="error running hook #0")
-    assert failed["status"] == "fail" and failed["observed"]["runc_create_rc"] == 1
+    assert failed["status"] == "FAIL" and failed["observed"]["runc_create_rc"] == 1
 
 
 def test_container_view_reads_dev_and_mountinfo(tmp_path):

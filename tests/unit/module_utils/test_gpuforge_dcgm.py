@@ -31,7 +31,7 @@ def test_dcgm4_level1_capture_names_the_failed_software_test():
     assert test["results"][0]["warnings"][0].endswith("(DCGM error 29)")
     assert test["info"][0].startswith("Error getting the SRAM Threshold Count")
     check = judge_diag(parsed, 1, [{"index": 0, "bus_id": "0000000F:01:00.0"}])
-    assert check["name"] == "dcgm_diag" and check["status"] == "fail"
+    assert check["name"] == "dcgm_diag" and check["status"] == "FAIL"
     assert check["observed"]["failed"][0]["bus_id"] == "0000000F:01:00.0"
     assert "software on 0000000F:01:00.0 (Persistence Mode" in check["fault"]
     assert check["remedy"]
@@ -59,9 +59,9 @@ def test_dcgm3_capture_with_string_gpu_ids():
     assert parsed["gpus"] == {
         0: dict.fromkeys(["PCIe", "GPU Memory", "Diagnostic", "EUD Test", "Targeted Stress"], "skip")
     }
-    assert judge_diag(parsed, 3, allow_skip=True)["status"] == "ok"
+    assert judge_diag(parsed, 3, allow_skip=True)["status"] == "PASS"
     strict = judge_diag(parsed, 3, allow_skip=False)
-    assert strict["status"] == "warn" and "not run: Diagnostic, EUD Test" in strict["fault"]
+    assert strict["status"] == "WARN" and "not run: Diagnostic, EUD Test" in strict["fault"]
 
 
 def test_old_gpu_ids_list_and_uppercase_status_fan_out_per_gpu():
@@ -107,7 +107,7 @@ def test_runtime_error_fails_without_tests():
         json.dumps({"DCGM Diagnostic": {"runtime_error": "The diagnostic was stopped", "test_categories": []}})
     )
     check = judge_diag(parsed, 3)
-    assert check["status"] == "fail" and "did not run: The diagnostic was stopped" in check["fault"]
+    assert check["status"] == "FAIL" and "did not run: The diagnostic was stopped" in check["fault"]
 
 
 def test_warned_test_warns_and_a_non_gpu_entity_is_not_a_gpu():
@@ -133,7 +133,7 @@ def test_warned_test_warns_and_a_non_gpu_entity_is_not_a_gpu():
     parsed = parse_diag(json.dumps(document))
     assert parsed["gpus"] == {0: {"pcie": "warn"}}
     check = judge_diag(parsed, 2, [{"index": 0, "bus_id": "00000000:1B:00.0"}])
-    assert check["status"] == "warn" and "pcie warned on 00000000:1B:00.0" in check["fault"]
+    assert check["status"] == "WARN" and "pcie warned on 00000000:1B:00.0" in check["fault"]
 
 
 @pytest.mark.parametrize(

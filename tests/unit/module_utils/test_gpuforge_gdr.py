@@ -126,7 +126,7 @@ def test_a_gpu_nvidia_smi_does_not_list_is_not_used():
     lost = plan_ports(system, SPEEDS, [{"index": 7, "bus_id": "x"}])
     assert lost["ports"] == [] and "none of the GPUs [0, 1, 2, 3]" in lost["unplanned"][0]["why"]
     check = judge_gdr({}, lost["unplanned"])
-    assert check["status"] == "warn" and "mlx5_0/1" in check["fault"]
+    assert check["status"] == "WARN" and "mlx5_0/1" in check["fault"]
 
 
 @pytest.mark.parametrize(
@@ -259,16 +259,22 @@ def test_a_low_port_fails_naming_hca_port_gpu_and_numa():
         "mlx5_2/1": _low("mlx5_2/1", "mlx5_2", "00000000:85:00.0"),
     }
     check = judge_gdr(records)
-    assert (check["status"], check["caused_by"], check["observed"]["low"]) == ("fail", None, ["mlx5_2/1"])
+    assert (check["status"], check["caused_by"], check["observed"]["low"]) == ("FAIL", None, ["mlx5_2/1"])
     assert "mlx5_2/1 (GPU 00000000:85:00.0, NUMA 0): 0.20 Gb/s" in check["fault"]
     assert "mlx5_0/1" not in check["fault"]
     assert check["remedy"] == "mlx5_2/1 with GPU 00000000:85:00.0: check ACS"
     assert check["expected"]["mlx5_0/1"] == ">= 1 Gb/s (thresholds.EDR)"
-    assert judge_gdr({"mlx5_0/1": records["mlx5_0/1"]})["status"] == "ok"
+    assert judge_gdr({"mlx5_0/1": records["mlx5_0/1"]})["status"] == "PASS"
 
 
 def _failed(name, observed, caused_by=None):
-    return {"name": name, "status": "fail", "observed": observed, "fault": "", "caused_by": caused_by}
+    return {
+        "check": name,
+        "verdict": "FAIL",
+        "observed": observed,
+        "fault": "",
+        "caused_by": [caused_by] if caused_by else [],
+    }
 
 
 def test_a_port_a_node_check_already_failed_is_its_consequence():
@@ -277,7 +283,7 @@ def test_a_port_a_node_check_already_failed_is_its_consequence():
     node_checks = [
         _failed("ib_port_state", {"mlx5_1/1": "Down/Polling"}),
         _failed("ib_port_rate", {"mlx5_2/1": "56 Gb/s InfiniBand"}),
-        {"name": "peermem_loaded", "status": "ok", "observed": ["nvidia_peermem"]},
+        {"name": "peermem_loaded", "status": "PASS", "observed": ["nvidia_peermem"]},
     ]
     both = judge_gdr({"mlx5_1/1": down, "mlx5_2/1": slow}, node_checks=node_checks)
     assert both["caused_by"] == "ib_port_rate,ib_port_state"

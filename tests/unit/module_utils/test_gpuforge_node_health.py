@@ -43,7 +43,7 @@ def test_healthy_profile_has_no_false_alarm(tmp_path, monkeypatch, profile):
     result = judge(tmp_path, monkeypatch, profile)
     assert result["failed_checks"] == []
     assert result["healthy"] is True
-    assert all(c["status"] == "ok" for c in result["checks"]), [c for c in result["checks"] if c["status"] != "ok"]
+    assert all(c["status"] == "PASS" for c in result["checks"]), [c for c in result["checks"] if c["status"] != "PASS"]
     assert {c["name"] for c in result["checks"]} <= set(CHECK_NAMES)
 
 
@@ -175,15 +175,15 @@ def test_non_fatal_xid_is_a_warning(tmp_path, monkeypatch):
     result = judge(tmp_path, monkeypatch, "dgx1-v100-edr", [fault])
     assert result["healthy"] is True
     xid = by_name(result)["xid"]
-    assert xid["status"] == "warn"
+    assert xid["status"] == "WARN"
     assert xid["observed"][0]["catalogue_action"] == "RESTART_APP"
     assert "restart the application" in xid["remedy"]
 
 
 @pytest.mark.parametrize(
     ("code", "status", "action"),
-    [(63, "ok", "ignore"), (31, "warn", "restart_app"), (54, "fail", "check_mechanicals"), (78, "fail",
-     "update_software"), (1, "fail", "contact_vendor"), (165, "warn", "not_given"), (250, "warn", "unknown")],
+    [(63, "PASS", "ignore"), (31, "WARN", "restart_app"), (54, "FAIL", "check_mechanicals"), (78, "FAIL",
+     "update_software"), (1, "FAIL", "contact_vendor"), (165, "WARN", "not_given"), (250, "WARN", "unknown")],
 )  # fmt: skip
 def test_every_xid_is_judged_by_its_catalogue_action(tmp_path, monkeypatch, code, status, action):
     result = judge(tmp_path, monkeypatch, "dgx-h100-ndr", [{"type": "xid", "gpu": 3, "code": code}])
@@ -197,7 +197,7 @@ def test_every_xid_is_judged_by_its_catalogue_action(tmp_path, monkeypatch, code
 def test_xid_fatal_inventory_list_still_fails_any_code(tmp_path, monkeypatch):
     expected = {**expected_for("dgx1-v100-edr"), "xid_fatal": [13]}
     result = judge(tmp_path, monkeypatch, "dgx1-v100-edr", [{"type": "xid", "gpu": 0, "code": 13}], expected)
-    assert by_name(result)["xid"]["status"] == "fail"
+    assert by_name(result)["xid"]["status"] == "FAIL"
 
 
 def test_fallen_gpu_others_still_judged_and_consequences_not_counted(tmp_path, monkeypatch):
@@ -205,12 +205,12 @@ def test_fallen_gpu_others_still_judged_and_consequences_not_counted(tmp_path, m
     result = judge(tmp_path, monkeypatch, "dgx1-v100-edr", faults)
     checks = by_name(result)
     assert checks["gpu_fallen_off_bus"]["observed"] == ["00000000:0A:00.0"]
-    assert checks["nvidia_smi_readable"]["status"] == "ok"
+    assert checks["nvidia_smi_readable"]["status"] == "PASS"
     # The 7 other GPUs were read and judged: GPU 6's DBE is found.
     assert checks["ecc_volatile_dbe"]["observed"] == {"00000000:89:00.0": 1}
-    assert checks["persistence_mode"]["status"] == "ok"
+    assert checks["persistence_mode"]["status"] == "PASS"
     # The count and the Xid 79 fail only because GPU 2 fell off: recorded, not counted again.
-    assert (checks["gpu_count"]["status"], checks["gpu_count"]["caused_by"]) == ("fail", "gpu_fallen_off_bus")
+    assert (checks["gpu_count"]["status"], checks["gpu_count"]["caused_by"]) == ("FAIL", "gpu_fallen_off_bus")
     assert result["caused_failures"]["gpu_count"] == "gpu_fallen_off_bus"
     assert result["caused_failures"]["gpu_hca_affinity"] == "gpu_fallen_off_bus"
     assert result["failed_checks"] == ["gpu_fallen_off_bus", "ecc_volatile_dbe"]
@@ -224,13 +224,13 @@ def test_clock_events_below_the_rate_warn_and_one_snapshot_never_fails(tmp_path,
     node = SimNode(tmp_path, monkeypatch, "dgx-h100-ndr", [fault])
     facts = node.nvidia_smi_facts(samples=20)
     throttle = by_name(judge_node(facts, None, None, [], expected_for("dgx-h100-ndr")))["throttle"]
-    assert (throttle["status"], throttle["observed"]) == ("warn", {"00000000:9D:00.0": "hw_slowdown 0.1 (2/20)"})
+    assert (throttle["status"], throttle["observed"]) == ("WARN", {"00000000:9D:00.0": "hw_slowdown 0.1 (2/20)"})
     # The same GPU with no samples: HW slowdown in the snapshot is only a warning, never a failure.
     for gpu in facts["gpus"]:
         gpu["clock_events"] = None
         gpu["throttle_reasons"]["hw_slowdown"] = gpu["bus_id"] == "00000000:9D:00.0"
     throttle = by_name(judge_node(facts, None, None, [], expected_for("dgx-h100-ndr")))["throttle"]
-    assert throttle["status"] == "warn" and "no samples" in throttle["fault"]
+    assert throttle["status"] == "WARN" and "no samples" in throttle["fault"]
 
 
 def test_all_new_faults_together_on_one_h100_node(tmp_path, monkeypatch):
@@ -258,7 +258,7 @@ def test_missing_and_malformed_facts_are_failed_checks():
     expected = expected_for("dgx1-v100-edr")
     result = judge_node(None, "garbage", None, None, expected, unreadable={"lsmod": "missing header"})
     checks = by_name(result)
-    assert checks["nvidia_smi_readable"]["status"] == "fail"
+    assert checks["nvidia_smi_readable"]["status"] == "FAIL"
     assert checks["nvidia_smi_readable"]["fault"] == "could not read the nvidia-smi facts: no facts were given"
     assert checks["infiniband_readable"]["fault"] == "could not read the InfiniBand facts: no facts were given"
     assert checks["lsmod_readable"]["fault"] == "could not read lsmod output: missing header"
@@ -284,7 +284,7 @@ def test_truncated_nvidia_smi_reported(tmp_path, monkeypatch):
             facts, node.infiniband_facts(), {"modules": {"nvidia_peermem": {}}}, [], expected_for("dgx1-v100-edr")
         )
     )
-    assert checks["nvidia_smi_readable"]["status"] == "fail"
+    assert checks["nvidia_smi_readable"]["status"] == "FAIL"
     assert checks["nvidia_smi_readable"]["fault"].startswith("could not read all of the nvidia-smi facts: could not")
 
 
@@ -294,7 +294,7 @@ def test_healthy_profile_runs_the_pcie_checks_and_passes(tmp_path, monkeypatch, 
     checks = by_name(judge(tmp_path, monkeypatch, profile))
     pcie = {"lspci_readable", "pcie_link_hca", "pcie_link_limited", "pcie_aer"}
     assert pcie <= set(checks)
-    assert all(checks[name]["status"] == "ok" for name in pcie)
+    assert all(checks[name]["status"] == "PASS" for name in pcie)
     # ACS is judged on bare metal only: the vSphere guest's system is virtual.
     assert ("pcie_acs" in checks) is (profile != "vsphere-t4-vgpu-roce")
 
@@ -306,7 +306,7 @@ def test_degraded_hca_link_names_the_adapter_and_the_kernel_report_follows_from_
     assert checks["pcie_link_hca"]["observed"] == {"0000:c0:00.0": "mlx5_5: width x8 of x16, speed 16 GT/s of 32 GT/s"}
     assert "mlx5_5" in checks["pcie_link_hca"]["fault"] and "Reseat" in checks["pcie_link_hca"]["remedy"]
     limited = checks["pcie_link_limited"]
-    assert limited["status"] == "fail"
+    assert limited["status"] == "FAIL"
     assert limited["caused_by"] == "pcie_link_hca"
     assert "126.024 Gb/s available, limited by 16 GT/s x8" in limited["observed"]["0000:c0:00.0"]
     assert result["failed_checks"] == ["pcie_link_hca"]
@@ -338,7 +338,7 @@ def test_correctable_aer_below_the_limit_warns(tmp_path, monkeypatch):
         tmp_path, monkeypatch, "poweredge-c4140-v100", [{"type": "pcie_aer_errors", "gpu": 1, "correctable": 3}]
     )
     aer = by_name(few)["pcie_aer"]
-    assert (aer["status"], few["healthy"]) == ("warn", True)
+    assert (aer["status"], few["healthy"]) == ("WARN", True)
     assert aer["observed"] == {"00000000:1C:00.0": "00000000:1C:00.0 (GPU 1, serial 0321718003001): correctable 3"}
 
 
@@ -384,7 +384,7 @@ def test_unreadable_lspci_fails_its_own_check_and_keeps_the_rest(tmp_path, monke
     checks = by_name(result)
     assert result["failed_checks"] == ["lspci_readable"]
     assert "pcie_link_hca" not in checks and "pcie_acs" not in checks
-    assert checks["pcie_aer"]["status"] == "ok"
+    assert checks["pcie_aer"]["status"] == "PASS"
 
 
 def _first_hca(profile):
@@ -421,8 +421,8 @@ def test_nvswitch_checks_only_where_the_expected_system_has_nvswitch(tmp_path, m
     checks = by_name(judge(tmp_path, monkeypatch, profile))
     if profile == "dgx-h100-ndr":
         assert expected_for(profile)["nvswitch"] is True
-        assert checks["sxid"]["status"] == "ok" and checks["sxid"]["observed"] == []
-        assert checks["fabric_manager"]["status"] == "ok"
+        assert checks["sxid"]["status"] == "PASS" and checks["sxid"]["observed"] == []
+        assert checks["fabric_manager"]["status"] == "PASS"
         assert checks["fabric_manager"]["observed"] == {"nvidia-fabricmanager": "active"}
     else:
         assert not expected_for(profile).get("nvswitch")
@@ -454,7 +454,7 @@ def test_non_fatal_sxid_only_warns(tmp_path, monkeypatch):
     result = judge(tmp_path, monkeypatch, "dgx-h100-ndr", [fault])
     assert result["healthy"] is True
     sxid = by_name(result)["sxid"]
-    assert sxid["status"] == "warn"
+    assert sxid["status"] == "WARN"
     assert [(e["code"], e["severity"], e["links"]) for e in sxid["observed"]] == [(22013, "non-fatal", [44])]
     assert "informational" in sxid["remedy"]
 
@@ -465,7 +465,7 @@ def test_sxid_on_a_system_without_nvswitch_in_its_spec_is_not_judged():
     result = judge_node(None, None, None, [], {}, sxid_events=event, fabric_manager="failed")
     assert NVSWITCH_CHECKS.isdisjoint(by_name(result))
     judged = by_name(judge_node(None, None, None, [], {"nvswitch": True}, sxid_events=event, fabric_manager="active"))
-    assert judged["sxid"]["status"] == "fail"
+    assert judged["sxid"]["status"] == "FAIL"
 
 
 def test_unclassified_sxid_warns_and_an_unreadable_kernel_log_leaves_the_check_out():
@@ -474,13 +474,13 @@ def test_unclassified_sxid_warns_and_an_unreadable_kernel_log_leaves_the_check_o
         "nvidia-nvswitch1: SXid (PCI:0000:84:00.0): 12028, Severity 0 Engine instance 04 Sub-engine instance 00\n"
     )
     checks = by_name(judge_node(None, None, None, [], {"nvswitch": True}, sxid_events=raw))
-    assert checks["sxid"]["status"] == "warn"
+    assert checks["sxid"]["status"] == "WARN"
     assert checks["sxid"]["observed"][0]["severity"] == "unclassified"
     assert checks["sxid"]["observed"][0]["count"] == 2
     gone = by_name(
         judge_node(None, None, None, [], {"nvswitch": True}, unreadable={"kernel_log": "dmesg: x"}, sxid_events=raw)
     )
-    assert "sxid" not in gone and gone["kernel_log_readable"]["status"] == "fail"
+    assert "sxid" not in gone and gone["kernel_log_readable"]["status"] == "FAIL"
 
 
 def test_fabric_manager_down_fails_with_the_service_and_each_gpus_fabric_state(tmp_path, monkeypatch):
@@ -504,26 +504,26 @@ GPU_FABRIC = [{"bus_id": "00000000:1B:00.0", "index": 0, "fabric_state": "Comple
 @pytest.mark.parametrize(
     ("service", "gpus", "status"),
     [
-        ("active", GPU_FABRIC, "ok"),
-        ("inactive", GPU_FABRIC, "fail"),  # the service stopped after the fabric came up: errors go unhandled
-        ("active", [{**GPU_FABRIC[0], "fabric_state": "In Progress"}], "fail"),
-        ("active", [{**GPU_FABRIC[0], "fabric_status": "Failure"}], "fail"),  # Completed with an error status
-        ("active", [{**GPU_FABRIC[0], "fabric_state": None}], "ok"),  # A100: N/A although the service runs
-        (None, GPU_FABRIC, "ok"),  # service not read (judge_node called without it): the fabric state alone
+        ("active", GPU_FABRIC, "PASS"),
+        ("inactive", GPU_FABRIC, "FAIL"),  # the service stopped after the fabric came up: errors go unhandled
+        ("active", [{**GPU_FABRIC[0], "fabric_state": "In Progress"}], "FAIL"),
+        ("active", [{**GPU_FABRIC[0], "fabric_status": "Failure"}], "FAIL"),  # Completed with an error status
+        ("active", [{**GPU_FABRIC[0], "fabric_state": None}], "PASS"),  # A100: N/A although the service runs
+        (None, GPU_FABRIC, "PASS"),  # service not read (judge_node called without it): the fabric state alone
     ],
 )
 def test_fabric_manager_verdicts(service, gpus, status):
     smi = {"driver_version": "535.183.01", "gpus": gpus}
     check = by_name(judge_node(smi, None, None, [], {"nvswitch": True}, fabric_manager=service))["fabric_manager"]
     assert check["status"] == status
-    assert bool(check["fault"]) is (status == "fail")
+    assert bool(check["fault"]) is (status == "FAIL")
 
 
 def test_fabric_manager_unreadable_fails_and_nothing_read_leaves_it_out():
     smi = {"driver_version": "535.183.01", "gpus": GPU_FABRIC}
     unreadable = {"fabric_manager": "systemctl not found in PATH on node01: run the check on a systemd host"}
     check = by_name(judge_node(smi, None, None, [], {"nvswitch": True}, unreadable=unreadable))["fabric_manager"]
-    assert check["status"] == "fail"
+    assert check["status"] == "FAIL"
     assert check["observed"]["nvidia-fabricmanager"] == "unknown"
     assert "could not be read (systemctl not found" in check["fault"]
     bare = {"driver_version": "535.183.01", "gpus": [{"bus_id": "00000000:1B:00.0", "index": 0}]}
@@ -575,23 +575,23 @@ def test_gpu_without_nvlink_has_zero_links_not_unreadable_facts(links):
     assert facts["nvlink"] == facts["nvlink_errors"] == {"gpu_count": 0, "gpus": [], "errors": []}
     assert facts["gpus"][0]["nvlink"] is None  # absent from the view
     checks = by_name(judge_node(facts, None, {"modules": {}}, [], h200_vm_expected(links)))
-    assert checks["nvidia_smi_readable"]["status"] == "ok"
-    assert checks["gpu_count"]["status"] == checks["gpu_model"]["status"] == "ok"
+    assert checks["nvidia_smi_readable"]["status"] == "PASS"
+    assert checks["gpu_count"]["status"] == checks["gpu_model"]["status"] == "PASS"
     if links == 0:
         assert "nvlink_active" not in checks and "nvlink_errors" not in checks
     else:
         nvlink = checks["nvlink_active"]
-        assert (nvlink["status"], nvlink["expected"]) == ("fail", 18)
+        assert (nvlink["status"], nvlink["expected"]) == ("FAIL", 18)
         assert nvlink["observed"] == {"00000000:00:06.0": "0 of 18 active"}
         assert nvlink["fault"] == "00000000:00:06.0 (GPU 0, serial 1654524125085) do not have 18 active NVLinks"
-        assert checks["nvlink_errors"]["status"] == "ok"
+        assert checks["nvlink_errors"]["status"] == "PASS"
 
 
 def test_nvlink_view_not_gathered_is_not_read_as_zero_links():
     facts = nvidia_smi_facts.NvidiaSmiFacts(_CapturedSmi(nvlink=False)).gather()
     assert facts["nvlink"] is None
     checks = by_name(judge_node(facts, None, {"modules": {}}, [], h200_vm_expected(18)))
-    assert checks["nvlink_active"]["status"] == "fail"
+    assert checks["nvlink_active"]["status"] == "FAIL"
     assert checks["nvlink_active"]["observed"] == {
         "00000000:00:06.0": "NVLink state not read (no nvidia-smi nvlink --status view)"
     }

@@ -38,9 +38,9 @@ def test_v010_output_of_azure_nhc():
 
 def test_azure_fixture_passes_the_a100_minimums_and_fails_higher_ones():
     parsed = parse_output(fixture("v0.10-azure-nhc-2gpu.txt"))
-    assert judge_bandwidth(parsed, {H2D: 21, D2H: 21, P2P: 235}, GPUS)["status"] == "ok"
+    assert judge_bandwidth(parsed, {H2D: 21, D2H: 21, P2P: 235}, GPUS)["status"] == "PASS"
     check = judge_bandwidth(parsed, {H2D: 26.0, D2H: 21, P2P: 276.1}, GPUS)
-    assert check["status"] == "fail"
+    assert check["status"] == "FAIL"
     low = [(e["testcase"], e["bus_id"], e["peer"], e["gbps"]) for e in check["observed"]["low"]]
     assert low == [
         (P2P, "00000000:17:00.0", "00000000:65:00.0", 276.07),
@@ -54,13 +54,13 @@ def test_readme_format_without_sum_lines():
     parsed = parse_output(fixture("readme-h2d-2gpu.txt"))
     assert parsed["version"] is None and parsed["testcases"][H2D]["sum"] is None
     check = judge_bandwidth(parsed, {H2D: 10}, [])
-    assert check["status"] == "fail" and [e["bus_id"] for e in check["observed"]["low"]] == ["GPU 0"]
+    assert check["status"] == "FAIL" and [e["bus_id"] for e in check["observed"]["low"]] == ["GPU 0"]
 
 
 def test_a_testcase_asked_for_but_not_printed_warns():
     parsed = parse_output(fixture("readme-h2d-bidir-2gpu.txt"))
     check = judge_bandwidth(parsed, {H2D: 1}, GPUS)
-    assert check["status"] == "warn" and check["observed"]["missing"] == [H2D]
+    assert check["status"] == "WARN" and check["observed"]["missing"] == [H2D]
 
 
 def test_device_lines_and_waived_testcase():
@@ -77,7 +77,7 @@ def test_device_lines_and_waived_testcase():
     assert parsed["testcases"][P2P]["waived"] is True
     # nvbandwidth's own Device lines name the GPU, whatever the facts say
     check = judge_bandwidth(parsed, {H2D: 48, P2P: 335}, [{"index": 1, "bus_id": "wrong"}])
-    assert check["status"] == "fail" and check["observed"]["waived"] == [P2P]
+    assert check["status"] == "FAIL" and check["observed"]["waived"] == [P2P]
     assert [e["bus_id"] for e in check["observed"]["low"]] == ["00000000:43:00.0"]
 
 

@@ -91,20 +91,20 @@ def test_judge_growth_fails_only_over_the_limit():
     before = {"mlx5_0/1": {"SymbolErrorCounter": 0, "PortXmitDiscards": 0}}
     after = {"mlx5_0/1": {"SymbolErrorCounter": 3, "PortXmitDiscards": 0}}
     failed = pq.judge_counter_growth(before, after)
-    assert failed["status"] == "fail"
+    assert failed["status"] == "FAIL"
     assert failed["observed"]["grew"] == {"mlx5_0/1": {"SymbolErrorCounter": 3}}
     assert "mlx5_0/1 (SymbolErrorCounter +3)" in failed["fault"]
     assert "cable" in failed["remedy"]
-    assert pq.judge_counter_growth(before, after, {"SymbolErrorCounter": 3})["status"] == "ok"
+    assert pq.judge_counter_growth(before, after, {"SymbolErrorCounter": 3})["status"] == "PASS"
     unchanged = pq.judge_counter_growth(before, before)
-    assert (unchanged["status"], unchanged["fault"], unchanged["remedy"]) == ("ok", "", "")
+    assert (unchanged["status"], unchanged["fault"], unchanged["remedy"]) == ("PASS", "", "")
 
 
 def test_judge_growth_warns_on_saturated_and_unpaired_ports():
     before = {"mlx5_0/1": {"LinkErrorRecoveryCounter": 255}, "mlx5_1/1": {"SymbolErrorCounter": 0}}
     after = {"mlx5_0/1": {"LinkErrorRecoveryCounter": 255}}
     check = pq.judge_counter_growth(before, after)
-    assert check["status"] == "warn"
+    assert check["status"] == "WARN"
     assert check["observed"]["saturated"] == {"mlx5_0/1": ["LinkErrorRecoveryCounter"]}
     assert check["observed"]["unpaired"] == ["mlx5_1/1"]
 
@@ -123,10 +123,10 @@ def test_link_flaps_in_the_log():
     flaps = pq.parse_link_flaps(log)
     assert flaps == {"ib0": 2, "enp24s0f0np0": 1}
     check = pq.judge_link_flaps(flaps, 1)
-    assert check["status"] == "fail"
+    assert check["status"] == "FAIL"
     assert "2 times on ib0" in check["fault"]
-    assert pq.judge_link_flaps({"enp24s0f0np0": 1}, 1)["status"] == "warn"
-    assert pq.judge_link_flaps({}, 1)["status"] == "ok"
+    assert pq.judge_link_flaps({"enp24s0f0np0": 1}, 1)["status"] == "WARN"
+    assert pq.judge_link_flaps({}, 1)["status"] == "PASS"
     # An IPoIB netdev with another name is found when the facts name it.
     assert pq.parse_link_flaps("storage0: Lost carrier", ["storage0"]) == {"storage0": 1}
 
@@ -139,7 +139,7 @@ def test_healthy_profile_counters_do_not_grow(tmp_path, monkeypatch, profile):
     before = snapshot(ports)
     after = snapshot(ports)
     check = pq.judge_counter_growth(before, after)
-    assert (check["status"], check["fault"]) == ("ok", "")
+    assert (check["status"], check["fault"]) == ("PASS", "")
     if ports:  # traffic counters grew between the reads, the error counters did not
         key = next(iter(after))
         assert after[key]["PortXmitData"] > before[key]["PortXmitData"]
@@ -163,7 +163,7 @@ def test_growing_error_counters_fail_the_port(tmp_path, monkeypatch, profile):
     key = f"{hca['name']}/{port}"
     assert before[key]["SymbolErrorCounter"] == 7
     check = pq.judge_counter_growth(before, after)
-    assert check["status"] == "fail"
+    assert check["status"] == "FAIL"
     assert check["observed"]["grew"] == {key: {"SymbolErrorCounter": 40, "PortRcvErrors": 3}}
     # perfquery -R resets the port: the next pair of reads shows no growth from the reset values
     assert run(perfquery.main, ["-R", "-C", hca["name"], "-P", str(port)])[0] == 0
@@ -189,7 +189,7 @@ def test_link_flap_fault_sets_link_downed_and_logs(tmp_path, monkeypatch):
     assert counters["mlx5_0/1"]["LinkDownedCounter"] == 0
     flaps = pq.parse_link_flaps(node.dmesg())
     assert flaps == {"ib2": 1}
-    assert pq.judge_link_flaps(flaps, 1)["status"] == "warn"
+    assert pq.judge_link_flaps(flaps, 1)["status"] == "WARN"
 
 
 @pytest.mark.parametrize("profile", ROCE_PROFILES)
@@ -221,7 +221,7 @@ def test_fleet_outliers_are_named():
         ),
     }
     check = pq.judge_fleet(nodes)
-    assert check["status"] == "fail"
+    assert check["status"] == "FAIL"
     assert check["observed"]["hca_firmware.mlx5_0"] == {"node3": "12.23.1020"}
     assert check["expected"]["hca_firmware.mlx5_0"] == "12.28.2006"
     # OFED readable on one node only: the others are outliers of it (unreadable is a difference too)
@@ -229,7 +229,7 @@ def test_fleet_outliers_are_named():
     assert "gpu_driver" not in check["observed"]
     assert "node3 (12.23.1020)" in check["fault"]
     same = pq.judge_fleet({"a": nodes["node1"], "b": nodes["node2"]})
-    assert (same["status"], same["observed"]) == ("ok", {})
+    assert (same["status"], same["observed"]) == ("PASS", {})
 
 
 def test_firmware_fault_makes_a_fleet_outlier(tmp_path, monkeypatch):
@@ -242,7 +242,7 @@ def test_firmware_fault_makes_a_fleet_outlier(tmp_path, monkeypatch):
         node = SimNode(tmp_path / host, monkeypatch, "poweredge-c4140-v100", faults)
         facts[host] = pq.fleet_facts(node.infiniband_facts(), node.nvidia_smi_facts(samples=1))
     check = pq.judge_fleet(facts)
-    assert check["status"] == "fail"
+    assert check["status"] == "FAIL"
     assert check["observed"] == {"hca_firmware.mlx5_0": {"n3": "12.20.1010"}}
 
 

@@ -79,7 +79,7 @@ def _dcgm(node: str, fault: dict) -> dict:
     parsed = dcgm.parse_diag(DCGMI.read_text(encoding="utf-8"))
     check = dcgm.judge_diag(parsed, 3, None, fault.get("dcgm_warn") != node)
     document = {"host": node, "checked_at": "2026-11-18T11:06:40Z", "level": 3, "ran": True}
-    return dict(document, healthy=check["status"] != "fail", check=check, dcgm=parsed)
+    return dict(document, healthy=check["status"] != "FAIL", check=check, dcgm=parsed)
 
 
 class _Round:

@@ -105,7 +105,9 @@ def test_load_records_takes_the_newest_validation_of_each_host(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(RUN, run)
     newest = json.loads((run / "validate" / "validation" / "gpu03.json").read_text(encoding="utf-8"))
-    older = dict(newest, checked_at="2026-11-26T12:00:00Z", checks=[dict(c, status="ok") for c in newest["checks"]])
+    older = dict(
+        newest, checked_at="2026-11-26T12:00:00Z", records=[dict(r, verdict="PASS") for r in newest["records"]]
+    )
     assert older["checked_at"] < newest["checked_at"] < "2026-11-26T16:00:00Z"
     for stage in ("a-earlier", "z-earlier"):
         (run / stage / "validation").mkdir(parents=True)
@@ -267,8 +269,8 @@ def test_cli_export_refuses_an_unknown_shape(tmp_path, capsys):
     shutil.copytree(RUN / "validate", run / "validate")
     broken = run / "validate" / "validation" / "gpu01.json"
     data = json.loads(broken.read_text(encoding="utf-8"))
-    del data["checks"][0]["status"]
+    del data["records"][0]["verdict"]
     broken.write_text(json.dumps(data), encoding="utf-8")
     assert cli.main(["export", "--format", "junit", str(run)]) == 1
-    assert "missing key 'status'" in capsys.readouterr().err
+    assert "missing key 'verdict'" in capsys.readouterr().err
     assert cli.main(["export", "--format", "junit", str(tmp_path / "absent")]) == 2

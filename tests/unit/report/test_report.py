@@ -71,7 +71,11 @@ def test_the_report_reads_the_records_the_exports_read(data):
     assert data.meta["run_id"] == "20261126T150243Z-dbfcc6"
     # gpu01 passes (its slow ib_write_bw pairs all lead to gpu02; no NCCL run fell below the median in this run);
     # gpu02 is the slow node of ib_write_bw (its links degraded by the lab), gpu03 has the injected faults.
-    assert data.hosts_by_status() == {"gpu01": "ok", "gpu02": "fail", "gpu03": "fail"}
+    assert {node: entry["verdict"] for node, entry in data.verdicts.items()} == {
+        "gpu01": "PASS",
+        "gpu02": "FAIL",
+        "gpu03": "FAIL",
+    }
     # The curves come from the parsed nccl-tests results beside the bench summary, 20 sizes each.
     assert sorted((series.label, len(series.points)) for series in data.nccl) == [
         ("nccl-multi-ib", 20),
@@ -260,10 +264,15 @@ def test_inventory_lists_the_fleet_values_of_each_node():
 def test_an_outlier_is_marked_and_fails_its_node():
     # gpu02's file as fleet_consistency writes it when gpu02's mlx5_1 carries other firmware.
     files = {path.stem: _read(path) for path in sorted((FLEET_RUN / "validation").glob("*.json"))}
-    for host_file in files.values():
-        check = host_file["fleet"][host_file["system"]]
-        check.update(status="fail", observed={"hca_firmware.mlx5_1": {"gpu02": "12.22.4030"}}, remedy="flash it")
-    built = [record for name in sorted(files) for record in records.fleet_check_records(files[name], "run")]
+    check = {
+        "status": "FAIL",
+        "observed": {"hca_firmware.mlx5_1": {"gpu02": "12.22.4030"}},
+        "expected": next(r for r in files["gpu01"]["records"] if r["check"] == "fleet_consistency")["threshold"][
+            "expected"
+        ],
+        "remedy": "flash it",
+    }
+    built = [records.fleet_check_record(check, name, files[name]["system"], None, "run") for name in sorted(files)]
     page = html.render(ReportData(records=built))
     inventory = re.search(r'<table id="inventory">.*?</table>', page, re.S).group(0)
     assert re.findall(r'<tr data-node="([^"]+)"', inventory)[0] == "gpu02"
@@ -340,6 +349,6 @@ def test_the_cli_names_a_file_it_cannot_read(tmp_path, capsys):
     run = tmp_path / "run"
     shutil.copytree(RUN, run)
     path = run / "validate" / "validation" / "gpu01.json"
-    path.write_text(json.dumps(dict(_read(path), checks={})), encoding="utf-8")
+    path.write_text(json.dumps(dict(_read(path), records={})), encoding="utf-8")
     assert cli.main(["report", str(run), "--out", str(tmp_path / "out")]) == 1
-    assert "gpuforge report: validation/<host>.json: 'checks' is dict, expected list" in capsys.readouterr().err
+    assert "gpuforge report: validation/<host>.json: 'records' is dict, expected list" in capsys.readouterr().err

@@ -63,26 +63,28 @@ def test_bundle_mode_arguments():
     assert args["libraries"] == ["/usr/lib/x86_64-linux-gnu/libcuda.so.535.183.01"]
 
 
-def test_record_is_node_check_shaped_and_has_no_timestamp():
+def test_the_file_holds_node_check_records_and_no_timestamp():
     checks = [
-        {"name": "container_devices_oci_hook", "status": "fail", "observed": {}, "expected": {}, "remedy": "x"},
-        {"name": "container_driver_libraries_oci_hook", "status": "ok", "observed": {}, "expected": {}, "remedy": ""},
+        {"name": "container_devices_oci_hook", "status": "FAIL", "observed": {}, "expected": {}, "remedy": "x"},
+        {"name": "container_driver_libraries_oci_hook", "status": "PASS", "observed": {}, "expected": {}, "remedy": ""},
     ]
     role = render(
         nvidia_container_toolkit_smoke_test_dir="/runs/r1/validation",
-        nvidia_container_toolkit_smoke={"verdict": "fail", "checks": checks},
+        nvidia_container_toolkit_smoke={"verdict": "FAIL", "checks": checks},
     )
     args = role.task_args("smoke_test.yml", "Record the smoke test")
     assert args["dest"] == "/runs/r1/validation/container-smoke-gpu01.json"
     record = json.loads(args["content"])
-    assert record == {
+    assert {key: value for key, value in record.items() if key != "records"} == {
+        "schema_version": 1,
         "host": "gpu01",
         "checked_at": None,
         "system": None,
-        "healthy": False,
-        "failed": ["container_devices_oci_hook"],
-        "checks": checks,
     }
+    assert [(r["node"], r["check"], r["verdict"], r["remedy"]) for r in record["records"]] == [
+        ("gpu01", "container_devices_oci_hook", "FAIL", "x"),
+        ("gpu01", "container_driver_libraries_oci_hook", "PASS", ""),
+    ]
     records = node_check_records(record, run_id="r1")
     assert [(r["check"], r["verdict"]) for r in records] == [
         ("container_devices_oci_hook", "FAIL"),

@@ -49,14 +49,17 @@ def test_schemas_are_valid_draft_2020_12(path):
 @pytest.mark.parametrize(
     "path", sorted(RUN.rglob("validation/*.json")), ids=lambda path: f"{path.parts[-3]}/{path.name}"
 )
-def test_every_validation_file_becomes_valid_node_check_records(path):
+def test_every_validation_file_holds_valid_node_check_records_and_their_verdict(path):
     host_file = load(path)
     built = records.node_check_records(host_file, "run-1")
-    assert len(built) == len(host_file["checks"]) == CHECKS_PER_NODE
+    assert len(built) == len(host_file["records"]) == CHECKS_PER_NODE + 1  # and the node's fleet_consistency record
     for record in built:
         validator("node_check").validate(record)
     assert {record["node"] for record in built} == {host_file["host"]}
-    assert {record["check"] for record in built} >= NEW_CHECKS
+    assert {record["run_id"] for record in built} == {"run-1"}
+    assert {record["check"] for record in built} >= NEW_CHECKS | {"fleet_consistency"}
+    # The verdict the file holds is node_verdicts' over the records it holds.
+    assert host_file["verdict"] == records.node_verdicts(built)[host_file["host"]]
 
 
 def test_every_record_of_the_run_folder_is_valid():
@@ -131,9 +134,13 @@ def test_the_validation_has_the_injected_faults_and_their_consequence():
     ("change", "message"),
     [
         (lambda data: data.pop("host"), "missing key 'host'"),
-        (lambda data: data["checks"][0].pop("status"), "missing key 'status'"),
-        (lambda data: data["checks"][0].update(status="broken"), "unknown status 'broken'"),
-        (lambda data: data.update(checks={}), "'checks' is dict, expected list"),
+        (lambda data: data["records"][0].pop("verdict"), "missing key 'verdict'"),
+        (lambda data: data["records"][0].update(verdict="ok"), "unknown verdict 'ok'"),
+        (lambda data: data["records"][0].update(node="gpu02"), "the record of node 'gpu02' in the file of 'gpu01'"),
+        (lambda data: data["records"][0].update(kind="k8s_check"), "not a node_check record"),
+        (lambda data: data["records"][0].update(caused_by="xid"), "'caused_by' is str, expected list"),
+        (lambda data: data.update(records={}), "'records' is dict, expected list"),
+        (lambda data: data.update(checks=data.pop("records")), "missing key 'records'"),
     ],
 )
 def test_a_changed_validation_shape_is_refused(change, message):
@@ -232,7 +239,13 @@ def test_a_pair_through_a_port_blamed_on_one_node_does_not_warn_the_other_end():
     pair = dict(kind="benchmark_run", benchmark="ib_write_bw", name="gpu03__gpu01__mlx5_2", link=True, rail="mlx5_2/1")
     pair.update(nodes=["gpu03", "gpu01"], verdict="FAIL", reason="not Active", remedy="")
     verdicts = records.node_verdicts([port, pair])
-    assert verdicts["gpu01"] == {"verdict": "PASS", "reasons": []}
+    assert verdicts["gpu01"] == {
+        "verdict": "PASS",
+        "healthy": True,
+        "failed_checks": [],
+        "caused_failures": {},
+        "reasons": [],
+    }
     assert verdicts["gpu03"]["verdict"] == "FAIL"
     # the same pair on another rail is a question about both ends
     other = dict(pair, name="gpu03__gpu01__mlx5_0", rail="mlx5_0/1")
@@ -337,21 +350,29 @@ def test_records_refuse_a_summary_with_the_retired_gbps_key():
         records.benchmark_run_records(bench)
 
 
-def test_a_node_file_with_the_fleet_comparison_becomes_a_fleet_consistency_record():
-    host_file = load(ROOT / "tests" / "fixtures" / "report" / "fleet-run" / "validation" / "gpu02.json")
-    (record,) = records.fleet_check_records(host_file, "run-1")
+def test_the_fleet_comparison_becomes_each_node_s_fleet_consistency_record():
+    check = {
+        "status": "PASS",
+        "observed": {},
+        "expected": {"gpu_driver": "550.90.07", "kernel": "6.1.0-18"},
+        "remedy": "upgrade it",
+    }
+    record = records.fleet_check_record(check, "gpu02", "dgx1-v100-edr", "2026-11-26T08:00:00Z", "run-1")
     validator("node_check").validate(record)
     assert (record["node"], record["check"], record["verdict"]) == ("gpu02", "fleet_consistency", "PASS")
     assert record["observed"]["gpu_driver"] == record["threshold"]["expected"]["gpu_driver"] == "550.90.07"
-    check = host_file["fleet"][host_file["system"]]
-    check.update(status="fail", observed={"kernel": {"gpu02": "6.1.0-13"}})
-    (record,) = records.fleet_check_records(host_file)
-    assert (record["verdict"], record["observed"]["kernel"]) == ("FAIL", "6.1.0-13")
+    check.update(status="FAIL", observed={"kernel": {"gpu02": "6.1.0-13"}})
+    record = records.fleet_check_record(check, "gpu02", "dgx1-v100-edr")
+    assert (record["verdict"], record["observed"]["kernel"], record["remedy"]) == ("FAIL", "6.1.0-13", "upgrade it")
+    other = records.fleet_check_record(check, "gpu01", "dgx1-v100-edr")  # another node is the outlier
+    assert (other["verdict"], other["observed"]["kernel"], other["remedy"]) == ("PASS", "6.1.0-18", "")
+    with pytest.raises(records.RecordError, match="unknown status 'fail'"):
+        records.fleet_check_record(dict(check, status="fail"), "gpu02", "dgx1-v100-edr")
     # The demo run's own files carry the fleet comparison too: the three lab nodes agree.
     for host in ("gpu01", "gpu02", "gpu03"):
-        (record,) = records.fleet_check_records(load(RUN / "validate" / "validation" / f"{host}.json"), "run-1")
-        validator("node_check").validate(record)
-        assert (record["node"], record["check"], record["verdict"]) == (host, "fleet_consistency", "PASS")
+        built = records.node_check_records(load(RUN / "validate" / "validation" / f"{host}.json"), "run-1")
+        (record,) = [record for record in built if record["check"] == "fleet_consistency"]
+        assert (record["node"], record["verdict"]) == (host, "PASS")
 
 
 def test_port_attributions_name_the_results_they_rest_on():
@@ -368,53 +389,47 @@ def test_port_attributions_name_the_results_they_rest_on():
 
 
 def test_a_consequence_keeps_its_root_causes_and_the_verdict_names_them():
-    host_file = {
-        "host": "gpu07",
-        "system": "dgx-h100-ndr",
-        "checked_at": "2026-11-26T08:00:00Z",
-        "checks": [
-            {
-                "name": "hcas_present",
-                "status": "fail",
-                "observed": ["mlx5_0"],
-                "expected": ["mlx5_0", "mlx5_3"],
-                "fault": "HCA(s) ['mlx5_3'] not found",
-                "remedy": "Check lspci -d 15b3:",
-                "caused_by": None,
-            },
-            {
-                "name": "ib_port_state",
-                "status": "fail",
-                "observed": {"mlx5_3/1": "HCA absent"},
-                "expected": "Active/LinkUp",
-                "fault": "",
-                "remedy": "Check cable",
-                "caused_by": "hcas_present",
-            },
-            {
-                "name": "gpu_hca_affinity",
-                "status": "fail",
-                "observed": {},
-                "expected": [],
-                "fault": "",
-                "remedy": "Check slots",
-                "caused_by": "gpu_count,hcas_present",
-            },
-        ],
-    }
-    built = records.node_check_records(host_file, "run-1")
+    checks = [
+        {
+            "name": "hcas_present",
+            "status": "FAIL",
+            "observed": ["mlx5_0"],
+            "expected": ["mlx5_0", "mlx5_3"],
+            "fault": "HCA(s) ['mlx5_3'] not found",
+            "remedy": "Check lspci -d 15b3:",
+            "caused_by": None,
+        },
+        {
+            "name": "ib_port_state",
+            "status": "FAIL",
+            "observed": {"mlx5_3/1": "HCA absent"},
+            "expected": "Active/LinkUp",
+            "fault": "",
+            "remedy": "Check cable",
+            "caused_by": "hcas_present",
+        },
+        {
+            "name": "gpu_hca_affinity",
+            "status": "FAIL",
+            "observed": {},
+            "expected": [],
+            "fault": "",
+            "remedy": "Check slots",
+            "caused_by": "gpu_count,hcas_present",
+        },
+    ]
+    report = records.node_report(checks, "gpu07", "dgx-h100-ndr", "2026-11-26T08:00:00Z")
+    built = report["records"]
     for record in built:
         validator("node_check").validate(record)
     assert [record["caused_by"] for record in built] == [[], ["hcas_present"], ["gpu_count", "hcas_present"]]
-    reasons = [reason["what"] for reason in records.node_verdicts(built)["gpu07"]["reasons"]]
-    assert reasons == [
+    assert [reason["what"] for reason in report["reasons"]] == [
         "check hcas_present",
         "check ib_port_state (caused by hcas_present)",
         "check gpu_hca_affinity (caused by gpu_count, hcas_present)",
     ]
-    host_file["checks"][1]["caused_by"] = 3
-    with pytest.raises(records.RecordError, match="caused_by is int"):
-        records.node_check_records(host_file)
+    assert (report["verdict"], report["healthy"], report["failed_checks"]) == ("FAIL", False, ["hcas_present"])
+    assert report["caused_failures"] == {"ib_port_state": "hcas_present", "gpu_hca_affinity": "gpu_count,hcas_present"}
 
 
 # The report playbooks/validate.yml wrote for a real NVIDIA H200 VM (benchmarks/real_node; tests/fixtures/validation).
@@ -422,7 +437,7 @@ REAL_NODE_REPORT = ROOT / "tests" / "fixtures" / "validation" / "gpuforge-device
 
 
 def test_h200_vm_report_checks_are_valid_node_check_records():
-    """validation/real-node.json as the playbook wrote it: every check becomes a record schemas/ accepts."""
+    """validation/real-node.json as the playbook wrote it: every check makes a record schemas/ accepts."""
     report = json.loads(REAL_NODE_REPORT.read_text(encoding="utf-8"))
     assert (report["host"], report["system"], report["healthy"], report["failed"]) == (
         "real-node",
@@ -432,7 +447,12 @@ def test_h200_vm_report_checks_are_valid_node_check_records():
     )
     schema = json.loads((SCHEMAS / "node-check.schema.json").read_text(encoding="utf-8"))
     validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
-    built = records.node_check_records(report, "real-node-20261126")
+    # Written before gpu_node_check returned records: its checks say ok/warn/fail.
+    checks = [
+        dict(check, status={"ok": "PASS", "warn": "WARN", "fail": "FAIL"}[check["status"]])
+        for check in report["checks"]
+    ]
+    built = records.node_report(checks, "real-node", report["system"], report["checked_at"])["records"]
     assert [r["check"] for r in built] == [c["name"] for c in report["checks"]]
     assert {r["verdict"] for r in built} == {"PASS"}
     for record in built:

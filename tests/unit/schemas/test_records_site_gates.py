@@ -107,7 +107,11 @@ def test_unjudged_runs_leave_a_node_verdict_alone_and_a_missed_threshold_fails_i
     # run's other gates say of it (nothing: its slow ib_write_bw pairs all lead to gpu02, the slow node).
     demo = {key: value for key, value in summary.items() if key not in ("fio", "p2p")}
     alone = records.node_verdicts(records.benchmark_run_records(demo) + records.attribution_records(demo))
-    assert verdicts["gpu01"] == alone["gpu01"] == {"verdict": "PASS", "reasons": []}
+    assert (
+        verdicts["gpu01"]
+        == alone["gpu01"]
+        == {"verdict": "PASS", "healthy": True, "failed_checks": [], "caused_failures": {}, "reasons": []}
+    )
     gpu03 = [reason["what"] for reason in verdicts["gpu03"]["reasons"]]
     assert "fio fio-gpu03-scratch:/var/tmp-seq_read" in gpu03
     assert "fio fio-gpu03-data-rand_read" in gpu03
