@@ -167,14 +167,15 @@ def installed_at_pins(module, specs: list) -> bool:
     parsed = [split_apt_spec(spec) for spec in specs]
     if not parsed or any(item is None or item[1] != "=" for item in parsed):
         return False
+    names = [item[0] for item in parsed]
     dpkg_query = Tool(module, "dpkg-query", "install dpkg", opt_dirs=SBIN, on_error="raise")
     try:
         dpkg_query.require()
-        ran = dpkg_query.run(["-W", f"-f={DPKG_QUERY_FORMAT}", *[name for name, _, _ in parsed]])
-        installed = parse_dpkg_query(ran.out, ran.err, [name for name, _, _ in parsed])["installed"]
+        ran = dpkg_query.run(["-W", f"-f={DPKG_QUERY_FORMAT}", *names])
+        installed = parse_dpkg_query(ran.out, ran.err, names)["installed"]
     except (ToolNotRun, ParseError):  # gpuforge_packages' ParseError is the same shared class
         return False  # the dry run decides
-    return all(any(fnmatch.fnmatchcase(v, pattern) for v in installed.get(name, [])) for name, _, pattern in parsed)
+    return all(any(fnmatch.fnmatchcase(version, item[2]) for version in installed.get(item[0], [])) for item in parsed)
 
 
 def main():
