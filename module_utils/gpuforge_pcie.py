@@ -54,6 +54,10 @@ _LNKSTA = re.compile(
     r"Width x(?P<width>\d+)(?: \((?P<width_note>\w+)\))?"
 )
 _ACSCTL = re.compile(r"^ACSCtl:\s*(?P<flags>.*)$")
+# Status registers lspci -vvv prints as `Name+`/`Name-` flags (pciutils ls-caps.c, ls-ecaps.c): the device
+# status of the Express capability, and the uncorrectable and correctable error status of the AER capability.
+_STATUS_REGISTERS = {"DevSta": "dev_sta", "UESta": "ue_sta", "CESta": "ce_sta"}
+_STATUS = re.compile(r"^(?P<register>DevSta|UESta|CESta):\s*(?P<flags>.*)$")
 _FLAG = re.compile(r"([A-Za-z]+)([+-])")
 _LIMITED = re.compile(
     r"(?P<address>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]):\s*(?P<available>[\d.]+) Gb/s available "
@@ -80,8 +84,9 @@ def _speed(text):
 def parse_lspci(text) -> dict:
     """{address: device} of `lspci -vvv` text (addresses as pci_address spells them). A device is
     {address, description, bridge, link_cap: {speed_gts, width} or None, link_sta: {speed_gts, width,
-    speed_downgraded, width_downgraded} or None, acs_ctl: {flag: bool} or None}. Lines before the first
-    header (an excerpt) belong to the device None."""
+    speed_downgraded, width_downgraded} or None, acs_ctl: {flag: bool} or None, dev_sta, ue_sta, ce_sta:
+    {flag: bool} or None (DevSta of the Express capability; UESta and CESta of AER, e.g. CorrErr, UnsupReq,
+    RxErr, BadTLP set)}. Lines before the first header (an excerpt) belong to the device None."""
     devices: dict = {}
     current = None
     for raw in str(text or "").splitlines():
@@ -96,6 +101,7 @@ def parse_lspci(text) -> dict:
                 "link_cap": None,
                 "link_sta": None,
                 "acs_ctl": None,
+                **dict.fromkeys(_STATUS_REGISTERS.values()),
             }
             devices[address] = current
             continue
@@ -110,6 +116,7 @@ def parse_lspci(text) -> dict:
                 "link_cap": None,
                 "link_sta": None,
                 "acs_ctl": None,
+                **dict.fromkeys(_STATUS_REGISTERS.values()),
             }
             devices[None] = current
         cap = _LNKCAP.match(line)
@@ -124,6 +131,11 @@ def parse_lspci(text) -> dict:
                 "speed_downgraded": sta.group("speed_note") == "downgraded",
                 "width_downgraded": sta.group("width_note") == "downgraded",
             }
+            continue
+        status = _STATUS.match(line)
+        if status:
+            flags = {name: sign == "+" for name, sign in _FLAG.findall(status.group("flags"))}
+            current[_STATUS_REGISTERS[status.group("register")]] = flags
             continue
         acs = _ACSCTL.match(line)
         if acs:

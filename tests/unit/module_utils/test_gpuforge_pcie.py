@@ -117,3 +117,11 @@ def test_real_aer_file():
 )
 def test_pkey_values(text, key):
     assert parse_pkey(text) == key
+
+
+def test_devsta_flags_set_on_a_real_excerpt():
+    # tests/fixtures/lspci/SOURCES.md: an RTX A4000 whose DevSta shows CorrErr+ and UnsupReq+.
+    text = Path(__file__).resolve().parents[2] / "fixtures" / "lspci" / "rtx-a4000_idle_speed-downgraded_EXCERPT.txt"
+    devices = parse_lspci(text.read_text(encoding="utf-8"))
+    dev_sta = next(device["dev_sta"] for device in devices.values() if device["dev_sta"])
+    assert dev_sta["CorrErr"] is True and dev_sta["UnsupReq"] is True and dev_sta["FatalErr"] is False

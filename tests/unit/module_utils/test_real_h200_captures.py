@@ -185,6 +185,9 @@ def test_h200_vm_lspci_gpu_on_the_host_bridge_at_gen5_x16():
         "link_cap": None,
         "link_sta": None,
         "acs_ctl": None,
+        "dev_sta": None,
+        "ue_sta": None,
+        "ce_sta": None,
     }
     assert sorted(a for a in devices if a) == [f"0000:00:0{n}.0" for n in range(7)]
     gpu = devices["0000:00:06.0"]
@@ -195,6 +198,14 @@ def test_h200_vm_lspci_gpu_on_the_host_bridge_at_gen5_x16():
     assert gpu["link_sta"] == {"speed_gts": 32.0, "width": 16, "speed_downgraded": False, "width_downgraded": False}
     assert pcie.link_degraded(gpu) == ""
     assert gpu["bridge"] is False and gpu["acs_ctl"] is None
+    # Its Express DevSta and AER UESta/CESta registers: every bit clear on this healthy VM.
+    assert gpu["dev_sta"] == dict.fromkeys(
+        ["CorrErr", "NonFatalErr", "FatalErr", "UnsupReq", "AuxPwr", "TransPend"], False
+    )
+    assert len(gpu["ue_sta"]) == 12 and not any(gpu["ue_sta"].values())
+    assert gpu["ce_sta"] == dict.fromkeys(
+        ["RxErr", "BadTLP", "BadDLLP", "Rollover", "Timeout", "AdvNonFatalErr"], False
+    )
     # No bridge above the GPU: the host bridge is the only one, without capabilities (no link, no ACS).
     assert [a for a, d in devices.items() if d["bridge"]] == ["0000:00:00.0"]
     assert devices["0000:00:00.0"]["description"] == "Host bridge: Intel Corporation Device 0d57"
