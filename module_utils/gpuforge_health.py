@@ -31,9 +31,7 @@ import datetime
 import fcntl
 import json
 import os
-import shutil
 import socket
-import subprocess
 import sys
 import time
 
@@ -57,6 +55,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_hea
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nvidia_smi_reader import NvidiaSmiReader
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_records import node_report
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import LocalHost, Tool, ToolNotRun
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_slurm import parse_show_node
 
 __all__ = [
@@ -110,43 +109,19 @@ PROFILES = {
 # How many kernel event lines the state file keeps (a bound on its size; the kernel ring buffer is bounded too).
 SEEN_LINES_MAX = 4096
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+SCONTROL_FIX = "install the Slurm client (the slurm role does)"
 
 
 class HealthError(Exception):
     """A configuration or environment problem: no verdict (exit 2), the message names the fix."""
 
 
-class LocalRunner:
-    """What the readers ask of an AnsibleModule (get_bin_path, run_command), on the node without Ansible."""
+class LocalRunner(LocalHost):
+    """What the readers ask of an AnsibleModule (get_bin_path, run_command), on the node without Ansible: the one
+    command runner's stand-in for AnsibleModule (gpuforge_run.LocalHost), every run bounded by timeout_seconds."""
 
     def __init__(self, timeout_seconds: float = 30):
-        self.timeout_seconds = timeout_seconds
-
-    @staticmethod
-    def get_bin_path(name, opt_dirs=None):
-        if os.path.isabs(name):
-            return name if os.access(name, os.X_OK) else None
-        path = os.pathsep.join([*(opt_dirs or []), os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-        return shutil.which(name, path=path)
-
-    def run_command(self, argv, environ_update=None, handle_exceptions=True, **_ignored):
-        env = dict(os.environ, **(environ_update or {}))
-        try:
-            done = subprocess.run(
-                [str(a) for a in argv],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=self.timeout_seconds,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return 124, "", f"{argv[0]} did not finish within {self.timeout_seconds} s"
-        except OSError:
-            if not handle_exceptions:
-                raise
-            return 127, "", f"{argv[0]} could not be run"
-        return done.returncode, done.stdout, done.stderr
+        super().__init__(timeout_seconds)
 
     def fail_json(self, msg, **_partial):
         raise HealthError(msg)
@@ -403,14 +378,22 @@ def drain_reason(result: dict, limit: int = 200) -> str:
     return f"{head}{detail}{more}"
 
 
+def _run(runner, argv: list):
+    """(rc, out, err) of a Slurm command (gpuforge_run.Tool); one that cannot be started is a HealthError."""
+    try:
+        return Tool(runner, argv[0], SCONTROL_FIX, on_error="raise").run(argv[1:])
+    except ToolNotRun as exc:
+        raise HealthError(str(exc)) from exc
+
+
 def slurm_update(runner, node: str, result: dict, resume: bool = True) -> str:
     """Drain this node with drain_reason() when the run failed; when it passed and `resume` (a run of every check:
     the full profile, not the Prolog's or Epilog's subset, which did not judge what the node was drained for), resume
     it only when it is drained with a reason gpuforge wrote (an operator's drain stays). Returns what it did."""
     scontrol = runner.get_bin_path("scontrol")
     if not scontrol:
-        raise HealthError(f"scontrol not found on {node}: install the Slurm client (the slurm role does)")
-    rc, out, err = runner.run_command([scontrol, "show", "node", "-o", node], environ_update={"LC_ALL": "C"})
+        raise HealthError(f"scontrol not found on {node}: {SCONTROL_FIX}")
+    rc, out, err = _run(runner, [scontrol, "show", "node", "-o", node])
     if rc != 0:
         raise HealthError(f"scontrol show node -o {node} failed (exit {rc}): {(err or out).strip()[:200]}")
     try:
@@ -433,7 +416,7 @@ def slurm_update(runner, node: str, result: dict, resume: bool = True) -> str:
         done = f"resumed (was drained: {reason})"
     else:
         return "nothing to do"
-    rc, out, err = runner.run_command(argv, environ_update={"LC_ALL": "C"})
+    rc, out, err = _run(runner, argv)
     if rc != 0:
         raise HealthError(f"{' '.join(argv[1:])} failed (exit {rc}): {(err or out).strip()[:200]}")
     return done
@@ -496,7 +479,11 @@ def _read_text(runner, command: list, unreadable: dict, source: str):
     if not path:
         unreadable[source] = f"{command[0]} not found on {socket.gethostname()}"
         return None
-    rc, out, err = runner.run_command([path, *command[1:]], environ_update={"LC_ALL": "C"})
+    try:
+        rc, out, err = Tool(runner, path, f"install {command[0]}", on_error="raise").run(command[1:])
+    except ToolNotRun as exc:
+        unreadable[source] = str(exc)
+        return None
     if rc != 0:
         unreadable[source] = f"{' '.join(command)} exited with code {rc}: {(err or out).strip()[:200]}"
         return None
