@@ -366,6 +366,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_pcie imp
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import parse_link_flaps
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_records import node_report
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_registry import SOURCES, read_file, standalone
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, ToolNotRun
 
 # What installs each command the module runs when its text is not given.
@@ -631,6 +632,8 @@ class GpuNodeCheck:
             sxid_events=parse_sxid_events(log) if log is not None and nvswitch else None,
             fabric_manager=self.fabric_manager() if nvswitch else None,
         )
+        for check in standalone():  # the registry's other checks, each from the sources it needs
+            result["checks"].append(check.judge(self.sources(check.needs), expected))
         result.update(node_report(result["checks"], self.node, self.params["system"], self.checked_at))
         result["diagnostics"] = {}
         if diagnostics:
@@ -678,6 +681,18 @@ class GpuNodeCheck:
         """The PCIe inputs of judge_node: lspci is run first (the lab's lspci writes its sysfs tree)."""
         devices = self.lspci()
         return pcie_inputs(devices, log, self.params["sysfs_root"], self.nvidia_smi)
+
+    def sources(self, needs) -> dict:
+        """{name: text or gpuforge_registry.Unreadable} of the sources a standalone registered check needs: its
+        files, read under the node's root (sysfs_root's parent: / on a node, the simulated tree in the lab)."""
+        root = os.path.dirname(os.path.normpath(self.params["sysfs_root"])) or "/"
+        found = {}
+        for name in needs:
+            source = SOURCES[name]
+            if source.kind != "file":
+                self.module.fail_json(msg=f"registered source {name!r} is a {source.kind} source, not a file")
+            found[name] = read_file(root, source.read)
+        return found
 
     def pkeys(self) -> dict:
         return sysfs_pkeys(self.params["sysfs_root"])

@@ -38,43 +38,17 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_pcie imp
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import judge_link_flaps
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_records import node_report
-
-__all__ = ["CHECK_NAMES", "EXPECTED", "check_expected", "judge_node", "numa_affinity"]
-
-CHECK_NAMES = (
-    "nvidia_smi_readable",
-    "infiniband_readable",
-    "lsmod_readable",
-    "kernel_log_readable",
-    "gpu_count",
-    "gpu_model",
-    "gpu_fallen_off_bus",
-    "driver_branch",
-    "persistence_mode",
-    "ecc_enabled",
-    "ecc_volatile_dbe",
-    "ecc_aggregate",
-    "row_remap",
-    "retired_pages",
-    "pcie_link",
-    "throttle",
-    "xid",
-    "nvlink_active",
-    "nvlink_errors",
-    "hcas_present",
-    "ib_port_state",
-    "ib_port_rate",
-    "ib_link_flaps",
-    "peermem_loaded",
-    "gpu_hca_affinity",
-    "lspci_readable",
-    "pcie_link_hca",
-    "pcie_link_limited",
-    "pcie_aer",
-    "pcie_acs",
-    "sxid",
-    "fabric_manager",
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_registry import (
+    CHECKS,
+    EXPECTED_KINDS,
+    LINK_LAYERS,
+    numa_affinity,
 )
+
+__all__ = ["CHECK_NAMES", "EXPECTED", "LINK_LAYERS", "check_expected", "judge_node", "numa_affinity"]
+
+# The checks judge_node emits, and the spec keys they read: from the check registry (gpuforge_registry).
+CHECK_NAMES = tuple(name for check in CHECKS if check.judge is None for name in check.names)
 
 # Clock event reasons that mean the hardware is protecting itself (not a software cap or idle clocks),
 # judged by the share of samples they were active in (clock_event_reasons in the spec overrides this).
@@ -98,72 +72,9 @@ FALLEN_OFF_MARKERS = ("fallen off the bus", "unable to determine the device hand
 SAME_SOCKET_CODES = ("PIX", "PXB", "PHB", "NODE")
 
 
-LINK_LAYERS = ("InfiniBand", "Ethernet")  # as ibstat prints them
-
-
-def numa_affinity(extra=False):
-    """The kind of an expected system's numa_affinity: a list of NUMA groups, each with its GPU indexes
-    (required), its HCA names and its NUMA node (required). extra=True keeps keys a group adds, unchecked
-    (gpuforge_gdr reads the system entry leniently); otherwise such a key is refused, which catches typos."""
-    return list_of(
-        record(
-            {
-                "gpus": list_of(integer(minimum=0)),
-                "hcas": list_of(string(numbers=True, nonempty=True)),
-                "numa": integer(minimum=0),
-            },
-            required=("gpus", "numa"),
-            extra=extra,
-        )
-    )
-
-
-_PORT = record(
-    {
-        "port": integer(minimum=1),
-        "link": string(numbers=True, nonempty=True),
-        "rate_gbps": number(above=0),
-        "link_layer": string(choices=LINK_LAYERS),
-    }
-)
-# The expected spec: a SKU entry merged with a system entry and the global thresholds, so keys this
-# judge does not read (gpu_sku, memory_mib, ...) are kept unchecked; the keys it reads are coerced.
-EXPECTED = record(
-    {
-        "gpu_count": integer(minimum=0),
-        "gpu_model": string(),
-        "driver_branch": string(numbers=True),
-        "persistence_mode": boolean(),
-        "ecc": boolean(),
-        "retired_pages_max": integer(minimum=0),
-        "pcie_gen_max": integer(minimum=1),
-        "pcie_width_max": integer(minimum=1),
-        "nvlink_links": integer(minimum=0),
-        "xid_fatal": list_of(integer(minimum=0)),
-        "xid_fail_actions": list_of(string(nonempty=True)),
-        "remap_uncorrectable_max": integer(minimum=0),
-        "sram_uncorrectable_max": integer(minimum=0),
-        "sram_correctable_max": integer(minimum=0),
-        "dram_errors_max": integer(minimum=0),
-        "clock_event_max_fraction": number(minimum=0, maximum=1),
-        "clock_event_min_samples": integer(minimum=1),
-        "clock_event_reasons": list_of(string(nonempty=True)),
-        "nvlink_error_max": mapping_of(integer(minimum=0), key=string(nonempty=True)),
-        "hcas": list_of(record({"name": string(numbers=True, nonempty=True), "ports": list_of(_PORT)}, ("name",))),
-        "link_speeds": mapping_of(
-            record({"rate_gbps": number(above=0), "link_layer": string(choices=LINK_LAYERS)}),
-            key=string(numbers=True),
-        ),
-        "peermem": boolean(),
-        "ib_link_flaps_max": integer(minimum=0),
-        "virtual": boolean(),
-        "nvswitch": boolean(),
-        "pcie_aer_correctable_max": integer(minimum=0),
-        "pcie_aer_uncorrectable_max": integer(minimum=0),
-        "numa_affinity": numa_affinity(),
-    },
-    extra=True,
-)
+# The expected spec: a SKU entry merged with a system entry and the global thresholds, so keys no check reads
+# (gpu_sku, memory_mib, ...) are kept unchecked; the keys the registered checks read are coerced.
+EXPECTED = record(EXPECTED_KINDS, extra=True)
 
 
 def check_expected(expected) -> dict:

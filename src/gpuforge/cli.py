@@ -100,18 +100,10 @@ def _emit(args: argparse.Namespace, summary: dict) -> int:
         print(f"  {summary['error']}")
     for task in summary["failed_tasks"]:
         print(f"  {task['status']}: {task['host']} / {task['task']}: {task['msg']}")
-    for host, result in sorted((summary.get("validation") or {}).items()):
-        counts = result.get("counts", {})
-        print(
-            f"  {host:<12} {result['status']:<5} ok={counts.get('ok', 0)} warn={counts.get('warn', 0)} "
-            f"fail={counts.get('fail', 0)}"
-        )
-        for check in result["checks"]:
-            if check.get("status") == "fail":
-                print(
-                    f"    fail {check.get('name')}: observed {check.get('observed')!r}, "
-                    f"expected {check.get('expected')!r}"
-                )
+    for host, verdict in sorted((summary.get("validation") or {}).items()):  # gpuforge_records.node_verdicts
+        print(f"  {host:<12} {verdict['verdict']:<7} {', '.join(verdict['failed_checks'])}")
+        for reason in verdict["reasons"]:
+            print(f"    {reason['verdict']} {reason['what']}: {reason['remedy']}")
     print(f"  artifacts: {summary['artifacts']['run_dir']}")
     return summary["rc"]
 

@@ -57,6 +57,18 @@ FAULT_PARAMS: dict[str, tuple[set[str], set[str]]] = {
     "sxid": ({"switch", "pci", "code", "fatal"}, {"link", "message"}),
     "fabric_manager_down": (set(), set()),
 }
+
+
+def _registered_faults() -> dict:
+    """The lab faults of the check registry's standalone checks (module_utils/gpuforge_registry.py): a new check
+    brings its lab fault in its registry entry."""
+    from gpuforge.paths import collection_import
+
+    registry = collection_import("plugins.module_utils.gpuforge_registry")
+    return {c.lab_fault[0]: (set(c.lab_fault[1]), set(c.lab_fault[2])) for c in registry.standalone() if c.lab_fault}
+
+
+FAULT_PARAMS.update(_registered_faults())
 # DCGM 4 diagnostic test -> the first dcgmi diag level that runs it (lab/sim/gpuforge_sim/dcgmi.py TESTS).
 DCGM_TEST_LEVELS = {
     "software": 1,

@@ -133,7 +133,7 @@ def test_capture_of_a_healthy_lab_node_matches_the_defaults_and_judges_it_health
         assert set(group["hcas"]) <= captured[(tuple(group["gpus"]), group["numa"])]
     assert accepted(result) == []
     verdict = judge(facts, result, node)
-    failed = [c for c in verdict["checks"] if c["status"] == "fail" and c["name"] != "driver_branch"]
+    failed = [c for c in verdict["checks"] if c["status"] == "FAIL" and c["name"] != "driver_branch"]
     assert failed == [], failed
     assert expected_for(profile)["gpu_count"] == system["gpu_count"]
 

@@ -160,11 +160,11 @@ def test_parser_names_the_bus_id_of_the_gpu_the_simulator_fails(tmp_path, monkey
     gpus = [{"index": i, "bus_id": d["bus_id"]} for i, d in enumerate(profile["gpu"]["devices"])]
     _node(tmp_path, monkeypatch, faults=[{"type": "dcgm_diag_failure", "gpu": 5, "test": "targeted_stress"}])
     level1 = parse_diag(_run(["diag", "-r", "1", "-j"])[1])
-    assert [t["name"] for t in level1["tests"]] == ["software"] and judge_diag(level1, 1, gpus)["status"] == "ok"
+    assert [t["name"] for t in level1["tests"]] == ["software"] and judge_diag(level1, 1, gpus)["status"] == "PASS"
     parsed = parse_diag(_run(["diag", "-r", "3", "-j"])[1])
     assert (parsed["format"], parsed["version"], len(parsed["gpus"])) == ("dcgm4", "4.4.1", 8)
     check = judge_diag(parsed, 3, gpus)
-    assert check["status"] == "fail"
+    assert check["status"] == "FAIL"
     assert [(f["test"], f["bus_id"]) for f in check["observed"]["failed"]] == [("targeted_stress", "00000000:C3:00.0")]
 
 

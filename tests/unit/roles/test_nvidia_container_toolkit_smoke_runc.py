@@ -135,19 +135,21 @@ def test_hook_injects_the_eight_gpus_and_nvidiactl(lab_node, tmp_path, monkeypat
     assert "failed" not in result, result
     devices = result["checks"][0]
     assert devices["name"] == "container_devices_oci_hook"
-    assert devices["status"] == "ok", devices
+    assert devices["status"] == "PASS", devices
     injected = devices["observed"]["devices"]
     assert sorted(injected) == sorted([f"/dev/nvidia{i}" for i in range(8)] + ["/dev/nvidiactl"])
     assert injected["/dev/nvidiactl"] == [195, 255] and injected["/dev/nvidia7"] == [195, 7]
     # The lab driver has no libraries: nothing listed exists, nothing is expected mounted.
     assert result["checks"][1] == {
         "name": "container_driver_libraries_oci_hook",
-        "status": "ok",
+        "status": "PASS",
         "observed": {"mounted": [], "not_mounted": []},
         "expected": {"libraries": []},
+        "fault": "",
         "remedy": "",
+        "caused_by": None,
     }
-    assert result["verdict"] == "ok"
+    assert result["verdict"] == "PASS"
     creates = [argv for argv in result["commands"] if "create" in argv]
     assert creates and creates[0][0] == RUNC
     _no_leftovers(tmp_path)
@@ -158,10 +160,10 @@ def test_a_gpu_whose_device_file_is_gone_fails_the_hook(lab_node, tmp_path, monk
     (node["dev"] / "nvidia3").unlink()
     result = run_module(monkeypatch, args_for(node))
     check = result["checks"][0]
-    assert check["status"] == "fail"
+    assert check["status"] == "FAIL"
     assert check["observed"]["runc_create_rc"] != 0
     assert "nvidia3" in check["observed"]["error"]
-    assert result["verdict"] == "fail"
+    assert result["verdict"] == "FAIL"
     _no_leftovers(tmp_path)
 
 
@@ -171,7 +173,7 @@ def test_hook_that_injects_fewer_gpus_than_the_node_has_fails(lab_node, tmp_path
     # The container asks for two GPUs; the node (nvidia_smi_facts) has eight: the check names the six missing.
     result = run_module(monkeypatch, args_for(node, visible_devices=",".join(uuids[:2])))
     check = result["checks"][0]
-    assert check["status"] == "fail"
+    assert check["status"] == "FAIL"
     assert check["observed"]["missing"] == sorted(f"/dev/nvidia{i}" for i in range(2, 8))
     assert "not injected" in check["remedy"]
     _no_leftovers(tmp_path)
@@ -201,7 +203,7 @@ def test_cdi_spec_devices_are_created_by_runc(lab_node, tmp_path, monkeypatch):
     result = run_module(monkeypatch, args_for(node, methods=["cdi"], cdi_spec=spec))
     check = result["checks"][0]
     assert check["name"] == "container_devices_cdi"
-    assert check["status"] == "ok", check
+    assert check["status"] == "PASS", check
     assert sorted(check["observed"]["devices"]) == sorted([f"/dev/nvidia{i}" for i in range(8)] + ["/dev/nvidiactl"])
     _no_leftovers(tmp_path)
 
@@ -217,7 +219,7 @@ def test_a_container_that_asks_for_no_gpu_gets_none_and_fails(lab_node, tmp_path
     # NVIDIA_VISIBLE_DEVICES=void: the hook runs and leaves the container alone, so every device file is missing.
     result = run_module(monkeypatch, args_for(node, visible_devices="void"))
     check = result["checks"][0]
-    assert check["status"] == "fail" and check["observed"]["devices"] == {}
+    assert check["status"] == "FAIL" and check["observed"]["devices"] == {}
     assert len(check["observed"]["missing"]) == 9
     _no_leftovers(tmp_path)
 
@@ -227,6 +229,6 @@ def test_a_malformed_cdi_spec_is_a_failed_check(lab_node, tmp_path, monkeypatch)
     spec = {"kind": "nvidia.com/gpu", "devices": [{"name": "all", "containerEdits": {"deviceNodes": [{"no": 1}]}}]}
     result = run_module(monkeypatch, args_for(node, methods=["cdi"], cdi_spec=spec))
     check = result["checks"][0]
-    assert check["status"] == "fail" and check["observed"]["error"].startswith("cdi configuration: ")
+    assert check["status"] == "FAIL" and check["observed"]["error"].startswith("cdi configuration: ")
     assert not [argv for argv in result["commands"] if "create" in argv]
     _no_leftovers(tmp_path)
