@@ -28,13 +28,15 @@ Shapes and names, with their sources:
   https://github.com/Mellanox/k8s-rdma-shared-dev-plugin), registered under the ``rdma/`` prefix unless an entry
   sets ``resourcePrefix``; each node offers ``rdmaHcaMax`` of each.
 
-Stdlib only, Python 3.8 (shipped in the collection beside the other module_utils).
+Stdlib and gpuforge_errors only, Python 3.8 (shipped in the collection beside the other module_utils).
 """
 
 from __future__ import annotations
 
 import json
 import re
+
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 
 GPU_RESOURCE = "nvidia.com/gpu"
 RDMA_PREFIX = "rdma"
@@ -71,6 +73,7 @@ __all__ = [
     "judge_vector_add",
     "mpijob_finished",
     "pod_finished",
+    "pod_problems",
     "quantity",
     "rdma_resources",
 ]
@@ -264,6 +267,11 @@ def _pod_problem(pod):
     return reasons
 
 
+def pod_problems(pod):
+    """Why a pod is not done (an unschedulable condition, a waiting or failed container), as messages."""
+    return _pod_problem(pod or {})
+
+
 def judge_vector_add(pod, log_text, timeout_s=None):
     """The CUDA vector-add pod: phase Succeeded and its log says Test PASSED."""
     status = (pod or {}).get("status") or {}
@@ -346,7 +354,7 @@ def judge_nccl_log(nccl, text, min_busbw=None, nodes=None):
     """
     try:
         result = nccl.parse_nccl_tests(text or "")
-    except nccl.NcclTestsParseError as exc:
+    except ParseError as exc:  # every parser's error derives from gpuforge_errors.ParseError
         return [
             check(
                 "nccl_output",

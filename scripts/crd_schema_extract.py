@@ -15,11 +15,21 @@ PATH is dotted from the schema root: a name steps into `properties`, `*` into `a
 
     python3 scripts/crd_schema_extract.py v1 --kind ClusterPolicy < nvidia.com_clusterpolicies.yaml \
         > schemas/crds/nvidia.com_v1_ClusterPolicy.json
+
+`check-sources` re-does this for every entry of schemas/crds/sources.json from clones of the upstream
+repositories (bare clones are fine; nothing is fetched): the recorded tag resolves to the recorded commit, the
+file at that commit is the recorded git blob, and extracting it with the recorded `extract` arguments gives the
+stored file byte for byte. It prints one line per entry and exits 1 when any differs.
+
+    git clone --bare https://github.com/NVIDIA/gpu-operator /srv/crd-sources/NVIDIA/gpu-operator   # one per repository
+    python3 scripts/crd_schema_extract.py check-sources --git-dir '/srv/crd-sources/{owner}/{name}'
 """
 
 import argparse
 import json
+import subprocess
 import sys
+from pathlib import Path
 
 import yaml
 
@@ -96,7 +106,80 @@ def dump(schema):
     return json.dumps(schema, indent=1, sort_keys=True) + "\n"
 
 
+SCHEMA_DIR = Path(__file__).resolve().parents[1] / "schemas" / "crds"
+
+
+class Git:
+    """Read-only git calls on the clone of an upstream repository; `template` names its git dir by owner and name."""
+
+    def __init__(self, template: str):
+        self.template = template
+
+    def __call__(self, repository: str, *args: str) -> str:
+        owner, name = repository.split("/", 1)
+        git_dir = self.template.format(owner=owner, name=name)
+        if not Path(git_dir).is_dir():
+            raise LookupError(
+                f"no clone of {repository} at {git_dir}: git clone --bare https://github.com/{repository} {git_dir}"
+            )
+        done = subprocess.run(["git", f"--git-dir={git_dir}", *args], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise LookupError(f"{repository}: git {' '.join(args)}: {done.stderr.strip() or done.returncode}")
+        return done.stdout
+
+
+def check_source(name: str, source: dict, git, schema_dir: Path = SCHEMA_DIR) -> list:
+    """What differs between sources.json's entry `name` and its upstream repository (empty: nothing)."""
+    repository, tag, commit, path = source["repository"], source["tag"], source["commit"], source["path"]
+    problems = []
+    try:
+        tagged = git(repository, "rev-parse", f"{tag}^{{commit}}").strip()
+        if tagged != commit:
+            problems.append(f"tag {tag} is commit {tagged}, not the recorded {commit}")
+        blob = git(repository, "rev-parse", f"{commit}:{path}").strip()
+        if blob != source["blob"]:
+            problems.append(f"{path} at {commit[:12]} is blob {blob}, not the recorded {source['blob']}")
+        arguments = source["extract"]
+        schema = extract(
+            git(repository, "show", f"{commit}:{path}"),
+            arguments["version"],
+            arguments.get("kind"),
+            arguments.get("elide", []),
+        )
+        if dump(schema) != (schema_dir / name).read_text(encoding="utf-8"):
+            problems.append(f"extracting {repository}@{tag}:{path} does not give the stored {name}")
+        # A release that ships another project's CRD (OpenShift's OLM and operator-framework/api) names it too.
+        vendor = source.get("openshift")
+        if vendor:
+            copy = git(vendor["repository"], "rev-parse", f"{vendor['commit']}:{vendor['same_blob']}").strip()
+            if copy != source["blob"]:
+                problems.append(f"{vendor['repository']}@{vendor['branch']}:{vendor['same_blob']} is blob {copy}")
+    except (LookupError, SystemExit) as exc:
+        problems.append(str(exc))
+    return problems
+
+
+def check_sources(git, schema_dir: Path = SCHEMA_DIR) -> dict:
+    """{stored file: its problems} for every entry of schema_dir/sources.json."""
+    sources = json.loads((schema_dir / "sources.json").read_text(encoding="utf-8"))
+    return {name: check_source(name, source, git, schema_dir) for name, source in sorted(sources.items())}
+
+
+def main_check_sources(argv) -> int:
+    parser = argparse.ArgumentParser(prog="crd_schema_extract.py check-sources", description=check_sources.__doc__)
+    parser.add_argument("--git-dir", required=True, help="git dir of each repository, e.g. '/srv/{owner}/{name}'")
+    parser.add_argument("--schema-dir", default=str(SCHEMA_DIR), help="folder of sources.json (default schemas/crds)")
+    args = parser.parse_args(argv)
+    results = check_sources(Git(args.git_dir), Path(args.schema_dir))
+    for name, problems in results.items():
+        print(f"{'OK  ' if not problems else 'FAIL'} {name}" + "".join(f"\n     {p}" for p in problems))
+    return 1 if any(results.values()) else 0
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["check-sources"]:
+        raise SystemExit(main_check_sources(argv[1:]))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("version", help="CRD version name, e.g. v1")
     parser.add_argument("--kind", help="CRD kind, when stdin holds several CRDs")

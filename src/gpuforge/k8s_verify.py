@@ -12,7 +12,13 @@ gpuforge_kubeconfig). Four checks, each a ``k8s_check`` record (schemas/k8s-chec
    its log says ``Test PASSED``;
 4. an MPIJob running nccl-tests all_reduce_perf with the RDMA resources (rendered from the seed jobs' template,
    roles/mpi_operator/templates/mpijob.yaml.j2) gets its Succeeded condition, and its launcher log goes through the
-   host benchmarks' nccl-tests parser and busbw threshold (gpuforge_bench_nccl_min_busbw).
+   host benchmarks' nccl-tests parser and busbw threshold (gpuforge_bench_nccl_min_busbw);
+5. the in-pod RDMA test (roles/rdma_workload_access/templates/verify/rdma-perftest-pod.yaml.j2): a server and a
+   client pod on two RDMA nodes, unprivileged with IPC_LOCK and one RDMA resource each, print ibv_devinfo and
+   ibstatus (``rdma_pod_port`` checks) and run ib_write_bw between them. The pair is judged like a host benchmark
+   pair (module_utils/gpuforge_k8s_rdma_test.py: the same parsers, gpuforge_expected_ib_write_bw through
+   gpuforge_bench_ib_pair_threshold and gpuforge_bench_attribution_floors) and written as the host benchmark writes
+   it, to ``<run dir>/bench/k8s-rdma-<id>/summary.json``, so the report shows it as an ib_write_bw benchmark_run.
 
 The judging is in module_utils/gpuforge_k8s_verify.py; this module fetches and submits objects with the
 ``kubernetes`` Python client and keeps every response as the API server's JSON. It has only been run against
@@ -42,10 +48,15 @@ VECTOR_ADD_TEMPLATE = (
     paths.PROJECT_ROOT / "roles" / "k8s_addons_common" / "templates" / "verify" / "cuda-vector-add.yaml.j2"
 )
 MPIJOB_TEMPLATE = paths.PROJECT_ROOT / "roles" / "mpi_operator" / "templates" / "mpijob.yaml.j2"
+RDMA_TEST_TEMPLATE = (
+    paths.PROJECT_ROOT / "roles" / "rdma_workload_access" / "templates" / "verify" / "rdma-perftest-pod.yaml.j2"
+)
 ROLE_DEFAULTS = (
     paths.PROJECT_ROOT / "roles" / "gpuforge" / "defaults" / "main",
+    paths.PROJECT_ROOT / "roles" / "gpuforge_bench" / "defaults" / "main.yml",
     paths.PROJECT_ROOT / "roles" / "nvidia_device_plugin" / "defaults" / "main.yml",
     paths.PROJECT_ROOT / "roles" / "mpi_operator" / "defaults" / "main.yml",
+    paths.PROJECT_ROOT / "roles" / "rdma_workload_access" / "defaults" / "main.yml",
 )
 MPIJOB_GROUP, MPIJOB_VERSION, MPIJOB_PLURAL = "kubeflow.org", "v2beta1", "mpijobs"
 REQUEST_TIMEOUT = (10, 60)  # (connect, read) seconds of every API call
@@ -73,6 +84,7 @@ class Options:
     nccl_image: str | None = None
     nccl_workers: int = 2
     min_busbw: float | None = None
+    rdma_image: str | None = None
     pod_timeout: float = 300
     job_timeout: float = 1800
     poll_interval: float = 5
@@ -90,6 +102,7 @@ class Plan:
     rdma: list  # [{name: "rdma/shared_ib0", hca_max: 100}]
     variables: dict  # the settings below, after the inventory and the role defaults
     notes: list = field(default_factory=list)
+    systems: dict = field(default_factory=dict)  # Kubernetes node name -> its expected system ({} if none)
 
 
 def _k8s_verify_utils():
@@ -113,7 +126,36 @@ _SETTINGS = (
     "rdma_workload_access_namespaces",
     "mpi_operator_nccl_tests_binary",
     "mpi_operator_nccl_tests_args",
+    "gpuforge_workload_image",
+    "gpuforge_expected_ib_write_bw",
+    "gpuforge_expected_link_speeds",
+    "gpuforge_bench_ib_min_fraction",
+    "gpuforge_bench_ib_median_fraction",
+    "gpuforge_bench_ib_expected_gbps",
+    "gpuforge_bench_threshold_sources",
+    "rdma_workload_access_service_account",
+    "rdma_workload_access_capability",
+    "rdma_workload_access_rdma_test",
+    "rdma_workload_access_rdma_test_image",
+    "rdma_workload_access_rdma_test_resource",
+    "rdma_workload_access_rdma_test_nodes",
+    "rdma_workload_access_rdma_test_ib_write_bw",
+    "gpuforge_k8s_platform",
 )
+
+
+def _trusted(value):
+    """The roles' defaults as templates (ansible-core 2.19 renders only strings trusted as templates; these files
+    are the project's own, as a play's role defaults are)."""
+    from ansible.template import trust_as_template
+
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, dict):
+        return {key: _trusted(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_trusted(item) for item in value]
+    return value
 
 
 def _role_defaults(loader) -> dict:
@@ -121,7 +163,7 @@ def _role_defaults(loader) -> dict:
     for source in ROLE_DEFAULTS:
         files = sorted(source.glob("*.yml")) if source.is_dir() else [source]
         for path in files:
-            values.update(loader.load_from_file(str(path)) or {})
+            values.update(_trusted(loader.load_from_file(str(path)) or {}))
     return values
 
 
@@ -199,7 +241,11 @@ def plan(options: Options) -> Plan:
     settings = {name: first.get(name) for name in _SETTINGS}
     gpu_group = settings.get("gpuforge_k8s_gpu_nodes_group") or "gpu_nodes"
     rdma_group = settings.get("gpuforge_k8s_rdma_nodes_group") or "gpu_nodes"
-    gpu_nodes, notes = {}, []
+    gpu_nodes, notes, systems = {}, [], {}
+    for host, host_vars in hosts.items():
+        known = host_vars.get("gpuforge_expected_systems") or {}
+        system = known.get(host_vars.get("gpuforge_expected_system")) if isinstance(known, dict) else None
+        systems[host_vars.get("k8s_node_name") or host] = system if isinstance(system, dict) else {}
     for host in groups.get(gpu_group, []):
         host_vars = hosts[host]
         name = host_vars.get("k8s_node_name") or host
@@ -216,7 +262,7 @@ def plan(options: Options) -> Plan:
     rdma_nodes = sorted(hosts[host].get("k8s_node_name") or host for host in groups.get(rdma_group, []))
     rendered = options.rendered or paths.ARTIFACTS_DIR / "k8s"
     rdma = rendered_rdma(rendered, str(settings.get("gpuforge_k8s_cluster_name") or "lab")) if rdma_nodes else []
-    return Plan(gpu_nodes, rdma_nodes, rdma, settings, notes)
+    return Plan(gpu_nodes, rdma_nodes, rdma, settings, notes, systems)
 
 
 # -- the API server --------------------------------------------------------------------------------------------
@@ -409,11 +455,50 @@ def nccl_mpijob(name: str, namespace: str, image: str, settings: dict, gpus: int
         "pvc": {},
         "service_account": "mpi",
         "shm_size": "",
-        "worker_command": ["/usr/sbin/sshd", "-De"],
+        # The workload image ships no sshd host keys: its start-sshd makes them, then runs sshd -D -e (images/workload).
+        "worker_command": (
+            ["/usr/local/sbin/start-sshd"]
+            if image == settings.get("gpuforge_workload_image")
+            else ["/usr/sbin/sshd", "-De"]
+        ),
         "ssh_auth_mount_path": "/root/.ssh",
         "ssh_port": 22,
     }
     return _render(MPIJOB_TEMPLATE, manifest={"job": {**job, "slots_per_worker": gpus}})
+
+
+def rdma_test_pod(name: str, role: str, node: str, settings: dict, resource: str, image: str, **extra) -> dict:
+    """One pod of the in-pod RDMA test: the template rdma_workload_access renders, with the same settings."""
+    pod = {
+        "name": name,
+        "namespace": extra.pop("namespace"),
+        "role": role,
+        "node": node,
+        "image": image,
+        "resource": resource,
+        "service_account": settings.get("rdma_workload_access_service_account") or "mpi",
+        "capability": settings.get("rdma_workload_access_capability") or "IPC_LOCK",
+        "platform": settings.get("gpuforge_k8s_platform") or "kubernetes",
+        "subdomain": "",
+        "ib_write_bw": rdma_test_arguments(settings),
+        **extra,
+    }
+    return _render(RDMA_TEST_TEMPLATE, manifest={"pod": pod})
+
+
+def rdma_test_arguments(settings: dict) -> dict:
+    """ib_write_bw's arguments of the in-pod test (rdma_workload_access_rdma_test_ib_write_bw), numbers as ints."""
+    arguments = dict(settings.get("rdma_workload_access_rdma_test_ib_write_bw") or {})
+    defaults = {"binary": "ib_write_bw", "port": 1, "tcp_port": 18515, "duration_s": 5, "size_bytes": 65536, "qps": 1}
+    out = {**defaults, **{key: value for key, value in arguments.items() if value not in (None, "")}}
+    try:
+        for key in ("port", "tcp_port", "duration_s", "size_bytes", "qps"):
+            out[key] = int(out[key])
+    except (TypeError, ValueError):
+        raise VerifyError(
+            f"rdma_workload_access_rdma_test_ib_write_bw: {key} must be a whole number, not {out[key]!r}"
+        ) from None
+    return out
 
 
 # -- the run ---------------------------------------------------------------------------------------------------
@@ -461,12 +546,16 @@ def _mpijob(cluster, options, settings, namespace, out, suffix, waiter, plan_: P
     utils = _k8s_verify_utils()
     nccl = paths.collection_import("plugins.module_utils.gpuforge_nccl_tests")
     min_busbw = options.min_busbw if options.min_busbw is not None else settings.get("gpuforge_bench_nccl_min_busbw")
-    image = options.nccl_image or settings.get("gpuforge_k8s_verify_nccl_image")
+    # The site's workload image (gpuforge_workload_image) by default, as the rendered MPIJobs.
+    image = (
+        options.nccl_image or settings.get("gpuforge_k8s_verify_nccl_image") or settings.get("gpuforge_workload_image")
+    )
     source = utils.SOURCE_MPIJOB
     if not image:
         remedy = (
-            "no nccl-tests image: set gpuforge_k8s_verify_nccl_image (an image with all_reduce_perf built with "
-            "MPI=1 and an SSH server, as the seed MPIJobs need) or pass --nccl-image"
+            "no nccl-tests image: set gpuforge_workload_image (playbooks/workload_image.yml builds it) or "
+            "gpuforge_k8s_verify_nccl_image (an image with all_reduce_perf built with MPI=1 and an SSH server, as the "
+            "seed MPIJobs need), or pass --nccl-image"
         )
         return [utils.check("mpijob_completed", "mpijob", "unknown", None, None, source, remedy)]
     if not cluster.has_mpijob_crd():
@@ -499,6 +588,127 @@ def _mpijob(cluster, options, settings, namespace, out, suffix, waiter, plan_: P
     if not options.keep:
         cluster.delete_mpijob(namespace, name)
     return checks
+
+
+def judge_rdma_pair(server: str, client: str, logs: dict, pods: dict, settings: dict, systems: dict, why: str = ""):
+    """The in-pod pair: its ``rdma_pod_port`` checks and its ib_write_bw summary block, judged as the host benchmark
+    judges a pair: the link speed of each end (its expected system's port, else the in-pod ibstatus rate) picks the
+    gpuforge_expected_ib_write_bw entry (gpuforge_bench_ib_pair_threshold), gpuforge_bench_attribution_floors judges.
+    ``logs`` and ``pods``: {"server": ..., "client": ...}. Returns (checks, block)."""
+    rdma = paths.collection_import("plugins.module_utils.gpuforge_k8s_rdma_test")
+    bench = paths.collection_import("plugins.filter.gpuforge_bench")
+    port = rdma_test_arguments(settings)["port"]
+    splits = {role: rdma.split_log(logs.get(role) or "") for role in ("server", "client")}
+    nodes = {"server": server, "client": client}
+    checks = [rdma.judge_port(nodes[role], role, pods.get(role), splits[role], port) for role in ("server", "client")]
+    link_speeds = settings.get("gpuforge_expected_link_speeds") or {}
+    facts = {role: rdma.port_facts(splits[role], port) for role in ("server", "client")}
+    links = {
+        nodes[role]: bench.ib_port_links(facts[role]["infiniband"], systems.get(nodes[role]) or {}, link_speeds)
+        for role in ("server", "client")
+    }
+    hca = splits["client"]["hca"] or splits["server"]["hca"]
+    rates = [facts[role]["rate_gbps"] for role in ("server", "client") if facts[role]["rate_gbps"] is not None]
+    line_rate = min(rates) if rates else None
+    sources = (settings.get("gpuforge_bench_threshold_sources") or {}).get("gpuforge_expected_ib_write_bw")
+    min_fraction = float(settings.get("gpuforge_bench_ib_min_fraction") or 0.9)
+    expected_gbps = settings.get("gpuforge_bench_ib_expected_gbps")
+    pair = {"server": server, "client": client, "rail": f"{hca}/{port}", "line_rate_gbps": line_rate}
+    threshold = bench.ib_pair_threshold(
+        pair,
+        links,
+        settings.get("gpuforge_expected_ib_write_bw") or {},
+        link_speeds,
+        min_fraction,
+        expected_gbps,
+        sources,
+    )
+    if not why and not hca:
+        why = "no RDMA device in the test pods: " + "; ".join(c["remedy"] for c in checks if c["status"] != "ok")
+    entry = rdma.pair_entry(server, client, splits, pods, threshold, line_rate, expected_gbps, port=port, why=why)
+    block = bench.attribution_floors(
+        [entry],
+        baseline="absolute",
+        min_fraction=min_fraction,
+        median_fraction=float(settings.get("gpuforge_bench_ib_median_fraction") or 0.5),
+    )
+    return checks, block
+
+
+def _rdma_test(cluster, options, settings, namespace, out, suffix, waiter, plan_: Plan, run_dir: Path):
+    """Run the in-pod RDMA test; returns (checks, bench summary path or None)."""
+    utils = _k8s_verify_utils()
+    rdma = paths.collection_import("plugins.module_utils.gpuforge_k8s_rdma_test")
+    if settings.get("rdma_workload_access_rdma_test") is False:
+        plan_.notes.append("in-pod RDMA test off (rdma_workload_access_rdma_test: false)")
+        return [], None
+    nodes = list(settings.get("rdma_workload_access_rdma_test_nodes") or plan_.rdma_nodes)[:2]
+    resource = settings.get("rdma_workload_access_rdma_test_resource") or (plan_.rdma[0]["name"] if plan_.rdma else "")
+    if len(nodes) < 2 or not resource:
+        plan_.notes.append("in-pod RDMA test not run: it needs two RDMA nodes and an RDMA resource")
+        return [], None
+    image = options.rdma_image or settings.get("rdma_workload_access_rdma_test_image")
+    image = image or settings.get("gpuforge_workload_image")
+    server_node, client_node = nodes
+    names = {"server": f"gpuforge-rdma-test-server-{suffix}", "client": f"gpuforge-rdma-test-client-{suffix}"}
+    server = rdma_test_pod(names["server"], "server", server_node, settings, resource, image, namespace=namespace)
+    _write(out / "rdma-test-server.yaml", yaml.safe_dump(server, sort_keys=False))
+    cluster.create_pod(server)
+    pods, logs, why = {}, {}, ""
+    listening = rdma.MARKER + "ib_write_bw"
+    pods["server"], started = waiter.until(
+        lambda: cluster.pod(namespace, names["server"]),
+        lambda pod: (pod.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed"),
+        options.pod_timeout,
+        options.poll_interval,
+    )
+    address = (pods["server"].get("status") or {}).get("podIP")
+    if started and (pods["server"].get("status") or {}).get("phase") == "Running" and address:
+        # The client connects once the server runs ib_write_bw (its marker line is in the log).
+        logs["server"], _ready = waiter.until(
+            lambda: cluster.log(namespace, names["server"]), lambda text: listening in text, 60, options.poll_interval
+        )
+        client = rdma_test_pod(
+            names["client"], "client", client_node, settings, resource, image, namespace=namespace,
+            server_address=address,
+        )  # fmt: skip
+        _write(out / "rdma-test-client.yaml", yaml.safe_dump(client, sort_keys=False))
+        cluster.create_pod(client)
+        pods["client"], client_done = waiter.until(
+            lambda: cluster.pod(namespace, names["client"]), utils.pod_finished, options.pod_timeout,
+            options.poll_interval,
+        )  # fmt: skip
+        pods["server"], _server_done = waiter.until(
+            lambda: cluster.pod(namespace, names["server"]), utils.pod_finished, 60, options.poll_interval
+        )
+        for role in ("server", "client"):
+            phase = (pods[role].get("status") or {}).get("phase")
+            logs[role] = cluster.log(namespace, names[role]) if phase in ("Running", "Succeeded", "Failed") else ""
+        if not client_done:
+            why = f"the client pod did not finish within {options.pod_timeout}s: " + (
+                "; ".join(utils.pod_problems(pods["client"])) or "check that its node offers the RDMA resource"
+            )
+    else:
+        phase = (pods["server"].get("status") or {}).get("phase") or "unknown"
+        problems = "; ".join(utils.pod_problems(pods["server"])) or f"phase {phase}"
+        why = f"the server pod did not start ib_write_bw on {server_node} within {options.pod_timeout}s: {problems}"
+        logs["server"] = cluster.log(namespace, names["server"]) if phase in ("Succeeded", "Failed") else ""
+    for role in ("server", "client"):
+        _write(out / f"rdma-test-{role}.log", logs.get(role, ""))
+    if not options.keep:
+        for role in ("server", "client"):
+            if role in pods:
+                cluster.delete_pod(namespace, names[role])
+    checks, block = judge_rdma_pair(server_node, client_node, logs, pods, settings, plan_.systems, why)
+    bench_dir = run_dir / "bench" / f"k8s-rdma-{suffix}"
+    summary = {"run_id": run_dir.name, "nodes": [server_node, client_node], "ib_write_bw": block}
+    _write(bench_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
+    # The pair's files beside it, as the host benchmark writes them (bench/<run>/ib_write_bw/<name>.*).
+    name = block["results"][0]["name"]
+    _write(bench_dir / "ib_write_bw" / f"{name}.json", json.dumps({"pods": pods}, indent=2) + "\n")
+    for role in ("server", "client"):
+        _write(bench_dir / "ib_write_bw" / f"{name}.{role}.txt", logs.get(role, ""))
+    return checks, bench_dir / "summary.json"
 
 
 def verify(options: Options, cluster=None, waiter: Waiter | None = None) -> dict:
@@ -538,6 +748,7 @@ def verify(options: Options, cluster=None, waiter: Waiter | None = None) -> dict
     ]
     if plan_.rdma_nodes:
         checks += utils.judge_rdma_allocatable(node_list, plan_.rdma_nodes, plan_.rdma)
+    bench_summaries: list = []
     if not options.skip_workloads:
         namespaces = settings.get("rdma_workload_access_namespaces") or []
         namespace = options.namespace or settings.get("gpuforge_k8s_verify_namespace") or next(iter(namespaces), None)
@@ -549,6 +760,13 @@ def verify(options: Options, cluster=None, waiter: Waiter | None = None) -> dict
         cluster.namespace(namespace)
         suffix = uuid.uuid4().hex[:6]
         checks += _vector_add(cluster, options, settings, namespace, out, suffix, waiter)
+        if plan_.rdma_nodes:
+            rdma_checks, bench_summary = _rdma_test(
+                cluster, options, settings, namespace, out, suffix, waiter, plan_, run_dir
+            )
+            checks += rdma_checks
+            if bench_summary:
+                bench_summaries.append(str(bench_summary.relative_to(run_dir)))
         checks += _mpijob(cluster, options, settings, namespace, out, suffix, waiter, plan_)
     document = {
         "written_by": WRITTEN_BY,
@@ -558,6 +776,8 @@ def verify(options: Options, cluster=None, waiter: Waiter | None = None) -> dict
         "inventory": str(options.inventory),
         "notes": plan_.notes,
         "checks": checks,
+        # Benchmark results of this run (the in-pod ib_write_bw pair), in the host benchmark's summary.json shape.
+        "bench_summaries": bench_summaries,
     }
     _write(run_dir / "k8s" / "verify.json", json.dumps(document, indent=2) + "\n")
     document["path"] = str(run_dir / "k8s" / "verify.json")
@@ -575,6 +795,7 @@ def main(args) -> int:
         vector_add_image=args.vector_add_image,
         nccl_image=args.nccl_image,
         nccl_workers=args.nccl_workers,
+        rdma_image=args.rdma_image,
         min_busbw=args.min_busbw,
         pod_timeout=args.pod_timeout,
         job_timeout=args.job_timeout,
@@ -599,6 +820,8 @@ def main(args) -> int:
                 print(f"         {check['remedy']}")
         for note in document["notes"]:
             print(f"note: {note}")
+        for path in document["bench_summaries"]:
+            print(f"in-pod ib_write_bw: {Path(document['path']).parent.parent / path}")
         print(f"k8s verify: {len(failed)} failed of {len(document['checks'])} checks; {document['path']}")
     return 1 if failed else 0
 
@@ -607,7 +830,7 @@ def add_verify_parser(k8s_commands, default_inventory: str) -> None:
     """`gpuforge k8s verify` and its options (src/gpuforge/cli.py registers it under `gpuforge k8s`)."""
     verify_cmd = k8s_commands.add_parser(
         "verify",
-        help="check a deployed cluster: GPUs and RDMA resources allocatable, a CUDA pod, an NCCL MPIJob",
+        help="check a deployed cluster: GPUs and RDMA resources allocatable, a CUDA pod, in-pod RDMA, an NCCL MPIJob",
         description=__doc__.split("\n\n")[0],
     )
     verify_cmd.add_argument("-i", "--inventory", default=default_inventory, help="inventory (expected hardware)")
@@ -623,6 +846,9 @@ def add_verify_parser(k8s_commands, default_inventory: str) -> None:
     )
     verify_cmd.add_argument("--vector-add-image", help="CUDA vectorAdd image (gpuforge_k8s_verify_vector_add_image)")
     verify_cmd.add_argument("--nccl-image", help="image with nccl-tests and sshd (gpuforge_k8s_verify_nccl_image)")
+    verify_cmd.add_argument(
+        "--rdma-image", help="image of the in-pod RDMA test (rdma_workload_access_rdma_test_image: the workload image)"
+    )
     verify_cmd.add_argument("--nccl-workers", type=int, default=2, help="MPIJob worker pods (default 2)")
     verify_cmd.add_argument("--min-busbw", type=float, help="GB/s (default: gpuforge_bench_nccl_min_busbw)")
     verify_cmd.add_argument("--pod-timeout", type=float, default=300, help="seconds for the CUDA pod (default 300)")

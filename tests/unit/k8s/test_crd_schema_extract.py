@@ -175,3 +175,92 @@ def test_the_command_line_writes_the_stored_format():
 def test_stored_schemas_are_in_the_format_the_script_writes(name):
     text = (ROOT / "schemas" / "crds" / name).read_text()
     assert extractor.dump(json.loads(text)) == text
+
+
+# --- check-sources: the stored schemas against the upstream repositories' tags -----------------------------------
+
+
+def git(cwd, *args):
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def upstream(tmp_path):
+    """A clone of an upstream repository 'acme/widgets' with tag v1.0.0, and a schemas/crds folder recording it."""
+    repo = tmp_path / "git" / "acme" / "widgets"
+    (repo / "crds").mkdir(parents=True)
+    (repo / "crds" / "widgets.yaml").write_text(SAMPLE)
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "widgets v1.0.0")
+    git(repo, "tag", "v1.0.0")
+    (repo / "crds" / "widgets.yaml").write_text(SAMPLE.replace("minimum: 1", "minimum: 2"))
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-am", "after the release")
+    schemas = tmp_path / "crds"
+    schemas.mkdir()
+    (schemas / "example.com_v1_Widget.json").write_text(extractor.dump(extractor.extract(SAMPLE, "v1", "Widget")))
+    source = {
+        "repository": "acme/widgets",
+        "tag": "v1.0.0",
+        "commit": git(repo, "rev-parse", "v1.0.0"),
+        "path": "crds/widgets.yaml",
+        "blob": git(repo, "rev-parse", "v1.0.0:crds/widgets.yaml"),
+        "extract": {"version": "v1", "kind": "Widget", "elide": []},
+    }
+    return extractor.Git(str(tmp_path / "git" / "{owner}" / "{name}" / ".git")), schemas, source
+
+
+def check(upstream, **changes):
+    reader, schemas, source = upstream
+    (schemas / "sources.json").write_text(json.dumps({"example.com_v1_Widget.json": {**source, **changes}}))
+    return extractor.check_sources(reader, schemas)["example.com_v1_Widget.json"]
+
+
+def test_check_sources_passes_when_tag_commit_blob_and_schema_agree(upstream):
+    assert check(upstream) == []
+
+
+def test_check_sources_names_a_tag_of_another_commit(upstream):
+    reader, _schemas, source = upstream
+    later = reader("acme/widgets", "rev-parse", "HEAD").strip()
+    blob = reader("acme/widgets", "rev-parse", "HEAD:crds/widgets.yaml").strip()
+    # The later commit's file is another schema (minimum 2), so its extract is not the stored one either.
+    assert check(upstream, commit=later, blob=blob) == [
+        f"tag v1.0.0 is commit {source['commit']}, not the recorded {later}",
+        "extracting acme/widgets@v1.0.0:crds/widgets.yaml does not give the stored example.com_v1_Widget.json",
+    ]
+
+
+def test_check_sources_names_a_schema_that_is_not_the_extract(upstream):
+    _reader, schemas, _source = upstream
+    stored = schemas / "example.com_v1_Widget.json"
+    stored.write_text(stored.read_text().replace('"minimum": 1', '"minimum": 2'))
+    assert check(upstream) == [
+        "extracting acme/widgets@v1.0.0:crds/widgets.yaml does not give the stored example.com_v1_Widget.json"
+    ]
+
+
+def test_check_sources_names_a_wrong_blob_a_missing_tag_and_a_missing_clone(upstream):
+    assert check(upstream, blob="0" * 40)[0].startswith("crds/widgets.yaml at ")
+    assert "git rev-parse v9.9.9^{commit}" in check(upstream, tag="v9.9.9")[0]
+    (missing,) = check(upstream, repository="acme/gadgets")
+    assert (
+        missing.startswith("no clone of acme/gadgets at ")
+        and "git clone --bare https://github.com/acme/gadgets" in missing
+    )
+
+
+MIRROR = Path("/work/.mirror")
+
+
+@pytest.mark.skipif(
+    not all(
+        (MIRROR / f"{source['repository'].replace('/', '+')}" / "repo").is_dir()
+        for source in json.loads((ROOT / "schemas" / "crds" / "sources.json").read_text()).values()
+    ),
+    reason="needs clones of the upstream repositories (the development machine's /work/.mirror)",
+)
+def test_every_stored_schema_is_its_release_tags_extract():
+    """Where the upstream clones are at hand, every stored schema is regenerated from its tag and compared."""
+    results = extractor.check_sources(extractor.Git(str(MIRROR / "{owner}+{name}" / "repo")))
+    assert results == {name: [] for name in results}

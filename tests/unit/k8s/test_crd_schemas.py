@@ -4,6 +4,7 @@ with an error naming the path."""
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -44,46 +45,98 @@ def errors(check, obj):
     return sorted((error_location(e), e.message) for e in check.iter_errors(obj))
 
 
-def test_every_schema_has_its_source():
+HEX40 = re.compile(r"^[0-9a-f]{40}$")
+
+
+def test_every_schema_has_its_release_source():
     assert sorted(SOURCES) == FILES
     assert len(FILES) == 5
     for name in FILES:
         source = SOURCES[name]
-        assert source["repository"] and source["path"] and len(source["commit"]) == 40
-        assert isinstance(source["release_verified"], bool)
-        assert source["pinned_release"]
-        # A schema tied to a release says whether that release is the pinned one.
-        if source["release_verified"]:
-            assert source["upstream_release"] and isinstance(source["matches_pin"], bool)
+        assert source["repository"] and source["path"] and source["tag"], name
+        assert HEX40.match(source["commit"]) and HEX40.match(source["blob"]), name
+        # Every stored schema is the pinned release's (no release_verified: false left).
+        assert source["release_verified"] is True and source["matches_pin"] is True, name
+        assert source["upstream_release"] and source["pinned_release"], name
+        # What crd_schema_extract.py check-sources runs again: the version, kind and elided subtrees.
+        assert set(source["extract"]) == {"version", "kind", "elide"}, name
+        assert name == f"{name.split('_')[0]}_{source['extract']['version']}_{source['extract']['kind']}.json"
+        assert sorted(source["elided_reason"]) == sorted(source["extract"]["elide"]), name
+
+
+def _at(data, key):
+    for step in key.split("."):
+        data = data[step]
+    return data
+
+
+def pin_problem(source):
+    """Why a schema's recorded tag is not the release the roles pin (None: it is)."""
+    pin = source["pin"]
+    values = yaml.safe_load((ROOT / pin["file"]).read_text(encoding="utf-8"))
+    wanted = pin["value"].format(
+        tag=source["tag"], version=source["tag"].removeprefix("v"), openshift_minor=pin.get("openshift_minor")
+    )
+    found = str(_at(values, pin["key"]))
+    if found != wanted:
+        return f"{pin['file']} {pin['key']} is {found!r}; the schema's tag {source['tag']} needs {wanted!r}"
+    vendor = source.get("openshift")
+    if vendor and vendor["branch"] != f"release-{found}":
+        return f"the schema is OpenShift {vendor['branch']}'s, the roles pin OpenShift {found}"
+    return None
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_the_recorded_tag_is_the_release_the_roles_pin(name):
+    assert pin_problem(SOURCES[name]) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "tag", "message"),
+    [
+        ("mellanox.com_v1alpha1_NicClusterPolicy.json", "v25.4.0", "'nvidia-network-operator.v25.4.0'"),
+        ("nvidia.com_v1_ClusterPolicy.json", "v25.10.0", "'gpu-operator-certified.v25.10.0'"),
+        ("kubeflow.org_v2beta1_MPIJob.json", "v0.6.0", "'0.6.0'"),
+        ("csi.ibm.com_v1_CSIScaleOperator.json", "v2.13.0", "'v2.13.0'"),
+    ],
+)
+def test_a_schema_of_another_release_than_the_pin_fails(name, tag, message):
+    source = copy.deepcopy(SOURCES[name])
+    source["tag"] = tag
+    assert message in pin_problem(source)
+
+
+def test_a_subscription_schema_of_another_openshift_minor_fails():
+    source = copy.deepcopy(SOURCES["operators.coreos.com_v1alpha1_Subscription.json"])
+    source["openshift"]["branch"] = "release-4.18"
+    assert pin_problem(source) == "the schema is OpenShift release-4.18's, the roles pin OpenShift 4.17"
+    source["pin"]["openshift_minor"] = "4.18"
+    assert "gpuforge_openshift_min_version is '4.17'" in pin_problem(source)
 
 
 def test_mpijob_schema_is_the_release_the_operator_is_pinned_to():
     source = SOURCES["kubeflow.org_v2beta1_MPIJob.json"]
-    assert source["commit"] == "07a32d9a8cb5e667d754a107cfb0629712811619"
+    assert (source["tag"], source["commit"]) == ("v0.7.0", "07a32d9a8cb5e667d754a107cfb0629712811619")
     defaults = yaml.safe_load((ROOT / "roles/gpuforge/defaults/main/k8s_addons.yml").read_text(encoding="utf-8"))
-    pin = defaults["gpuforge_k8s_addons"]["mpi_operator"]["version"]
-    assert source["pinned_release"] == pin
-    assert source["matches_pin"] is (source["upstream_release"] == pin) is True
+    assert source["pinned_release"] == defaults["gpuforge_k8s_addons"]["mpi_operator"]["version"]
 
 
-def test_clusterpolicy_schema_is_the_release_the_gpu_operator_subscription_pins():
+def test_clusterpolicy_schema_is_the_v25_3_0_tag():
     source = SOURCES["nvidia.com_v1_ClusterPolicy.json"]
-    assert source["commit"] == "bf10728bef0d1a1fa035670408330fc9b480d612"
-    assert source["path"].startswith("bundle/v25.3.0/manifests/nvidia.com_clusterpolicies.yaml")
-    defaults = yaml.safe_load((ROOT / "roles/openshift_gpu_operators/defaults/main.yml").read_text(encoding="utf-8"))
-    csv = defaults["openshift_gpu_operators_gpu_operator"]["starting_csv"]
-    assert csv == f"gpu-operator-certified.{source['pinned_release']}"
-    assert source["matches_pin"] is (source["upstream_release"] == source["pinned_release"]) is True
-    # v25.3.0 has none of the later main branch's fields (the file stored before was from there).
+    assert (source["tag"], source["commit"]) == ("v25.3.0", "b5479aaa85c72a3f67090e9cb205dfefd6c7b010")
+    # v25.3.0 has none of the later main branch's fields (a file stored earlier was from there).
     spec = json.loads((SCHEMAS / "nvidia.com_v1_ClusterPolicy.json").read_text())["properties"]["spec"]["properties"]
     assert "secretEnv" not in spec["driver"]["properties"] and "hostPID" not in spec["dcgmExporter"]["properties"]
     assert spec["driver"]["properties"]["kernelModuleType"]["enum"] == ["auto", "open", "proprietary"]
 
 
-def test_unverified_schemas_say_where_the_release_was_looked_for():
-    for name, source in SOURCES.items():
-        if not source["release_verified"]:
-            assert len(source["release_search"]) > 40, name
+def test_nicclusterpolicy_schema_is_v25_1_0_not_the_24_10_line():
+    spec = json.loads((SCHEMAS / "mellanox.com_v1alpha1_NicClusterPolicy.json").read_text())["properties"]["spec"]
+    props = spec["properties"]
+    # v25.1.0 dropped the version pattern (sha256: digests accepted) and requires three ibKubernetes fields.
+    assert "pattern" not in props["rdmaSharedDevicePlugin"]["properties"]["version"]
+    assert "pattern" not in props["ofedDriver"]["properties"]["version"]
+    assert {"pKeyGUIDPoolRangeStart", "pKeyGUIDPoolRangeEnd", "ufmSecret"} <= set(props["ibKubernetes"]["required"])
 
 
 @pytest.mark.parametrize("name", FILES)

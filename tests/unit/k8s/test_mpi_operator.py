@@ -83,6 +83,9 @@ def test_t4_roce_job_requests_the_roce_resource(t4_roce):
 
 
 NGC_TF = "nvcr.io/nvidia/tensorflow:20.03-tf2-py3"
+# The workload image of roles/gpuforge/defaults/main/k8s.yml (gpuforge_workload_image), the jobs' default.
+WORKLOAD = "registry.example.invalid/gpuforge/workload:1.0.0"
+NCCL_BINARY = "/usr/local/bin/all_reduce_perf"
 # (workers, GPUs per worker, ranks per worker, all_reduce_perf -g) of seed 001's NCCL jobs.
 NCCL_SHAPES = {
     "nccl-allreduce-1x8": (1, 8, 1, "8"),
@@ -104,8 +107,8 @@ def test_seed_nccl_shapes_are_rendered_by_default(dgx1_k8s, name):
     command = launcher["command"]
     assert (job["spec"]["slotsPerWorker"], worker(job)["replicas"]) == (ranks, workers)
     assert command[:4] == ["mpirun", "--allow-run-as-root", "-np", str(workers * ranks)]
-    tail = command[command.index("/workspace/other/nccl/all_reduce_perf") :]
-    assert tail == ["/workspace/other/nccl/all_reduce_perf", "-b", "8", "-e", "256M", "-f", "2", "-g", per_rank]
+    tail = command[command.index(NCCL_BINARY) :]
+    assert tail == [NCCL_BINARY, "-b", "8", "-e", "256M", "-f", "2", "-g", per_rank]
     assert pod["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": gpus} | {
         f"rdma/shared_ib{i}": 1 for i in range(4)
     }
@@ -118,10 +121,10 @@ def test_seed_jobs_have_ssh_workers_rdma_shm_and_the_data_pvc(dgx1_k8s, name):
     container = pod["containers"][0]
     # v2beta1: the launcher reaches the workers over SSH; the workers run sshd in the foreground.
     assert job["spec"]["sshAuthMountPath"] == "/root/.ssh"
-    assert container["command"] == ["/usr/sbin/sshd", "-De"]
+    assert container["command"] == ["/usr/local/sbin/start-sshd"]  # the workload image's sshd entry point
     assert container["readinessProbe"]["tcpSocket"] == {"port": 22}
     assert "plm_rsh_args" not in launcher["command"]
-    assert launcher["image"] == container["image"] == NGC_TF
+    assert launcher["image"] == container["image"] == WORKLOAD
     assert container["securityContext"]["capabilities"] == {"add": ["IPC_LOCK"]}
     assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
     assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in pod["volumes"]
@@ -134,9 +137,10 @@ def test_resnet50_seed_shapes(dgx1_k8s):
     four_by_one = dgx1_k8s.get("MPIJob", "resnet50-4x1-roce", "ai-team")
     assert (two_by_eight["spec"]["slotsPerWorker"], worker(two_by_eight)["replicas"]) == (8, 2)
     assert (four_by_one["spec"]["slotsPerWorker"], worker(four_by_one)["replicas"]) == (1, 4)
+    # The workload image's trainer, DDP over the MPI ranks with rank 0's worker as the rendezvous host.
     assert containers(two_by_eight)[0]["command"][-6:] == [
-        "python", "tf_cnn_benchmarks.py", "--model=resnet50", "--variable_update=horovod", "--use_fp16=true",
-        "--batch_size=64",
+        "python3", "/opt/gpuforge/resnet50/resnet50_bench.py", "--batch-size", "64",
+        "--master-addr", "resnet50-2x8-worker-0.resnet50-2x8",
     ]  # fmt: skip
 
 
@@ -154,11 +158,32 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 
 def test_image_digest_is_appended_when_the_inventory_pins_it(render_scenario):
-    images = {"ngc_tensorflow": {"repository": "nvcr.io/nvidia/tensorflow", "tag": "20.03-tf2-py3", "digest": DIGEST}}
+    images = {
+        "ngc_tensorflow": {"repository": "nvcr.io/nvidia/tensorflow", "tag": "20.03-tf2-py3", "digest": DIGEST},
+        # The workload image pinned by the site's digest (gpuforge_workload_image_*), the jobs' default.
+        "workload": {
+            "repository": "{{ gpuforge_workload_image_repository }}",
+            "tag": "{{ gpuforge_workload_image_tag }}",
+            "digest": "{{ gpuforge_workload_image_digest }}",
+        },
+    }
     addons = ["rdma_shared_device_plugin", "mpi_operator"]
-    rendered = render_scenario("t4_roce", "vsphere-t4", gpuforge_k8s_enabled_addons=addons, mpi_operator_images=images)
+    jobs = [{"name": "nccl-allreduce-16x1", "workers": 16, "image": "ngc_tensorflow", "command": ["true"]}]
+    rendered = render_scenario(
+        "t4_roce",
+        "vsphere-t4",
+        gpuforge_k8s_enabled_addons=addons,
+        mpi_operator_images=images,
+        mpi_operator_jobs=jobs,
+        gpuforge_workload_image_repository="registry.site.example/ml/workload",
+        gpuforge_workload_image_tag="2.1",
+        gpuforge_workload_image_digest=DIGEST,
+        mpi_operator_extra_jobs=[{"name": "default-image", "command": ["true"]}],
+    )
     launcher, pod = containers(rendered.get("MPIJob", "nccl-allreduce-16x1", "horovod"))
     assert launcher["image"] == pod["containers"][0]["image"] == f"{NGC_TF}@{DIGEST}"
+    launcher, pod = containers(rendered.get("MPIJob", "default-image", "horovod"))
+    assert launcher["image"] == f"registry.site.example/ml/workload:2.1@{DIGEST}"
 
 
 @pytest.mark.parametrize(
@@ -172,7 +197,7 @@ def test_bad_image_pins_are_refused(render_error, image, why):
     message = render_error(
         "t4_roce",
         gpuforge_k8s_enabled_addons=["rdma_shared_device_plugin", "mpi_operator"],
-        mpi_operator_images={"ngc_tensorflow": image},
+        mpi_operator_images={"workload": image},
     )
     assert "MPIJob nccl-allreduce-16x1: image" in message
-    assert "mpi_operator_images.ngc_tensorflow" in message
+    assert "mpi_operator_images.workload" in message

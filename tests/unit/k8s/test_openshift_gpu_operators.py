@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import jsonschema
+import kubernetes_validate
 import pytest
 import yaml
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_k8s_structural import (
@@ -75,9 +76,10 @@ def test_nic_cluster_policy_rdma_config_comes_from_the_facts(ocp):
     assert spec["ofedDriver"]["image"] == "doca-driver"
 
 
-def test_nic_cluster_policy_images_are_the_network_operator_v25_1_0_versions_by_tag(ocp):
+def test_nic_cluster_policy_images_are_the_network_operator_v25_1_0_versions(ocp):
     """NVIDIA's image table for Network Operator v25.1.0 lists doca-driver 25.01-0.6.0.0-0 and the RDMA shared
-    device plugin v1.5.2; the plugin's digest is recorded (not rendered: the CRD takes repository/image/version)."""
+    device plugin v1.5.2. v25.1.0 takes a sha256: version as a digest except for the DOCA driver, whose tag the
+    operator completes per OS: the plugin renders by its recorded digest, the driver by its version."""
     spec = ocp.get("NicClusterPolicy", "nic-cluster-policy")["spec"]
     ofed, rdma = spec["ofedDriver"], spec["rdmaSharedDevicePlugin"]
     assert (ofed["repository"], ofed["image"], ofed["version"]) == (
@@ -85,16 +87,37 @@ def test_nic_cluster_policy_images_are_the_network_operator_v25_1_0_versions_by_
         "doca-driver",
         "25.01-0.6.0.0-0",
     )
+    common = yaml.safe_load((ROOT / "roles/k8s_addons_common/defaults/main.yml").read_text(encoding="utf-8"))
+    entry = common["k8s_addons_common_image_digests"]["ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.2"]
     assert (rdma["repository"], rdma["image"], rdma["version"]) == (
         "ghcr.io/mellanox",
         "k8s-rdma-shared-dev-plugin",
-        "v1.5.2",
+        "sha256:9f468fdc4449e65e4772575f83aa85840a00f97165f9a00ba34695c91d610fbd",
     )
-    common = yaml.safe_load((ROOT / "roles/k8s_addons_common/defaults/main.yml").read_text(encoding="utf-8"))
-    entry = common["k8s_addons_common_image_digests"]["ghcr.io/mellanox/k8s-rdma-shared-dev-plugin:v1.5.2"]
-    assert entry["rendered"] is False and not rdma["version"].startswith("sha256:")
+    assert entry["digest"] == rdma["version"] and entry.get("rendered", True) is True
     sub = ocp.get("Subscription", "nvidia-network-operator", "nvidia-network-operator")
     assert (sub["spec"]["channel"], sub["spec"]["startingCSV"]) == ("v25.1", "nvidia-network-operator.v25.1.0")
+
+
+def test_the_inventorys_plugin_digest_wins_and_a_plugin_without_one_renders_by_tag(tmp_path):
+    site = "sha256:" + "ab" * 32
+    rendered = {}
+    for name, plugin in {
+        "pinned": {"repository": "ghcr.io/mellanox", "image": "k8s-rdma-shared-dev-plugin", "version": "v1.5.2",
+                   "digest": site},
+        "unrecorded": {"repository": "ghcr.io/mellanox", "image": "k8s-rdma-shared-dev-plugin", "version": "v1.5.1",
+                       "digest": ""},
+    }.items():  # fmt: skip
+        extravars = {
+            **OPERATORS,
+            "gpuforge_k8s_enabled_addons": ["rdma_workload_access"],
+            "openshift_gpu_operators_rdma_plugin": plugin,
+        }
+        out = tmp_path / name
+        objects = load(run_scenario(out, "dgx1_edr", "openshift", "1.33", extravars), out / "out" / "dgx1-edr")
+        rendered[name] = objects.get("NicClusterPolicy", "nic-cluster-policy")["spec"]["rdmaSharedDevicePlugin"]
+    assert rendered["pinned"]["version"] == site
+    assert rendered["unrecorded"]["version"] == "v1.5.1"
 
 
 def test_machineconfig_raises_the_crio_memlock_limit(ocp):
@@ -158,3 +181,20 @@ def test_structural_check_refuses_an_automatic_install_plan(ocp):
     sub["spec"]["installPlanApproval"] = "Automatic"
     (error,) = check_object(sub)
     assert error.startswith("spec.installPlanApproval: 'Automatic' is not 'Manual'")
+
+
+def test_the_in_pod_rdma_test_renders_on_openshift_with_the_scc_grant(ocp):
+    """The operator path: the NicClusterPolicy's first resource, the mpi ServiceAccount that may use the SCC, a
+    non-root UID from the namespace's range, IPC_LOCK (the SCC's default) and the MachineConfig's memlock limit."""
+    for role in ("server", "client"):
+        pod = ocp.get("Pod", f"gpuforge-rdma-test-{role}", "ai-team")
+        kubernetes_validate.validate(pod, "1.33", strict=True)
+        spec = pod["spec"]
+        assert spec["serviceAccountName"] == "mpi"
+        assert spec["securityContext"] == {"runAsNonRoot": True}
+        container = spec["containers"][0]
+        assert container["resources"]["limits"] == {"rdma/shared_ib0": 1}
+        assert container["securityContext"]["capabilities"] == {"add": ["IPC_LOCK"], "drop": ["ALL"]}
+        assert "runAsUser" not in container["securityContext"]  # the SCC assigns it (MustRunAsRange)
+    scc = ocp.get("SecurityContextConstraints", "scc-for-mpi")
+    assert scc["defaultAddCapabilities"] == ["IPC_LOCK"]

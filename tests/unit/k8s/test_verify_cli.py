@@ -246,6 +246,9 @@ def write_kubeconfig(folder: Path, url: str, ca: bytes, pki: Pki | None = None, 
 POD = rf"/api/v1/namespaces/{NS}/pods/gpuforge-vector-add-[0-9a-f]{{6}}"
 MPIJOB = rf"/apis/kubeflow.org/v2beta1/namespaces/{NS}/mpijobs/gpuforge-verify-nccl-[0-9a-f]{{6}}"
 LAUNCHER_LOG = rf"/api/v1/namespaces/{NS}/pods/gpuforge-verify-nccl-recorded-launcher-x2v7q/log"
+RDMA_SERVER = rf"/api/v1/namespaces/{NS}/pods/gpuforge-rdma-test-server-[0-9a-f]{{6}}"
+RDMA_CLIENT = rf"/api/v1/namespaces/{NS}/pods/gpuforge-rdma-test-client-[0-9a-f]{{6}}"
+HOST_BENCH = ROOT / "tests" / "fixtures" / "records" / "demo-run" / "benchmark" / "bench" / "20261126T151133Z"
 
 
 def cluster_routes(
@@ -255,8 +258,21 @@ def cluster_routes(
     jobs=("mpijob-running.json", "mpijob-succeeded.json"),
     crd=(200, "apis-kubeflow.org-v2beta1.json"),
     namespace=(200, "namespace.json"),
+    rdma_server=(
+        "pod-rdma-test-server-pending.json",
+        "pod-rdma-test-server-running.json",
+        "pod-rdma-test-server-succeeded.json",
+    ),
+    rdma_client=("pod-rdma-test-client-succeeded.json",),
+    rdma_logs=("log-rdma-test-server.txt", "log-rdma-test-client.txt"),
 ):
     return [
+        Route("GET", RDMA_SERVER, [(200, name) for name in rdma_server]),
+        Route("GET", RDMA_SERVER + "/log", [(200, rdma_logs[0])]),
+        Route("DELETE", RDMA_SERVER, [(200, rdma_server[-1])]),
+        Route("GET", RDMA_CLIENT, [(200, name) for name in rdma_client]),
+        Route("GET", RDMA_CLIENT + "/log", [(200, rdma_logs[1])]),
+        Route("DELETE", RDMA_CLIENT, [(200, rdma_client[-1])]),
         Route("GET", "/api/v1/nodes", [(200, nodes)]),
         Route("GET", f"/api/v1/namespaces/{NS}", [namespace]),
         Route("POST", f"/api/v1/namespaces/{NS}/pods", [(201, pods[0])]),
@@ -315,6 +331,8 @@ def test_a_healthy_cluster_passes_every_check(serve, tmp_path):
         ("rdma_allocatable", "dgx01"): "ok",
         ("rdma_allocatable", "dgx02"): "ok",
         ("cuda_vector_add", "dgx01"): "ok",
+        ("rdma_pod_port", "dgx02"): "ok",
+        ("rdma_pod_port", "dgx01"): "ok",
         ("mpijob_completed", None): "ok",
         ("nccl_busbw", None): "ok",
         ("nccl_wrong_values", None): "ok",
@@ -517,3 +535,145 @@ def test_rdma_resources_come_from_the_rendered_configmap_or_the_nicclusterpolicy
     assert k8s_verify.rendered_rdma(tmp_path, "ocp") == [{"name": "rdma/shared_roce0", "hca_max": 63}]
     with pytest.raises(k8s_verify.VerifyError, match="render the add-ons first"):
         k8s_verify.rendered_rdma(tmp_path, "nothing-rendered")
+
+
+# -- the in-pod RDMA test ------------------------------------------------------------------------------------------
+
+
+def bench_summary(tmp_path):
+    (path,) = sorted((tmp_path / "run" / "bench").glob("k8s-rdma-*/summary.json"))
+    return json.loads(path.read_text(encoding="utf-8")), path
+
+
+def test_the_rdma_pods_are_the_role_template_on_two_nodes_with_ipc_lock_and_one_rdma_resource(serve, tmp_path):
+    api, kubeconfig = serve(cluster_routes())
+    run(kubeconfig, tmp_path)
+    created = [req["body"] for req in api.sent("POST", f"/api/v1/namespaces/{NS}/pods")]
+    server, client = (next(p for p in created if p["metadata"]["labels"].get("gpuforge.io/rdma-test-role") == role)
+                      for role in ("server", "client"))  # fmt: skip
+    for pod, node in ((server, "dgx02"), (client, "dgx01")):
+        kubernetes_validate.validate(pod, "1.30", strict=True)
+        assert pod["spec"]["serviceAccountName"] == "mpi"  # rdma_workload_access's grant
+        container = pod["spec"]["containers"][0]
+        assert container["securityContext"]["capabilities"] == {"add": ["IPC_LOCK"], "drop": ["ALL"]}
+        assert "privileged" not in container["securityContext"]
+        assert container["resources"]["limits"] == {"rdma/shared_ib1": 1}
+        assert container["image"] == "registry.example/gpuforge/workload:1.0.0"
+        (term,) = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ]
+        assert term == {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    # The client is created after the server runs, and connects to the server pod's IP.
+    script = client["spec"]["containers"][0]["command"][2]
+    assert script.rstrip().endswith('exec ib_write_bw -d "$hca" -i 1 -p 18515 -D 5 -s 65536 -q 1 -F 10.244.12.41')
+    assert "-F 10.244" not in server["spec"]["containers"][0]["command"][2]
+    order = [req["path"] for req in api.requests if req["method"] == "POST" and req["path"].endswith("/pods")]
+    assert len(order) == 3  # vector add, server, client
+    assert len(api.sent("DELETE", RDMA_SERVER)) == len(api.sent("DELETE", RDMA_CLIENT)) == 1
+
+
+def test_the_in_pod_pair_is_judged_by_the_host_threshold_table_and_written_as_its_summary(serve, tmp_path):
+    _, kubeconfig = serve(cluster_routes())
+    document = run(kubeconfig, tmp_path)
+    summary, path = bench_summary(tmp_path)
+    schema = json.loads((ROOT / "schemas" / "bench-summary.schema.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator(schema).validate(summary)
+    assert document["bench_summaries"] == [str(path.relative_to(tmp_path / "run"))]
+    (result,) = summary["ib_write_bw"]["results"]
+    # dgx1-v100-edr's mlx5_1 port is EDR: gpuforge_expected_ib_write_bw EDR 11,000 MB/sec (IBM Redpaper REDP-5610),
+    # the host benchmark's floor; seed 001's in-pod run averaged 11,264.11 MB/sec = 94.49 Gb/s.
+    assert (result["value"], result["threshold"], result["min_mbps"]) == (94.49, 92.27, 11000.0)
+    assert result["verdict"] == "ok" and result["link_speed"] == "EDR"
+    assert result["threshold_source"].startswith("IBM Redpaper REDP-5610")
+    assert (result["nodes"], result["rail"], result["name"]) == (
+        ["dgx02", "dgx01"],
+        "mlx5_1/1",
+        "pod-dgx02__dgx01__mlx5_1",
+    )
+    assert (
+        (path.parent / "ib_write_bw" / "pod-dgx02__dgx01__mlx5_1.client.txt")
+        .read_text()
+        .endswith((API / "log-rdma-test-client.txt").read_text())
+    )
+
+
+def test_the_in_pod_pair_is_the_same_record_kind_as_a_host_pair_and_shows_in_the_report(serve, tmp_path):
+    from gpuforge.report import html, model
+
+    _, kubeconfig = serve(cluster_routes())
+    run(kubeconfig, tmp_path)
+    pod_records = [r for r in export.load_records(tmp_path / "run") if r["kind"] == "benchmark_run"]
+    host_summary = json.loads((HOST_BENCH / "summary.json").read_text(encoding="utf-8"))
+    host_records = [r for r in records.benchmark_run_records(host_summary) if r["benchmark"] == "ib_write_bw"]
+    (pod,) = pod_records
+    assert (pod["kind"], pod["benchmark"]) == ("benchmark_run", "ib_write_bw")
+    assert set(pod) == set(host_records[0]) and set(pod["threshold"]) == set(host_records[0]["threshold"])
+    schema = json.loads((ROOT / "schemas" / "benchmark-run.schema.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator(schema).validate(pod)
+    assert (pod["verdict"], pod["link"], pod["observed"]["value"]) == ("PASS", "dgx02__dgx01__mlx5_1", 94.49)
+    # The report reads it as it reads the host pairs: the ib_write_bw series and the per-rail chart.
+    data = model.load(tmp_path / "run")
+    assert [(bw.host, bw.hca, bw.bw_gbps) for bw in data.ib_write_bw] == [("dgx02->dgx01", "mlx5_1", 94.49)]
+    assert "ib_write_bw on mlx5_1" in html.charts_section(data, [])
+
+
+def test_an_rdma_pod_without_locked_memory_fails_the_pair_and_flags_both_nodes(serve, tmp_path):
+    routes = cluster_routes(
+        rdma_client=("pod-rdma-test-client-failed.json",),
+        rdma_logs=("log-rdma-test-server.txt", "log-rdma-test-client-no-memlock.txt"),
+    )
+    _, kubeconfig = serve(routes)
+    run(kubeconfig, tmp_path)
+    (result,) = bench_summary(tmp_path)[0]["ib_write_bw"]["results"]
+    assert (result["value"], result["verdict"]) == (None, "failed")
+    assert "Couldn't allocate MR" in result["reason"] and "memlock" in result["reason"]
+    built = [r for r in export.load_records(tmp_path / "run") if r["kind"] == "benchmark_run"]
+    assert built[0]["verdict"] == "FAIL"
+    # As for a host pair: a failed link between two nodes does not say which end is at fault, a warning on each.
+    verdicts = records.node_verdicts(export.load_records(tmp_path / "run"))
+    assert verdicts["dgx01"]["verdict"] == verdicts["dgx02"]["verdict"] == "WARN"
+    assert "ib_write_bw: slow link pod-dgx02__dgx01__mlx5_1" in [r["what"] for r in verdicts["dgx01"]["reasons"]]
+
+
+def test_an_unschedulable_rdma_server_is_a_failed_pair_and_no_client_is_created(serve, tmp_path):
+    api, kubeconfig = serve(cluster_routes(rdma_server=("pod-rdma-test-server-unschedulable.json",)))
+    checks = by_check(run(kubeconfig, tmp_path))
+    assert not api.sent("GET", RDMA_CLIENT)
+    (result,) = bench_summary(tmp_path)[0]["ib_write_bw"]["results"]
+    assert result["verdict"] == "failed"
+    assert "within 60s" in result["reason"] and "Insufficient rdma/shared_ib1" in result["reason"]
+    assert {c["node"]: c["status"] for c in checks["rdma_pod_port"]} == {"dgx02": "fail", "dgx01": "fail"}
+    assert len(api.sent("DELETE", RDMA_SERVER)) == 1
+
+
+def test_a_slower_pair_than_the_table_is_slow():
+    logs = {role: (API / f"log-rdma-test-{role}.txt").read_text() for role in ("server", "client")}
+    pods = {
+        role: json.loads((API / f"pod-rdma-test-{role}-succeeded.json").read_text()) for role in ("server", "client")
+    }
+    settings = {
+        "gpuforge_expected_ib_write_bw": {"EDR": {"min_mib_per_s": 12000}},
+        "gpuforge_expected_link_speeds": {"EDR": {"rate_gbps": 100, "link_layer": "InfiniBand"}},
+    }
+    systems = {"dgx01": {}, "dgx02": {}}  # no expected system: the link speed comes from the pods' ibstatus rate
+    checks, block = k8s_verify.judge_rdma_pair("dgx02", "dgx01", logs, pods, settings, systems)
+    (result,) = block["results"]
+    assert (result["verdict"], result["threshold"], result["link_speed"]) == ("slow", 100.66, "EDR")
+    assert "(no source recorded: a site value)" in result["threshold_source"]
+    assert [link["nodes"] for link in block["slow_links"]] == [["dgx02", "dgx01"]]
+    assert {c["status"] for c in checks} == {"ok"}
+
+
+def test_the_verification_mpijob_defaults_to_the_workload_image_and_its_sshd_entry_point(tmp_path):
+    plan = k8s_verify.plan(k8s_verify.Options(inventory=INVENTORY, rendered=RENDERED))
+    settings = {**plan.variables, "gpuforge_k8s_verify_nccl_image": None}
+    image = settings["gpuforge_workload_image"]
+    assert image == "registry.example.invalid/gpuforge/workload:1.0.0"  # roles/gpuforge/defaults/main/k8s.yml
+    job = k8s_verify.nccl_mpijob("j", NS, image, settings, 8, 2, plan.rdma)
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert (worker["image"], worker["command"]) == (image, ["/usr/local/sbin/start-sshd"])
+    other = k8s_verify.nccl_mpijob("j", NS, "registry.example/nccl-tests:2.13.9-sshd", settings, 8, 2, plan.rdma)
+    assert other["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["command"] == [
+        "/usr/sbin/sshd",
+        "-De",
+    ]
