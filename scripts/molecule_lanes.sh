@@ -85,4 +85,8 @@ for marker in "$log_dir"/*.failed; do
   sed -e 's/\x1b\[[0-9;]*m//g' -e '/FAILED - RETRYING/d' "$log_dir/$scenario.log" \
     | grep -E -A3 '(fatal|failed): \[|^[^A-Za-z]*(E  |FAILED |ERROR |Failed: )|timed out' | tail -n 80
 done
+# Which OS-specific task files and vars files the passed scenarios ran, per OS shape (src/gpuforge/lab/os_coverage.py).
+if python3 -m gpuforge.lab.os_coverage > "$log_dir/os-coverage.yml" 2>/dev/null; then
+  echo "== OS coverage of the passed scenarios: $log_dir/os-coverage.yml (files no run executed listed last)"
+fi
 exit $status

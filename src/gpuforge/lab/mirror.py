@@ -375,7 +375,9 @@ def build(image_tag: str, log=print) -> Repository:
     key = signing_key()
     debs, debian_inputs = debian_subset.download(image_tag, log=log)
     stamp = MIRROR_ROOT / ".inputs"
-    wanted = inputs_hash(definitions) + key.fingerprint + debian_inputs
+    from gpuforge.lab import shape_repos  # the OS shapes' repositories: their builder code is an input too
+
+    wanted = inputs_hash(definitions) + key.fingerprint + debian_inputs + shape_repos.code_hash()
     if stamp.is_file() and stamp.read_text(encoding="utf-8") == wanted:
         return Repository(MIRROR_ROOT, MIRROR_URL)
     log("lab: building the signed package mirror")
@@ -418,7 +420,5 @@ def build(image_tag: str, log=print) -> Repository:
         log("lab: mirror built WITHOUT these packages (simulator missing): " + "; ".join(skipped))
     stamp.write_text(wanted, encoding="utf-8")
     # The Ubuntu and RHEL shapes' repositories (packages.yml publish_os_shapes; gpuforge.lab.shape_repos).
-    from gpuforge.lab import shape_repos
-
     shape_repos.publish(definitions, key, staging_root, next_root, log=log)
     return Repository(MIRROR_ROOT, MIRROR_URL)

@@ -28,6 +28,18 @@ ENV_FILE = LAB_STATE_DIR / "os-shape-images.env"
 RPM_KEY_PATH = "/etc/pki/rpm-gpg/RPM-GPG-KEY-redhat-release"
 # RHEL keeps the rpmdb in /var/lib/rpm; Debian's rpm defaults to ~/.rpmdb (Debian's rpm package, macros).
 RPM_DBPATH_MACRO = "%_dbpath /var/lib/rpm\n"
+# RHEL rebuilds the initramfs with dracut (installed by default); like update-initramfs on the other shapes, the lab's
+# stand-in records each rebuild in /var/lib/gpuforge-lab/initramfs.log (docs/lab.md, "The simulated kernel").
+DRACUT_STANDIN = """#!/usr/bin/python3
+\"\"\"Lab stand-in for dracut on RHEL-shaped nodes: records the rebuild as the lab's update-initramfs does.\"\"\"
+import sys
+
+sys.path.insert(0, "/usr/local/lib/gpuforge-lab")
+from simkernel import update_initramfs_main  # noqa: E402
+
+sys.exit(update_initramfs_main(["dracut", *sys.argv[1:]]))
+"""
+EXECUTABLE_PREFIXES = ("/usr/local/sbin/",)
 
 
 def load() -> dict[str, dict]:
@@ -73,6 +85,7 @@ def layer_files(shape: str, spec: dict, key: bytes) -> dict[str, str | bytes]:
         facts = spec["release_facts"]
         files["/usr/lib/os-release"] = _fact(facts, "os_release")
         files["/etc/rpm/macros.dbpath"] = RPM_DBPATH_MACRO
+        files["/usr/local/sbin/dracut"] = DRACUT_STANDIN
         files[RPM_KEY_PATH] = key
         definitions = mirror.load_definitions()
         rpm_paths = definitions["publish_os_shapes"]["rpm"]
@@ -108,6 +121,9 @@ def containerfile(base_tag: str, spec: dict, has_release_package: bool) -> str:
     elif spec["family"] == "rhel":
         steps = [
             f"rpm --import {RPM_KEY_PATH}",
+            # RHEL 9 installs yum (yum-4.14: /usr/bin/yum -> dnf-3, vendor_facts/rhel-baseos/rhel9.yml); Debian's dnf
+            # package has no yum name, and tools such as community.general.yum_versionlock call it.
+            "ln -sf dnf-3 /usr/bin/yum",
             *(["rpm -i /tmp/release.rpm", "rm -f /tmp/release.rpm"] if has_release_package else []),
             # A RHEL host has no apt sources: its packages come from dnf alone.
             "rm -f /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list.d/gpuforge-lab-tools.sources",
@@ -152,7 +168,7 @@ def build(base_tag: str, key: bytes, log=print) -> dict[str, str]:
                 target.write_bytes(content)
             else:
                 target.write_text(content, encoding="utf-8")
-            target.chmod(0o644)
+            target.chmod(0o755 if path.startswith(EXECUTABLE_PREFIXES) else 0o644)
         if release:
             shutil.copy2(release, context / "release.rpm")
         (context / "Containerfile").write_text(text, encoding="utf-8")

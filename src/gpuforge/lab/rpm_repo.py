@@ -234,14 +234,12 @@ def module_streams(repo: vendor_facts.Repository, packages: list[dict]) -> str:
                 },
             }
         )
-    defaults = {
-        "document": "modulemd-defaults",
-        "version": 1,
-        "data": {
-            "module": "nvidia-driver",
-            "profiles": {doc["data"]["stream"]: ["default"] for doc in documents},
-        },
-    }
+    defaults_data = {"module": "nvidia-driver"}
+    default_stream = repo.facts.get("module_default_stream", {}).get("value")
+    if default_stream and any(doc["data"]["stream"] == default_stream for doc in documents):
+        defaults_data["stream"] = str(default_stream)
+    defaults_data["profiles"] = {doc["data"]["stream"]: ["default"] for doc in documents}
+    defaults = {"document": "modulemd-defaults", "version": 1, "data": defaults_data}
     return yaml.safe_dump_all([*documents, defaults], explicit_start=True, explicit_end=True, sort_keys=False)
 
 

@@ -8,6 +8,7 @@ Every package comes from the vendor facts registry, as in the Debian repositorie
 from __future__ import annotations
 
 import gzip
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -114,3 +115,11 @@ def publish(definitions: dict, key: mirror.SigningKey, staging_root: Path, next_
 def _swap(new: Path, target: Path) -> None:
     mirror._swap(new, target)
     shutil.rmtree(new, ignore_errors=True)
+
+
+def code_hash() -> str:
+    """What the OS shapes' repositories are built by (this module and rpm_repo): a change rebuilds the mirror."""
+    digest = hashlib.sha256()
+    for module in (__file__, rpm_repo.__file__):
+        digest.update(Path(module).read_bytes())
+    return digest.hexdigest()[:16]

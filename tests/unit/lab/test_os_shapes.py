@@ -51,6 +51,14 @@ def test_rhel_layer_installs_the_release_package_after_importing_the_key():
     run = next(line for line in text.splitlines() if line.startswith("RUN "))
     assert run.index("rpm --import") < run.index("rpm -i /tmp/release.rpm")
     assert "debian.sources" in run
+    # RHEL 9's yum package: /usr/bin/yum -> dnf-3 (community.general.yum_versionlock calls yum).
+    assert "ln -sf dnf-3 /usr/bin/yum" in run
+
+
+def test_rhel_layer_has_a_dracut_that_records_the_rebuild():
+    files = os_shapes.layer_files("rhel9", os_shapes.load()["rhel9"], KEY)
+    assert "update_initramfs_main" in files["/usr/local/sbin/dracut"]
+    assert "/usr/local/sbin/dracut".startswith(os_shapes.EXECUTABLE_PREFIXES)
 
 
 @pytest.mark.parametrize(
@@ -89,6 +97,8 @@ def test_module_streams_hold_the_branch_userland_and_its_kernel_module_package()
     assert not any(rpm.startswith("nvidia-fabric") for doc in streams.values() for rpm in doc["artifacts"]["rpms"])
     defaults = next(doc for doc in documents if doc["document"] == "modulemd-defaults")
     assert defaults["data"]["profiles"]["535-dkms"] == ["default"]
+    # The registry's default stream: its packages are what dnf lists before a stream is enabled.
+    assert defaults["data"]["stream"] == repo.fact("module_default_stream") == "open-dkms"
 
 
 def test_security_builds_go_to_updates_and_security_pockets():
