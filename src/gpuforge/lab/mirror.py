@@ -414,11 +414,11 @@ def build(image_tag: str, log=print) -> Repository:
         _swap(next_root / repo_path, MIRROR_ROOT / repo_path)
     _index_archive(next_root / debian_subset.REPO_PATH, key)
     _swap(next_root / debian_subset.REPO_PATH, MIRROR_ROOT / debian_subset.REPO_PATH)
+    # The Ubuntu and RHEL shapes' repositories (packages.yml publish_os_shapes; gpuforge.lab.shape_repos).
+    shape_repos.publish(definitions, key, staging_root, next_root, log=log)
     shutil.rmtree(staging_root, ignore_errors=True)
     shutil.rmtree(next_root, ignore_errors=True)
     if skipped:
         log("lab: mirror built WITHOUT these packages (simulator missing): " + "; ".join(skipped))
     stamp.write_text(wanted, encoding="utf-8")
-    # The Ubuntu and RHEL shapes' repositories (packages.yml publish_os_shapes; gpuforge.lab.shape_repos).
-    shape_repos.publish(definitions, key, staging_root, next_root, log=log)
     return Repository(MIRROR_ROOT, MIRROR_URL)
