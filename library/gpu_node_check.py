@@ -257,12 +257,14 @@ pkeys:
 records:
   description:
     - One C(node_check) record per check (schemas/node-check.schema.json, schema_version 1), written by
-      playbooks/validate.yml as they are. Check names are stable - nvidia_smi_readable, infiniband_readable,
-      lsmod_readable, kernel_log_readable, gpu_count, gpu_model, gpu_fallen_off_bus, driver_branch, persistence_mode,
-      ecc_enabled, ecc_volatile_dbe, ecc_aggregate, row_remap, retired_pages, pcie_link, throttle, xid,
-      nvlink_active, nvlink_errors, hcas_present, ib_port_state, ib_port_rate, ib_link_flaps, peermem_loaded,
-      gpu_hca_affinity, lspci_readable, pcie_link_hca, pcie_link_limited, pcie_aer, pcie_acs, sxid,
-      fabric_manager; then those of O(diagnostics) - dcgm_diag, nvbandwidth, gdr_ib_write_bw.
+      playbooks/validate.yml as they are. Check names are stable, each an entry of the check registry
+      (module_utils/gpuforge_registry.py CHECK_NAMES) - first those judged together - nvidia_smi_readable,
+      infiniband_readable, lsmod_readable, kernel_log_readable, gpu_count, gpu_model, gpu_fallen_off_bus,
+      driver_branch, persistence_mode, ecc_enabled, ecc_volatile_dbe, ecc_aggregate, row_remap, retired_pages,
+      pcie_link, throttle, xid, nvlink_active, nvlink_errors, hcas_present, ib_port_state, ib_port_rate,
+      ib_link_flaps, peermem_loaded, gpu_hca_affinity, lspci_readable, pcie_link_hca, pcie_link_limited, pcie_aer,
+      pcie_acs, sxid, fabric_manager; then the registry's standalone checks, in registry order; then those of
+      O(diagnostics) - dcgm_diag, nvbandwidth, gdr_ib_write_bw.
     - Checks whose spec key is absent (or whose input could not be read) are left out.
   returned: always
   type: list
@@ -631,8 +633,9 @@ class GpuNodeCheck:
             sxid_events=parse_sxid_events(log) if log is not None and nvswitch else None,
             fabric_manager=self.fabric_manager() if nvswitch else None,
         )
-        for check in standalone():  # the registry's other checks, each from the sources it needs
-            result["checks"].append(check.judge(self.sources(check.needs), expected))
+        for check in standalone():  # the registry's other checks whose spec keys are given, from their sources
+            if any(key in expected for key in check.expected):
+                result["checks"].append(check.judge(self.sources(check.needs), expected))
         result.update(node_report(result["checks"], self.node, self.params["system"], self.checked_at))
         result["diagnostics"] = {}
         if diagnostics:
