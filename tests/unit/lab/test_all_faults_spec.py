@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_kernel as kernel
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_registry as registry
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import judge_node
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import parse_link_flaps
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_records import node_report
@@ -65,6 +66,9 @@ CHECK_OF_FAULT = {
 # Judged by other modules than gpu_node_check (ib_port_counters around the benchmarks, fleet_consistency
 # across nodes): not part of this spec.
 OTHER_MODULES = {"ib_port_errors", "hca_firmware", "pkey_mismatch", "dcgm_diag_failure", "host_bandwidth_degraded"}
+# The lab faults of the check registry's standalone checks: each is proven by its own check's test through
+# gpu_node_check on a lab node (tests/unit/library/test_gpu_node_check_<check>.py), not by this spec's judge_node run.
+STANDALONE_FAULTS = {check.lab_fault[0] for check in registry.standalone() if check.lab_fault}
 GPU_NODES = [node for node in SPEC.nodes if node.profile in GPU_PROFILES]
 # Systems the GPUDirect RDMA loopback does not apply to: peermem: false (the vGPU guest), no InfiniBand port (25 GbE).
 NO_GDR_PROFILES = {"vsphere-t4-vgpu-roce", "supermicro-4029gp-v100"}
@@ -109,7 +113,10 @@ def test_spec_covers_every_node_health_fault_type_and_every_gpu_profile():
     assert injected == set(CHECK_OF_FAULT), set(CHECK_OF_FAULT) ^ injected
     schema = (ROOT / "lab/profiles/SCHEMA.md").read_text(encoding="utf-8")
     documented = {line.split("`")[1] for line in schema.splitlines() if line.startswith("| `")}
-    assert documented - OTHER_MODULES - {"type"} == set(CHECK_OF_FAULT), documented ^ set(CHECK_OF_FAULT)
+    assert documented - OTHER_MODULES - STANDALONE_FAULTS - {"type"} == set(CHECK_OF_FAULT), documented ^ set(
+        CHECK_OF_FAULT
+    )
+    assert documented >= STANDALONE_FAULTS
     assert {node.profile for node in GPU_NODES if not node.faults} == set(GPU_PROFILES)
     assert all(sum(1 for node in GPU_NODES if node.faults and node.profile == p) for p in GPU_PROFILES)
     assert max(len(node.faults) for node in SPEC.nodes) >= 4
