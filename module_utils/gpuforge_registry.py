@@ -33,6 +33,8 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options 
     record,
     string,
 )
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_taint import REMEDY as TAINT_REMEDY
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_taint import judge_taint
 
 __all__ = [
     "CHECKS",
@@ -111,6 +113,7 @@ SOURCES = {
         "fabric_manager", "command", ["systemctl", "is-active", "nvidia-fabricmanager"], "pass fabric_manager"
     ),
     "sysfs": Source("sysfs", "sysfs", "aer_dev_*, class/infiniband/*/ports/*/pkeys, the PCI device tree", ""),
+    "tainted": Source("tainted", "file", "proc/sys/kernel/tainted", "read /proc/sys/kernel/tainted on the node"),
 }
 
 # The checks gpuforge_node_health.judge_node judges together, in the order it emits them.
@@ -210,6 +213,20 @@ _GROUP = (
 )
 
 CHECKS = [Check((name,), needs, None, expected, "", fault) for name, needs, expected, fault in _GROUP]
+_TAINT_BITS = list_of(integer(minimum=0, maximum=63))
+CHECKS += [
+    # Kernel taint flags that mean a machine check, a bad page, an oops (fail) or a warning, a soft lockup, a forced
+    # module load/unload (warn); gpuforge_taint.py cites the kernel's table. Lab fault: the bits set in the lab's
+    # /proc/sys/kernel/tainted (lab/sim/gpuforge_sim/lspci.py writes it beside the simulated sysfs tree).
+    Check(
+        ("kernel_taint",),
+        ("tainted",),
+        judge_taint,
+        {"kernel_taint_fail_bits": _TAINT_BITS, "kernel_taint_warn_bits": _TAINT_BITS},
+        TAINT_REMEDY,
+        ("kernel_taint", {"bits"}, set()),
+    ),
+]
 
 
 def standalone() -> list:

@@ -24,7 +24,7 @@ import argparse
 import os
 import sys
 
-from gpuforge_sim.hardware import PCIE_GEN_SPEED, load_hardware, pcie_devices, port_pkeys, run_dir
+from gpuforge_sim.hardware import PCIE_GEN_SPEED, faults_of, load_hardware, pcie_devices, port_pkeys, run_dir
 
 PKEY_TABLE_SIZE = 16  # lab size of the P_Key table (ConnectX ports have more entries; unused ones are 0x0000)
 ACS_ON = "SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"
@@ -201,6 +201,10 @@ def write_sysfs(hw: dict, root: str | None = None) -> str:
             for index in range(PKEY_TABLE_SIZE):
                 value = int(keys[index], 16) if index < len(keys) else 0
                 _write(os.path.join(table, str(index)), f"0x{value:04x}\n")
+    # The kernel's taint mask beside the tree (<root>/../proc/sys/kernel/tainted, where gpu_node_check reads it):
+    # the bits of the kernel_taint faults, else 0.
+    taint = sum(1 << bit for fault in faults_of(hw, "kernel_taint") for bit in set(fault.get("bits") or []))
+    _write(os.path.join(os.path.dirname(os.path.normpath(root)), "proc", "sys", "kernel", "tainted"), f"{taint}\n")
     return root
 
 
