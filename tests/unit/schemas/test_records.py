@@ -457,3 +457,25 @@ def test_h200_vm_report_checks_are_valid_node_check_records():
     assert {r["verdict"] for r in built} == {"PASS"}
     for record in built:
         validator.validate(record)
+
+
+def test_every_validation_file_is_valid_against_its_schema():
+    """validation/<host>.json itself (schemas/validation-host.schema.json), its records by node-check.schema.json."""
+    from referencing import Registry, Resource
+
+    node_check = load(SCHEMAS / "node-check.schema.json")
+    registry_ = Registry().with_resource(node_check["$id"], Resource.from_contents(node_check))
+    schema = load(SCHEMAS / "validation-host.schema.json")
+    check = jsonschema.Draft202012Validator(schema, registry=registry_, format_checker=jsonschema.FormatChecker())
+    files = sorted(RUN.rglob("validation/*.json")) + sorted((ROOT / "tests/fixtures/report/fleet-run").rglob("*.json"))
+    assert len(files) == 6
+    for path in files:
+        check.validate(load(path))
+    broken = load(files[0])
+    broken["verdict"]["verdict"] = "ok"
+    with pytest.raises(jsonschema.ValidationError):
+        check.validate(broken)
+    broken = load(files[0])
+    broken["records"][0]["verdict"] = "ok"  # the records are checked by the node_check schema
+    with pytest.raises(jsonschema.ValidationError):
+        check.validate(broken)
