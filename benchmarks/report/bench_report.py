@@ -85,7 +85,7 @@ def _fleet(nodes: list[str], rails: list[str], outliers: dict) -> dict:
     return {
         SYSTEM: {
             "name": "fleet_consistency",
-            "status": "fail" if observed else "ok",
+            "status": "FAIL" if observed else "PASS",
             "observed": observed,
             "expected": expected,
             "fault": "",
@@ -96,30 +96,40 @@ def _fleet(nodes: list[str], rails: list[str], outliers: dict) -> dict:
 
 
 def validation_files(nodes: list[str], rails: list[str], rng: random.Random) -> tuple[list, set]:
+    """validation/<host>.json of every node in validate.yml's shape: the template's node_check records renamed to the
+    node (a few with a fault), the node's fleet_consistency record, and the verdict by node_verdicts."""
     template = _load(TEMPLATE)
     faulty = set(rng.sample(nodes, max(1, len(nodes) * 3 // 100)))
     outliers = {nodes[1]: ("hca_firmware.mlx5_1", "12.27.1016"), nodes[-2]: ("kernel", "6.1.0-25-amd64")}
     fleet = _fleet(nodes, rails, outliers)
     files = []
     for node in nodes:
-        data = json.loads(json.dumps(template))
-        data.update(host=node, system=SYSTEM, fleet=fleet, fleet_outlier=node in outliers)
-        if node in faulty:
-            fault = rng.choice(("ecc", "port", "xid"))
-            for check in data["checks"]:
-                if fault == "ecc" and check["name"] == "ecc_volatile_dbe":
-                    check.update(
-                        status="fail", observed={"3": 2}, fault="volatile DBE on GPU 3", remedy="drain and reset"
-                    )
-                if fault == "port" and check["name"] == "ib_port_state":
-                    check.update(
-                        status="fail", observed={"mlx5_2/1": "Down/Disabled"}, fault="port down", remedy="cable"
-                    )
-                if fault == "port" and check["name"] == "gpu_hca_affinity":
-                    check.update(status="fail", observed={"mlx5_2": "absent"}, fault="no HCA for GPUs 4-7")
-                if fault == "xid" and check["name"] == "xid":
-                    check.update(status="fail", observed=[79], fault="Xid 79", remedy="drain, RMA on repeat")
-        files.append(data)
+        records = [
+            dict(record, node=node, system=SYSTEM)
+            for record in json.loads(json.dumps(template["records"]))
+            if record["check"] != "fleet_consistency"
+        ]
+        fault = rng.choice(("ecc", "port", "xid")) if node in faulty else None
+        for record in records:
+            if fault == "ecc" and record["check"] == "ecc_volatile_dbe":
+                record.update(
+                    verdict="FAIL", observed={"3": 2}, fault="volatile DBE on GPU 3", remedy="drain and reset"
+                )
+            if fault == "port" and record["check"] == "ib_port_state":
+                record.update(verdict="FAIL", observed={"mlx5_2/1": "Down/Disabled"}, fault="port down", remedy="cable")
+            if fault == "port" and record["check"] == "gpu_hca_affinity":
+                # the Down port's consequence, so the report's grouping is exercised at scale
+                record.update(
+                    verdict="FAIL",
+                    observed={"mlx5_2": "absent"},
+                    fault="no HCA for GPUs 4-7",
+                    caused_by=["ib_port_state"],
+                )
+            if fault == "xid" and record["check"] == "xid":
+                record.update(verdict="FAIL", observed=[79], fault="Xid 79", remedy="drain, RMA on repeat")
+        records.append(records_mod.fleet_check_record(fleet[SYSTEM], node, SYSTEM, template["checked_at"]))
+        verdict = records_mod.node_verdicts(records)[node]
+        files.append(dict(template, host=node, system=SYSTEM, verdict=verdict, records=records))
     return files, faulty
 
 
@@ -344,13 +354,7 @@ def build_records(
     records = records_mod.stage_result_records(cli_summary)
     hosts, faulty = validation_files(nodes, rails, rng)
     for host_file in hosts:
-        built = records_mod.node_check_records(host_file, run_id)
-        # gpu_node_check does not record root causes yet: the synthetic Down port's affinity failure is marked
-        # as its consequence, so the report's grouping is exercised at scale.
-        for record in built:
-            if record["check"] == "gpu_hca_affinity" and record["verdict"] == "FAIL":
-                record["caused_by"] = ["ib_port_state"]
-        records += built + records_mod.fleet_check_records(host_file, run_id)
+        records += records_mod.node_check_records(host_file, run_id)
     summary, raw = bench_summary(nodes, rails, pairs_mode, rng)
     records += records_mod.benchmark_run_records(summary, run_id, raw=raw.get)
     records += records_mod.attribution_records(summary, run_id)
