@@ -30,7 +30,8 @@ from pathlib import Path
 from gpuforge import paths
 from gpuforge.progress import NullView, ProgressModel
 
-SCHEMA_VERSION = 1
+# 2: "validation" holds each host's verdict (gpuforge_records.node_verdicts), not a recount of its checks.
+SCHEMA_VERSION = 2
 
 
 def new_run_id(now: datetime | None = None) -> str:

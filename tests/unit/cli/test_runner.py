@@ -38,7 +38,7 @@ def test_successful_run_writes_summary(tmp_path):
     on_disk = json.loads((run_dir / "summary.json").read_text())
     assert on_disk == summary
     assert set(on_disk) >= SUMMARY_KEYS
-    assert on_disk["schema_version"] == SCHEMA_VERSION == 1
+    assert on_disk["schema_version"] == SCHEMA_VERSION == 2
     assert on_disk["playbook"] == "playbooks/debug_ok.yml"
     assert on_disk["hosts"] == {"localhost": {"ok": 2, "changed": 1, "failed": 0, "unreachable": 0, "skipped": 1}}
     assert on_disk["failed_tasks"] == []
