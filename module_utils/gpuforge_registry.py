@@ -52,8 +52,9 @@ __all__ = [
 ]
 
 # A source: kind is "facts" (a facts dict: given, or gathered), "command" (argv run on the node), "file" (a path
-# under the node's root: / on a node, the lab's simulated tree in the lab) or "sysfs" (files under sysfs_root).
-Source = namedtuple("Source", "name kind read fix")
+# under the node's root: / on a node, the lab's simulated tree in the lab) or "sysfs" (files under sysfs_root);
+# parse: (module_utils file, function) of its parser, which `gpuforge parse <name>` runs (src/gpuforge/parsers.py).
+Source = namedtuple("Source", "name kind read fix parse", defaults=(None,))
 # names: the check names the entry emits; needs: source names; expected: {spec key: option kind};
 # lab_fault: (fault type, required parameters, optional parameters) or None.
 Check = namedtuple("Check", "names needs judge expected remedy lab_fault")
@@ -113,7 +114,13 @@ SOURCES = {
         "fabric_manager", "command", ["systemctl", "is-active", "nvidia-fabricmanager"], "pass fabric_manager"
     ),
     "sysfs": Source("sysfs", "sysfs", "aer_dev_*, class/infiniband/*/ports/*/pkeys, the PCI device tree", ""),
-    "tainted": Source("tainted", "file", "proc/sys/kernel/tainted", "read /proc/sys/kernel/tainted on the node"),
+    "tainted": Source(
+        "tainted",
+        "file",
+        "proc/sys/kernel/tainted",
+        "read /proc/sys/kernel/tainted on the node",
+        ("gpuforge_taint", "parse_tainted"),
+    ),
 }
 
 # The checks gpuforge_node_health.judge_node judges together, in the order it emits them.

