@@ -21,6 +21,8 @@ SYSTEM_PACKAGES+=(selinux-policy-dev checkpolicy semodule-utils policycoreutils 
 SYSTEM_PACKAGES+=(prometheus)
 # fio for the fio_benchmark module test that runs it on a temporary directory.
 SYSTEM_PACKAGES+=(fio)
+# gcc and the C library headers: the lab mirror builds the CUDA toolkit's link stubs (src/gpuforge/lab/toolchain.py).
+SYSTEM_PACKAGES+=(gcc libc6-dev)
 # RPM tooling for the lab's RHEL-shaped nodes: rpmbuild and rpmsign build and sign the stand-in RPMs, createrepo_c
 # and modifyrepo_c index them with their module streams (docs/lab.md, "OS shapes").
 SYSTEM_PACKAGES+=(rpm createrepo-c)

@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from gpuforge import vendor_facts
-from gpuforge.lab import debian_subset
+from gpuforge.lab import debian_subset, toolchain
 from gpuforge.paths import LAB_DIR, LAB_STATE_DIR, PROJECT_ROOT
 
 PACKAGES_FILE = LAB_DIR / "packages" / "packages.yml"
@@ -211,6 +211,7 @@ def inputs_hash(definitions: dict) -> str:
     for package in definitions["lab_packages"]:
         for source in (package.get("scripts") or {}).values():
             digest.update((PROJECT_ROOT / source).read_bytes())
+    digest.update(toolchain.inputs())  # the repackaged CUDA wheels and the served source archives
     return digest.hexdigest()
 
 
@@ -393,6 +394,8 @@ def build(image_tag: str, log=print) -> Repository:
     releases = {repo.key for repo in release_repositories(definitions)}
     packages = expand(definitions)
     for package in packages:
+        if toolchain.replaces(package["name"], package["version"]):
+            continue  # NVIDIA's files from its wheels (below), or no lab payload at all: never an empty package
         missing = missing_simulators(package)
         if missing:
             skipped.append(f"{package['name']} (needs {', '.join(missing)})")
@@ -403,6 +406,8 @@ def build(image_tag: str, log=print) -> Repository:
             output = output / release_directory(package)
             output.mkdir(parents=True, exist_ok=True)
         build_deb(package, staging, output)
+    toolchain.build_packages({name: next_root / path for name, path in repos.items()}, staging_root, log=log)
+    toolchain.publish_sources(MIRROR_ROOT)
     built = {package["name"] for package in packages}
     built |= {name.split()[0] for package in packages for name in package.get("provides") or []}
     publish_debian(debs, built, next_root / debian_subset.REPO_PATH, log=log)

@@ -1,0 +1,58 @@
+"""benchmark_tools against the vendor facts registry (vendor_facts/nvidia-cuda/debian12.yml): for each CUDA release
+the role knows, what it asks apt for is published and resolves as apt would, the paths it builds with are the ones
+the packages install, and the default release is the one of the default driver branch."""
+
+from __future__ import annotations
+
+import pytest
+from gpu_stack_render import RoleRender
+
+from gpuforge import vendor_facts
+
+REPO = "nvidia-cuda/debian12"
+
+
+def releases() -> list[str]:
+    return sorted(RoleRender("benchmark_tools", "debian12").var("benchmark_tools_cuda_releases"))
+
+
+@pytest.mark.parametrize("release", releases())
+def test_every_package_of_a_release_is_published_and_resolves(release):
+    role = RoleRender("benchmark_tools", "debian12", benchmark_tools_cuda_version=release)
+    requests = role.var("benchmark_tools_apt_packages")
+    repo = vendor_facts.repository(REPO)
+    resolution = vendor_facts.resolve([repo], requests)
+    chosen = {package.name: package.version for package in resolution.chosen.values()}
+    for request in requests:
+        name, version = request.split("=")
+        assert chosen[name] == version, request
+    # NCCL built for this CUDA release, nvcc and the link stubs at the paths the build uses.
+    assert chosen["libnccl2"].endswith(f"+cuda{release}")
+    files = {path for package in resolution.chosen.values() for path in package.files}
+    assert role.var("benchmark_tools_nvcc") in files
+    stubs = role.var("benchmark_tools_cuda_stubs")
+    assert {f"{stubs}/libcuda.so", f"{stubs}/libnvidia-ml.so"} <= files
+    assert "/usr/lib/x86_64-linux-gnu/libnccl.so.2" in files and "/usr/include/nccl.h" in files
+
+
+def test_a_version_the_registry_does_not_publish_fails_as_apt_does():
+    repo = vendor_facts.repository(REPO)
+    with pytest.raises(vendor_facts.ResolveError, match=r"Version .2\.99\.0-1. for .libnccl2. was not found"):
+        vendor_facts.resolve([repo], ["libnccl2=2.99.0-1"])
+
+
+def test_default_release_is_the_toolkit_of_the_default_driver_branch():
+    role = RoleRender("benchmark_tools", "debian12")
+    branch = role.var("gpuforge_nvidia_driver_branch")
+    cuda_by_branch = vendor_facts.repository(REPO).fact("cuda_version_by_branch")
+    assert role.var("benchmark_tools_cuda_version") == cuda_by_branch[branch] == "12.4"
+    # Every branch the role maps is mapped as NVIDIA's release notes map it (the registry's fact).
+    for mapped_branch, cuda in role.var("benchmark_tools_cuda_by_driver_branch").items():
+        assert cuda_by_branch[mapped_branch] == cuda
+
+
+def test_another_driver_branch_has_no_default_release():
+    # 570 is CUDA 12.8, whose packages the role does not pin: the role refuses, naming benchmark_tools_cuda_version.
+    role = RoleRender("benchmark_tools", "debian12", gpuforge_nvidia_driver_version="570.195.03")
+    assert role.var("benchmark_tools_cuda_version") == ""
+    assert role.var("benchmark_tools_cuda_release") == {}
