@@ -58,6 +58,7 @@ KNOWN_GROUPS = (
     "ib_subnet_manager",
     "monitoring_server",
     "jupyterhub",
+    "workload_image_builder",
 )
 # nvidia_driver derives the kernel module flavour from these (roles/nvidia_driver/vars/main.yml).
 GPU_ARCHITECTURES = ("Kepler", "Maxwell", "Pascal", "Volta", "Turing", "Ampere", "Ada", "Hopper", "Blackwell")
@@ -333,6 +334,7 @@ class InventoryChecker:
             self.check_expected_hardware(view, groups)
             self.check_gpu_facts(view)
             self.check_slurm(view, groups)
+            self.check_benchmark_tools(view, groups)
             self.check_subnet_manager(view, groups)
             self.check_spectrum_scale(view, groups)
             self.check_ipoib(view)
@@ -719,6 +721,31 @@ class InventoryChecker:
                     f"add the head node that runs slurmctld to {controller}, or take the host out of {role_group}",
                 )
                 return
+
+    # The tools validation and the benchmarks run on GPU nodes, and the variable naming each one's path: by default
+    # the benchmark_tools role's builds (roles/gpuforge/defaults/main/benchmark_tools.yml).
+    BENCHMARK_TOOLS = (
+        ("gpuforge_bench_nccl_binary", "nccl-tests' all_reduce_perf"),
+        ("gpuforge_nvbandwidth_executable", "nvbandwidth"),
+    )
+
+    def check_benchmark_tools(self, view, groups):
+        """A GPU node whose benchmark_tools role is off runs only tools the inventory names: the role's default paths
+        would not exist there (validate.yml and benchmark.yml would fail on a tool nothing installed)."""
+        if "gpu_nodes" not in groups or not view.defines("benchmark_tools_enabled"):
+            return
+        enabled = self.value(view, "benchmark_tools_enabled", True)
+        if not (enabled is False or (isinstance(enabled, str) and enabled.strip().lower() in ("false", "no", "0"))):
+            return
+        for variable, tool in self.BENCHMARK_TOOLS:
+            if not view.defines(variable):
+                self.error(
+                    view.name,
+                    variable,
+                    f"is the benchmark_tools role's build of {tool}, but benchmark_tools_enabled is false: nothing "
+                    "installs it on this host",
+                    f"set {variable} to the path of the site's own {tool} build, or set benchmark_tools_enabled: true",
+                )
 
     def check_subnet_manager(self, view, groups):
         sm_group = self._group_setting(view, "mlnx_ofed_subnet_manager_group", "ib_subnet_manager")

@@ -11,7 +11,11 @@ from gpu_stack_render import ROOT
 from role_yaml import load_yaml, trusted
 
 TASKS = yaml.safe_load((ROOT / "roles/gpuforge_bench/tasks/slurm.yml").read_text(encoding="utf-8"))
-DEFAULTS = load_yaml(ROOT / "roles/gpuforge_bench/defaults/main.yml")
+# The role's defaults over the gpuforge role's (its dependency), as Ansible layers them.
+DEFAULTS = {
+    **load_yaml(ROOT / "roles/gpuforge/defaults/main/benchmark_tools.yml"),
+    **load_yaml(ROOT / "roles/gpuforge_bench/defaults/main.yml"),
+}
 SKIPPED = {"changed": False, "skipped": True, "skip_reason": "Conditional result was False"}
 NCCL = {"verdict": "pass", "nccl": {"avg_busbw": 1.5}, "output_path": "/tmp/r/srun-nccl-tcp.txt"}
 RESNET = {
@@ -75,7 +79,8 @@ def test_srun_apptainer_exec_nv_command_words():
     )
     assert rendered["launcher"] == "srun"
     assert rendered["interpreter"] == ["apptainer", "exec", "--nv", "--bind", "/scratch", image]
-    assert rendered["binary"] == "/opt/nccl-tests/build/all_reduce_perf"
+    # The benchmark_tools role's build (roles/gpuforge/defaults/main/benchmark_tools.yml).
+    assert rendered["binary"] == "/opt/gpuforge/benchmark-tools/bin/all_reduce_perf"
     assert rendered["srun_args"][0] == "--mpi=pmix"
     assert rendered["output_path"] == "/var/tmp/gpuforge-bench/r1/srun-apptainer-nccl-ib_gdr.txt"
 

@@ -150,8 +150,17 @@ def test_fabricmanager_package_names():
 def test_services_start_in_order_persistenced_fabric_manager_dcgm():
     """One systemd_units call (tasks/services.yml) after DCGM's install: each daemon only when its feature is on."""
     started = {"enabled": True, "state": "started"}
-    assert driver("debian12").var("nvidia_driver_services") == [{"name": "nvidia-persistenced", **started}]
-    assert driver("debian12", nvidia_driver_persistenced=False).var("nvidia_driver_services") == []
+    # DCGM is on by default: validation runs its diagnostic (gpuforge_validate_dcgm defaults to true).
+    assert driver("debian12").var("nvidia_driver_services") == [
+        {"name": "nvidia-persistenced", **started},
+        {"name": "nvidia-dcgm", **started},
+    ]
+    off = driver("debian12", gpuforge_validate_dcgm=False)
+    assert off.var("nvidia_driver_services") == [{"name": "nvidia-persistenced", **started}]
+    assert (
+        driver("debian12", nvidia_driver_persistenced=False, gpuforge_validate_dcgm=False).var("nvidia_driver_services")
+        == []
+    )
     units = driver("debian12", gpuforge_gpu_nvswitch=True, nvidia_driver_dcgm_enabled=True).var(
         "nvidia_driver_services"
     )
