@@ -55,6 +55,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_hea
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nvidia_smi_reader import NvidiaSmiReader
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_records import node_report
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_registry import SOURCES, read_file, standalone
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import LocalHost, Tool, ToolNotRun
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_slurm import parse_show_node
 
@@ -131,7 +132,8 @@ class HealthConfig:
     """The node's health configuration (the JSON the node_health role writes):
 
     {system, expected (the spec validation judges against), mounts [paths], gpu_bus_ids [bus IDs, optional],
-    clock_event_samples, clock_event_interval_ms, gpu_memory_used_max_mib}."""
+    clock_event_samples, clock_event_interval_ms, gpu_memory_used_max_mib, root (where the check registry's file
+    sources are read: / on a node)}."""
 
     KEYS = {
         "system": (str, type(None)),
@@ -141,6 +143,7 @@ class HealthConfig:
         "clock_event_samples": int,
         "clock_event_interval_ms": int,
         "gpu_memory_used_max_mib": int,
+        "root": str,
     }
 
     def __init__(self, data, where: str):
@@ -158,6 +161,7 @@ class HealthConfig:
         self.clock_event_samples = data.get("clock_event_samples", 10)
         self.clock_event_interval_ms = data.get("clock_event_interval_ms", 100)
         self.gpu_memory_used_max_mib = data.get("gpu_memory_used_max_mib", 16)
+        self.root = data.get("root", "/")  # the registry's file sources are read under it (/ on a node)
 
     @classmethod
     def load(cls, path: str) -> HealthConfig:
@@ -292,9 +296,12 @@ def judge_health(
     unreadable=None,
     node="node",
     checked_at=None,
+    file_root=None,
 ):
     """The profile's checks of judge_node's verdict on the facts (new kernel events only) and this module's three
-    checks, with their records and the node's verdict (gpuforge_records.node_report: checks, records, verdict,
+    checks; in the full profile also the check registry's standalone checks whose spec keys are given, as
+    gpu_node_check runs them (gpuforge_registry.standalone(): their file sources read under file_root, / on a node),
+    with their records and the node's verdict (gpuforge_records.node_report: checks, records, verdict,
     healthy, failed_checks, caused_failures, reasons) and `state`, the state file to write (`state` in: the one
     read)."""
     unreadable = dict(unreadable or {})
@@ -352,6 +359,13 @@ def judge_health(
         by_name["mounts_present"] = mounts_check(mountinfo, config.mounts)
     if "gpu_memory_released" in names and gpus:
         by_name["gpu_memory_released"] = gpu_memory_check(gpus, config.gpu_memory_used_max_mib)
+    if profile == "full" and file_root is not None:
+        for check in standalone():
+            if any(key in expected for key in check.expected) and all(SOURCES[n].kind == "file" for n in check.needs):
+                sources = {n: read_file(file_root, SOURCES[n].read) for n in check.needs}
+                judged = check.judge(sources, expected)
+                by_name[judged["name"]] = judged
+                names = (*names, judged["name"])
     checks = [by_name[name] for name in names if name in by_name]
     result = {"checks": checks, **node_report(checks, node, config.system, checked_at)}
     result["state"] = latch(kept, checks, judged=read_kernel)
@@ -634,6 +648,7 @@ def run(argv=None, runner=None, out=sys.stdout, err=sys.stderr, now=None) -> int
                     unreadable,
                     node=node,
                     checked_at=checked_at,
+                    file_root=config.root,
                 )
             except OptionError as exc:
                 raise HealthError(f"{args.config}: {exc}; fix the inventory and re-run the node_health role") from exc

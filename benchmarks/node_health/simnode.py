@@ -126,25 +126,25 @@ class SimNode:
 
 
 def expected_for(system: str) -> dict:
-    """The spec validate.yml hands gpu_node_check for a lab node of this system (playbooks/tasks/validate_node.yml:
-    limits, then the GPU SKU, the system and the global thresholds), which the node_health role writes for
+    """The spec validate.yml hands gpu_node_check for a lab node of this system, in its precedence
+    (playbooks/tasks/validate_node.yml: site > system > GPU SKU > defaults), which the node_health role writes for
     gpuforge-health. The driver branch is left out: no profile of gpuforge-health judges it."""
     data = yaml.safe_load((ROOT / "roles/gpuforge/defaults/main/expected_hardware.yml").read_text(encoding="utf-8"))
     spec = data["gpuforge_expected_systems"][system]
     merged = {
+        **data["gpuforge_expected_check_defaults"],
         **data["gpuforge_expected_memory_errors"],
         **data["gpuforge_expected_clock_events"],
         **data["gpuforge_expected_pcie_aer"],
+        "link_speeds": data["gpuforge_expected_link_speeds"],
+        "retired_pages_max": data["gpuforge_expected_retired_pages_max"],
+        "xid_fail_actions": data["gpuforge_expected_xid_fail_actions"],
+        "nvlink_error_max": data["gpuforge_expected_nvlink_error_max"],
+        "ib_link_flaps_max": data["gpuforge_expected_ib_link_flaps_max"],
         **data["gpuforge_expected_gpu_skus"][spec["gpu_sku"]],
         **spec,
+        **data["gpuforge_expected_site"],
     }
-    merged.update(
-        link_speeds=data["gpuforge_expected_link_speeds"],
-        retired_pages_max=data["gpuforge_expected_retired_pages_max"],
-        xid_fail_actions=data["gpuforge_expected_xid_fail_actions"],
-        nvlink_error_max=data["gpuforge_expected_nvlink_error_max"],
-        ib_link_flaps_max=data["gpuforge_expected_ib_link_flaps_max"],
-    )
     # Entries that name a global of the same file ("{{ gpuforge_expected_xid_fatal }}"), as Ansible templates them.
     return {key: _global(value, data) for key, value in merged.items()}
 
@@ -167,5 +167,6 @@ def health_config(system: str, **extra) -> dict:
         "clock_event_samples": 10,
         "clock_event_interval_ms": 100,
         "gpu_memory_used_max_mib": 16,
+        "root": "/",
         **extra,
     }

@@ -25,6 +25,11 @@ class Node:
         self.tmp = tmp_path
         self.sim = simnode.SimNode(tmp_path / "node", SYSTEM, faults or [])
         self.command = simnode.install(tmp_path / "opt")
+        if "root" not in config:  # the registry's file sources (kernel_taint): an untainted kernel, not this host's
+            kernel = tmp_path / "root" / "proc" / "sys" / "kernel"
+            kernel.mkdir(parents=True)
+            (kernel / "tainted").write_text("0\n", encoding="ascii")
+            config["root"] = str(tmp_path / "root")
         (tmp_path / "health.json").write_text(json.dumps(simnode.health_config(SYSTEM, **config)), encoding="utf-8")
 
     def run(self, profile="full", *extra):
@@ -242,3 +247,22 @@ def test_the_verdicts_as_prometheus_metrics(tmp_path):
     assert 'gpuforge_health_node_healthy{profile="prolog"} 0' in text
     checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, check=False)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_profiles_name_registered_checks_and_the_full_one_runs_the_registrys_standalone_checks(tmp_path):
+    """Every check a profile reports is the check registry's (gpuforge_registry.CHECK_NAMES) or one of this command's
+    three; the full profile also runs the registry's standalone checks (kernel_taint) as gpu_node_check does, from
+    their file sources under the configured root."""
+    from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_registry as registry
+
+    own = {"gpu_bus_ids", "mounts_present", "gpu_memory_released"}
+    assert {name for names in health.PROFILES.values() for name in names} - own <= set(registry.CHECK_NAMES)
+    root = tmp_path / "tainted-root"
+    (root / "proc" / "sys" / "kernel").mkdir(parents=True)
+    (root / "proc" / "sys" / "kernel" / "tainted").write_text("16\n", encoding="ascii")  # bit 4: machine check
+    node = Node(tmp_path, root=str(root))
+    done = node.run()
+    assert (done.returncode, failed_names(done)) == (1, ["kernel_taint"])
+    (root / "proc" / "sys" / "kernel" / "tainted").write_text("4096\n", encoding="ascii")  # bit 12 O: the driver
+    assert node.run().returncode == 0
+    assert {c["name"]: c["status"] for c in node.record("full")["checks"]}["kernel_taint"] == "PASS"
