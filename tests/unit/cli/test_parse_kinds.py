@@ -73,6 +73,10 @@ CASES = {
         "perfquery/infiniband-diags_issue16_rhel75_perfquery_x.txt",
         lambda d: d[0]["extended"] is True and d[0]["lid"] == 10 and "PortXmitData" in d[0]["counters"],
     ),
+    "sminfo": (
+        "sminfo/oracle-bda_sun-dcs36-switch_master_prio14.txt",
+        lambda d: d["state_name"] == "SMINFO_MASTER" and d["priority"] == 14 and d["sm_lid"] == 15,
+    ),
     "lsmod": (
         "lsmod/gpuforge-device_1xh200_drv580.159.04_firecracker.txt",
         lambda d: "nvidia" in d["modules"],
