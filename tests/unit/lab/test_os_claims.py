@@ -23,6 +23,8 @@ GALAXY_SHAPES = {
     ("EL", "8"): "rhel8",
     ("EL", "9"): "rhel9",
 }
+# "GenericLinux: all" claims every Linux, so every shape.
+GENERIC_LINUX = ("GenericLinux", "all")
 _IMAGE_SHAPE = re.compile(r"^\$\{GPUFORGE_LAB_IMAGE(?:_([A-Z0-9]+))?\}$")
 _ROLE_REFERENCE = re.compile(r"^\s*(?:-\s*)?(?:role|name):\s*['\"]?([a-z0-9_]+)['\"]?\s*$", re.MULTILINE)
 
@@ -33,7 +35,9 @@ def claims() -> set[tuple[str, str]]:
         platforms = (yaml.safe_load(meta.read_text(encoding="utf-8")).get("galaxy_info") or {}).get("platforms") or []
         for platform in platforms:
             for version in platform.get("versions") or []:
-                found.add((meta.parent.parent.name, GALAXY_SHAPES[(platform["name"], str(version))]))
+                key = (platform["name"], str(version))
+                shapes = sorted(set(GALAXY_SHAPES.values())) if key == GENERIC_LINUX else [GALAXY_SHAPES[key]]
+                found |= {(meta.parent.parent.name, shape) for shape in shapes}
     return found
 
 
