@@ -82,8 +82,6 @@ check:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import (
     ParseError,
     judge_counter_growth,

@@ -15,8 +15,6 @@ from __future__ import annotations
 import time
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_dcgm import judge_diag, parse_diag
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError, ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_gdr import (
