@@ -116,3 +116,27 @@ def test_workload_image_build_command():
     assert args["NCCL_VERSION"] == "2.27.7-1+cuda13.0" and args["CUDA_NVCC_VERSION"] == "13.0.88-1"
     assert args["RDMA_PACKAGES"] == "perftest ibverbs-utils infiniband-diags"
     assert argv[-1] == "/var/cache/gpuforge/workload-image"
+
+
+REFUSAL = "Refuse unsupported systems and settings"
+
+
+def test_debian12_with_a_known_release_is_built():
+    assert not lab().refused("main.yml", REFUSAL, gpuforge_host_problems=[])
+    assert not RoleRender("benchmark_tools", "debian12").refused("main.yml", REFUSAL, gpuforge_host_problems=[])
+
+
+def test_ubuntu_and_rhel_are_refused_naming_the_supported_os():
+    for os_name in ("ubuntu2204", "rhel9"):
+        role = RoleRender("benchmark_tools", os_name, benchmark_tools_cuda_version="12.4", gpuforge_host_problems=[])
+        role.assert_problems("main.yml", REFUSAL, ["the benchmark_tools role supports Debian 12 on x86_64"])
+
+
+def test_a_driver_branch_without_a_pinned_toolkit_is_refused_naming_the_variable():
+    role = RoleRender(
+        "benchmark_tools", "debian12", gpuforge_nvidia_driver_version="570.195.03", gpuforge_host_problems=[]
+    )
+    role.assert_problems("main.yml", REFUSAL, ["no CUDA toolkit release for driver branch 570"])
+    assert "set benchmark_tools_cuda_version to one of 12.4, 13.0" in " ".join(
+        role.message("main.yml", REFUSAL).split()
+    )
