@@ -86,6 +86,9 @@ def layer_files(shape: str, spec: dict, key: bytes) -> dict[str, str | bytes]:
         files["/usr/lib/os-release"] = _fact(facts, "os_release")
         files["/etc/rpm/macros.dbpath"] = RPM_DBPATH_MACRO
         files["/usr/local/sbin/dracut"] = DRACUT_STANDIN
+        # Debian's dnf-plugins-core enables the "local" plugin, whose repository _dnf_local fails every strict dnf run
+        # with no local packages in it; RHEL does not install that plugin (python3-dnf-plugin-local is separate).
+        files["/etc/dnf/plugins/local.conf"] = "[main]\nenabled = 0\n"
         files[RPM_KEY_PATH] = key
         definitions = mirror.load_definitions()
         rpm_paths = definitions["publish_os_shapes"]["rpm"]

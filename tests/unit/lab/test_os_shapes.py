@@ -25,6 +25,7 @@ def test_rhel9_layer_names_the_os_as_red_hat_does():
     assert "/etc/redhat-release" not in files
     assert files["/etc/rpm/macros.dbpath"] == "%_dbpath /var/lib/rpm\n"
     assert files[os_shapes.RPM_KEY_PATH] == KEY
+    assert files["/etc/dnf/plugins/local.conf"] == "[main]\nenabled = 0\n"
     repo = files["/etc/yum.repos.d/redhat.repo"]
     assert "[rhel-9-for-x86_64-baseos-rpms]" in repo
     assert "baseurl = http://mirror/rhel/9/x86_64/baseos/" in repo
