@@ -43,7 +43,14 @@ def test_cuda_repository_is_signed_and_pinned(host):
     assert source.contains(f"URIs: http://mirror/{CUDA.lab_path}/")
     assert source.contains("Signed-By: /etc/apt/keyrings/cuda.asc")
     pins = vendor_facts.parse_preferences(host.file("/etc/apt/preferences.d/cuda.pref").content_string)
-    assert [(pin.version, pin.priority) for pin in pins] == [(f"{RELEASE}-*", 1001)]
+    # The driver's closure on its release; DCGM (enabled in the lab inventory) on its version, every DCGM package.
+    defaults = yaml.safe_load((PROJECT_ROOT / "roles/nvidia_driver/defaults/main.yml").read_text(encoding="utf-8"))
+    assert [(pin.version, pin.priority) for pin in pins] == [
+        (f"{RELEASE}-*", 1001),
+        (defaults["nvidia_driver_dcgm_version"], 1001),
+    ]
+    assert "datacenter-gpu-manager-4-*" in pins[1].packages
+    assert "libgl1-nvidia-*" in pins[0].packages  # the GL closure (second vendor review, F3)
 
 
 def test_cuda_keyrings_own_source_was_taken_over(host):
@@ -101,6 +108,17 @@ def test_nvidia_smi_answers_with_8_gpus(host):
     name = host.check_output("nvidia-smi --query-gpu=gpu_name --format=csv,noheader --id=0")
     assert name.replace(" ", "-") == "Tesla-V100-SXM2-16GB"
     assert "Persistence Mode                      : Enabled" in host.check_output("nvidia-smi -q -i 0")
+
+
+def test_the_closure_guard_refused_the_unlocked_transaction_naming_the_package_and_both_versions(host):
+    # side_effect.yml: the lock lost its GL patterns and the GL library was removed; the mirror publishes newer builds
+    # (570.x), so apt resolves the driver's GL closure off the release and the guard stopped the role before installing.
+    record = json.loads(host.file("/root/gpuforge-closure-guard.json").content_string)
+    assert record["failed_task"] == "Refuse a driver transaction that apt would resolve off the pinned release"
+    newest = CUDA.versions("libgl1-nvidia-glvnd-glx")[-1]
+    assert "libgl1-nvidia-glvnd-glx" in record["message"]
+    assert f"= {RELEASE}-1" in record["message"] and newest in record["message"]
+    assert record["installed_after"] == "not installed"
 
 
 def test_dcgm_pinned_from_the_cuda_repository_and_its_diagnostic_runs(host):
