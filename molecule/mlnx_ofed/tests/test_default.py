@@ -38,3 +38,16 @@ def test_openibd_active_and_stack_loaded(host):
 def test_opensm_master_and_subnet_up(host):
     assert host.service(DOCA.fact("opensm_service")).is_running
     assert "SUBNET UP" in host.file("/var/log/opensm.log").content_string
+
+
+def test_opensm_started_with_the_options_file(host):
+    # tasks/opensm.yml: the lab's OpenSM is DOCA's opensmd, which reads upstream's default /etc/opensm/opensm.conf
+    # (linux-rdma/opensm@3.3.23:include/opensm/osm_base.h); the lab host is the only SM, at the default priority 0.
+    conf = host.file("/etc/opensm/opensm.conf")
+    assert conf.exists and conf.user == "root" and conf.mode == 0o644
+    options = [line.split("#", 1)[0].split() for line in conf.content_string.splitlines()]
+    assert [o for o in options if o] == [["sm_priority", "0"]]
+    # OpenSM reads the file only at start: it must have (re)started after the file was last written.
+    unit = DOCA.fact("opensm_service")
+    started = host.check_output(f"systemctl show -P ActiveEnterTimestamp --timestamp=unix {unit}").lstrip("@")
+    assert int(started) >= int(host.check_output("stat -c %Y /etc/opensm/opensm.conf"))
