@@ -48,7 +48,9 @@ def test_driver_installed_through_the_os_package_manager_on_its_pinned_release(h
     shape = _shape(host)
     release = _release(shape)
     if shape == "rhel9":
-        query = host.check_output("rpm -q --qf '%{EPOCH}:%{VERSION}-%{RELEASE} %{SIGPGP:pgpsig}\\n' nvidia-driver-cuda")
+        # rpmsign (rpm 4.18) adds a header signature: tag RSAHEADER.
+        query_format = "%{EPOCH}:%{VERSION}-%{RELEASE} %{RSAHEADER:pgpsig}\\n"
+        query = host.check_output(f"rpm -q --qf '{query_format}' nvidia-driver-cuda")
         assert query.startswith(f"3:{release}-"), query
         # Signed by the key the repository's gpgcheck trusts (the lab key, imported by rpm_key).
         assert "Key ID" in query, query
