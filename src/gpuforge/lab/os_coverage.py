@@ -54,8 +54,15 @@ def platform_shapes(scenario: str) -> dict[str, str]:
 def executed_task_files(log_text: str, shapes: dict[str, str]) -> set[tuple[str, str]]:
     """(roles/<role>/tasks/<file>, shape) for each OS task file the log shows included."""
     found = set()
-    for raw in log_text.splitlines():
-        line = _ANSI.sub("", raw)
+    # Molecule wraps long lines inside its box ("│"): an "included: <path> for" line continues on the next one.
+    lines = [_ANSI.sub("", raw).strip().lstrip("\u2502").strip() for raw in log_text.splitlines()]
+    joined = []
+    for line in lines:
+        if joined and re.search(r"included: \S+ for$", joined[-1]):
+            joined[-1] += " " + line
+        else:
+            joined.append(line)
+    for line in joined:
         match = _INCLUDED.search(line)
         if not match or not _OS_FILE.search(match.group(3)):
             continue

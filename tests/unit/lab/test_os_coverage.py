@@ -7,7 +7,8 @@ from gpuforge.lab import os_coverage
 LOG = """\
   \x1b[2m\u2502\x1b[0m TASK [nvidia_driver : Install the driver packages]
   \x1b[2m\u2502\x1b[0m included: /work/main/roles/nvidia_driver/tasks/setup-RedHat.yml for gpuforge-mol-os-rhel9
-  \x1b[2m\u2502\x1b[0m included: /work/main/roles/nvidia_driver/tasks/setup-Debian.yml for gpuforge-mol-os-ubuntu2204
+  \x1b[2m\u2502\x1b[0m included: /work/main/roles/nvidia_driver/tasks/setup-Debian.yml for
+  \x1b[2m\u2502\x1b[0m   gpuforge-mol-os-ubuntu2204
   included: /work/main/roles/nvidia_driver/tasks/verify.yml for gpuforge-mol-os-rhel9, gpuforge-mol-os-ubuntu2204
 """
 
