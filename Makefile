@@ -14,7 +14,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONUNBUFFERED := 1
 
 SCENARIOS ?= $(shell grep -v "^\#" molecule/ci-scenarios.txt)
-PY_PATHS := src module_utils library action_plugins lookup_plugins callback_plugins filter_plugins lab/sim lab/image/overlay/usr/local/lib benchmarks tests molecule
+PY_PATHS := src module_utils library doc_fragments action_plugins lookup_plugins callback_plugins filter_plugins lab/sim lab/image/overlay/usr/local/lib benchmarks tests molecule
 
 .PHONY: setup demo test lint unit unit-oldest collection sanity sanity-oldest ee molecule smoke lab-prepare bench-toolkit clean help
 

@@ -811,7 +811,12 @@ def _missing_tool_cases():
         return 127, "", f"timeout: failed to run command '{command}': No such file or directory\n"
 
     return {
-        "command_reads": ({}, None, not_found, ("stat not found in PATH on", "exited 127", "install it or give its full path")),
+        "command_reads": (
+            {},
+            None,
+            not_found,
+            ("stat not found in PATH on", "exited 127", "install it or give its full path"),
+        ),
         "container_gpu_smoke": ({}, bins("timeout"), None, ("podman not found in PATH on", "remove podman-cdi")),
         "dcgm_diag": ({}, bins("timeout"), None, ("dcgmi not found in PATH on", "nvidia_driver_dcgm_enabled")),
         "nvbandwidth": (
