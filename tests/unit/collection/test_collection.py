@@ -106,6 +106,8 @@ def test_every_call_of_a_gpuforge_module_uses_its_fqcn():
     offenders = [
         f"{path.relative_to(ROOT)}: {match.group(1)}"
         for path in _task_files()
+        # a role's vars and defaults call no module: a key there named like one (benchmark_tools' nccl_tests) is data
+        if not {"vars", "defaults"} & set(path.relative_to(ROOT).parts[2:3])
         for match in short.finditer(path.read_text(encoding="utf-8"))
     ]
     assert offenders == [], f"use {FQCN}.<module>: {offenders}"

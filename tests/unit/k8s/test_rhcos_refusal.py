@@ -24,6 +24,8 @@ REFUSALS = [
     ("slurm", "main.yml", "Refuse an inventory without a Slurm controller"),
     ("apptainer", "main.yml", "Refuse unsupported systems and settings"),
     ("gpu_monitoring", "main.yml", "Refuse an image-based host and a package without a pinned version"),
+    ("benchmark_tools", "main.yml", "Refuse unsupported systems and settings"),
+    ("node_health", "main.yml", "Refuse an image-based host, a Python older than 3.8"),
 ]
 # Enough of an inventory and earlier results for each check to evaluate on a supported host.
 CONTEXT = {

@@ -139,10 +139,14 @@ def test_bad_faults_are_refused(fault, field):
 def test_lab_mirror_ships_dcgm_and_nvbandwidth_with_their_simulators():
     packages = mirror.expand(mirror.load_definitions())
     core = next(
-        p for p in packages if p["name"] == "datacenter-gpu-manager-4-core" and p["repo"] == "nvidia-cuda/debian12"
+        p
+        for p in packages
+        if p["name"] == "datacenter-gpu-manager-4-core"
+        and p["repo"] == "nvidia-cuda/debian12"
+        and p["version"] == "1:4.4.1-1"  # the pinned build; from 4.7.0 nv-hostengine is a package of its own
     )
     assert core["commands"] == {"/usr/bin/dcgmi": "gpuforge_sim.dcgmi", "/usr/bin/nv-hostengine": "gpuforge_sim.dcgmi"}
-    assert json.loads(core["files"]["/usr/lib/gpuforge-lab/dcgm.json"]) == {"version": "1:4.4.1"}
+    assert json.loads(core["files"]["/usr/lib/gpuforge-lab/dcgm.json"]) == {"version": "4.4.1"}  # upstream: no epoch
     assert "nv-hostengine -n --service-account nvidia-dcgm" in core["units"]["nvidia-dcgm.service"]
     cuda12 = next(p for p in packages if p["name"] == "datacenter-gpu-manager-4-cuda12")
     assert cuda12["depends"] == ["datacenter-gpu-manager-4-core (= 1:4.4.1-1)"]
