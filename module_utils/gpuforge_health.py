@@ -697,5 +697,6 @@ def run(argv=None, runner=None, out=sys.stdout, err=sys.stderr, now=None) -> int
     return EXIT_PASS if result["healthy"] else EXIT_FAIL
 
 
-def main() -> None:
-    sys.exit(run(sys.argv[1:]))
+def main() -> int:
+    """The command's exit status (the installed script passes it to sys.exit)."""
+    return run(sys.argv[1:])

@@ -129,7 +129,7 @@ def judge_fabric(readings: list, subnet_managers: list) -> dict:
             "(check the cabling between them and give each SM its own sm_priority)"
         )
     else:
-        (master,) = masters
+        master = next(iter(masters))
         if master != preferred[0]:
             problems.append(
                 f"master is {name(master)}, not the preferred {name(preferred[0])} (priority {top}): "
