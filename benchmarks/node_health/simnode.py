@@ -51,7 +51,8 @@ def install(prefix: Path, python: str = sys.executable) -> Path:
     command.parent.mkdir(parents=True, exist_ok=True)
     command.write_text(
         f"#!{python}\nimport sys\nsys.path.insert(0, {str(prefix / 'lib')!r})\n"
-        "from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_health import main\nsys.exit(main())\n",
+        "from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_health import main\n"
+        "sys.exit(main())\n",
         encoding="utf-8",
     )
     command.chmod(0o755)
