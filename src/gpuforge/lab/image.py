@@ -100,12 +100,18 @@ def _customize(rootfs: Path, key: bytes) -> None:
     (rootfs / "var/lib/apt/lists/partial").mkdir(parents=True, exist_ok=True)
 
 
-def _release(rootfs: Path) -> None:
-    """Remove a previous build, first unmounting what a failed debootstrap may have left mounted in it."""
+def _unmount(rootfs: Path) -> None:
+    """Unmount what debootstrap left mounted in rootfs: a failed run, and sometimes a successful one, leaves
+    /proc mounted there, which the image's tar would otherwise try to archive."""
     with open("/proc/mounts", encoding="utf-8") as handle:
         mounts = [line.split()[1] for line in handle if line.split()[1].startswith(str(rootfs) + "/")]
     for mountpoint in sorted(mounts, reverse=True):
         subprocess.run(["umount", "-l", mountpoint], check=False)
+
+
+def _release(rootfs: Path) -> None:
+    """Remove a previous build, first unmounting what a failed debootstrap may have left mounted in it."""
+    _unmount(rootfs)
     shutil.rmtree(rootfs, ignore_errors=True)
 
 
@@ -133,9 +139,13 @@ def build(key: bytes, force: bool = False, log=print) -> str:
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-8:])
         raise PodmanError(f"debootstrap failed ({proc.returncode}); is {DEBIAN_MIRROR} reachable?\n{tail}")
+    _unmount(rootfs)
     _customize(rootfs, key)
     archive = build_dir / "rootfs.tar"
-    subprocess.run(["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(archive), "."], check=True)
+    # --one-file-system: nothing mounted inside rootfs (a leftover /proc) belongs in the image.
+    subprocess.run(
+        ["tar", "-C", str(rootfs), "--numeric-owner", "--one-file-system", "-cf", str(archive), "."], check=True
+    )
     podman(
         "import",
         "--change",

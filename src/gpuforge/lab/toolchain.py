@@ -29,13 +29,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import yaml
 
 from gpuforge import vendor_facts
+from gpuforge.lab import pinned_wheels
 from gpuforge.paths import LAB_DIR, LAB_STATE_DIR, PROJECT_ROOT
 
 WHEELS_REQUIREMENTS = LAB_DIR / "packages" / "cuda-wheels.txt"
@@ -58,24 +58,7 @@ def _wheel_name(path: Path) -> str:
 
 def ensure_wheels(log=print) -> dict[str, Path]:
     """Download the pinned wheels once (pip checks every file against its sha256); returns name -> wheel file."""
-    stamp = WHEELS_DIR / ".inputs"
-    wanted = hashlib.sha256(WHEELS_REQUIREMENTS.read_bytes()).hexdigest()
-    if not (stamp.is_file() and stamp.read_text(encoding="utf-8") == wanted):
-        log(f"lab: downloading NVIDIA's CUDA wheels pinned in {WHEELS_REQUIREMENTS.relative_to(PROJECT_ROOT)}")
-        staging = WHEELS_DIR.with_name(WHEELS_DIR.name + ".next")
-        shutil.rmtree(staging, ignore_errors=True)
-        command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                   "--require-hashes", "-r", str(WHEELS_REQUIREMENTS), "-d", str(staging)]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise ToolchainError(
-                f"pip download of the CUDA wheels failed (rc {done.returncode}): {done.stderr.strip()[-1500:]}\n"
-                "fix: make PyPI (or a PyPI mirror in pip.conf) reachable from this machine, or update the pinned "
-                f"versions and hashes in {WHEELS_REQUIREMENTS}"
-            )
-        (staging / ".inputs").write_text(wanted, encoding="utf-8")
-        shutil.rmtree(WHEELS_DIR, ignore_errors=True)
-        staging.rename(WHEELS_DIR)
+    pinned_wheels.download(WHEELS_REQUIREMENTS, WHEELS_DIR, "NVIDIA's CUDA wheels", log=log)
     return {_wheel_name(path): path for path in sorted(WHEELS_DIR.glob("*.whl"))}
 
 
