@@ -77,6 +77,10 @@ CASES = {
         "sminfo/oracle-bda_sun-dcs36-switch_master_prio14.txt",
         lambda d: d["state_name"] == "SMINFO_MASTER" and d["priority"] == 14 and d["sm_lid"] == 15,
     ),
+    "mlnx-qos": (
+        "mlnx_qos/att-netarbiter_eth4_trust-dscp_pfc3.txt",
+        lambda d: d["trust"] == "dscp" and d["pfc_priorities"] == [3] and d["dscp2prio"]["26"] == 3,
+    ),
     "lsmod": (
         "lsmod/gpuforge-device_1xh200_drv580.159.04_firecracker.txt",
         lambda d: "nvidia" in d["modules"],

@@ -42,6 +42,7 @@ from ansible_collections.gpuforge.cluster.plugins.modules import (
     package_closure_guard,
     package_version_floor,
     resnet50_benchmark,
+    roce_qos,
     selinux_policy_module,
     selinux_relabel,
     slurm_node_state,
@@ -81,6 +82,7 @@ MODULES = {
         package_closure_guard,
         package_version_floor,
         resnet50_benchmark,
+        roce_qos,
         selinux_policy_module,
         selinux_relabel,
         slurm_node_state,
@@ -715,6 +717,34 @@ def run_systemd_units(ansible_module, tmp_path, change, args=None, check_mode=Fa
     return result, runner
 
 
+def run_roce_qos(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    """mlnx_qos answers with a real output (trust dscp, PFC on priority 3); the port's sysfs/configfs files under
+    tmp_path hold ECN on, ToS 106 and a RoCE v2 GID at index 3, so the unchanged baseline is converged."""
+    root = tmp_path / "sys"
+    files = {
+        "class/net/eth4/ecn/roce_np/enable/3": "1\n",
+        "class/net/eth4/ecn/roce_rp/enable/3": "1\n",
+        "kernel/config/rdma_cm/mlx5_2/ports/1/default_roce_tos": "106\n",
+        "class/infiniband/mlx5_2/tc/1/traffic_class": "Global tclass=106\n",
+        "class/infiniband/mlx5_2/ports/1/gid_attrs/types/3": "RoCE v2\n",
+    }
+    for relative, text in files.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text, encoding="ascii")
+    output = change(fixture("mlnx_qos/att-netarbiter_eth4_trust-dscp_pfc3.txt"))
+    runner = Runner(answer or (lambda argv: (0, output, "")))
+    base = {
+        "ports": [{"netdev": "eth4", "hca": "mlx5_2", "port": 1}],
+        "pfc_priority": 3,
+        "tos": 106,
+        "gid_index": 3,
+        "sysfs_root": str(root),
+    }
+    paths = paths or bins("mlnx_qos", where="/usr/sbin")
+    result = ansible_module(roce_qos, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
 RUNNERS = {
     "apt_archive_components": (run_apt_archive_components, ("apt source file",)),
     "command_reads": (run_command_reads, ("stat", "cat")),
@@ -737,6 +767,7 @@ RUNNERS = {
     "package_closure_guard": (run_package_closure_guard, ("apt-get",)),
     "package_version_floor": (run_package_version_floor, ("dpkg-query",)),
     "resnet50_benchmark": (run_resnet50_benchmark, ("ResNet-50", "benchmark output", "GPUs")),
+    "roce_qos": (run_roce_qos, ("mlnx_qos",)),
     "selinux_policy_module": (run_selinux_policy_module, ("semodule",)),
     "selinux_relabel": (run_selinux_relabel, ("restorecon", "nvidia-container-cli")),
     "slurm_node_state": (run_slurm_node_state, ("scontrol",)),
@@ -847,6 +878,7 @@ def _missing_tool_cases():
         "package_closure_guard": ({}, bins(), None, ("apt-get not found in PATH, /usr/bin", "install apt")),
         "package_version_floor": ({}, bins(), None, ("dpkg-query not found in PATH, /usr/bin", "install dpkg")),
         "resnet50_benchmark": ({}, None, timeout_cannot_start, ("torchrun not found in PATH on", "install torch")),
+        "roce_qos": ({}, bins(), None, ("mlnx_qos not found in PATH, /usr/sbin", "install mlnx-tools")),
         "selinux_policy_module": ({}, bins(), None, ("semodule not found in PATH on", "policycoreutils")),
         "selinux_relabel": ({}, bins(), None, ("restorecon not found in PATH on", "install policycoreutils")),
         "slurm_node_state": ({}, bins(), None, ("scontrol not found in PATH on", "Slurm client")),
