@@ -21,9 +21,19 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, WARN, node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 
-__all__ = ["STATE_NAMES", "ParseError", "judge_fabric", "normalize_guid", "parse_sminfo"]
+__all__ = [
+    "CHECK_NAME",
+    "STATE_NAMES",
+    "ParseError",
+    "judge_fabric",
+    "judge_subnet_manager",
+    "normalize_guid",
+    "parse_sminfo",
+    "read_run",
+]
 
 # sminfo.c statestr[], indexed by the SMInfo state field.
 STATE_NAMES = ("SMINFO_NOTACT", "SMINFO_DISCOVER", "SMINFO_STANDBY", "SMINFO_MASTER")
@@ -141,3 +151,71 @@ def judge_fabric(readings: list, subnet_managers: list) -> dict:
         "master": sorted(masters)[0] if len(masters) == 1 else None,
         "preferred": preferred[0],
     }
+
+
+CHECK_NAME = "subnet_manager"
+REMEDY_NO_MASTER = (
+    "Start the subnet manager: on the preferred SM host `systemctl start opensmd` (opensm on Debian's in-box package), "
+    "or enable the switch's SM; then validate again"
+)
+REMEDY_MASTERS = (
+    "Give every SM its own sm_priority (mlnx_ofed_opensm_priority per SM host), restart OpenSM where it changed, "
+    "and check the cabling between the SMs' parts of the fabric"
+)
+
+
+def read_run(rc, stdout, stderr) -> dict:
+    """One sminfo run's SMInfo (parse_sminfo), or ParseError naming how it failed: sminfo prints
+    ``sminfo: iberror: failed: <what>`` and exits 255 when no SM answers (infiniband-diags ibdiag_common.c ibexit)."""
+    text = stdout or ""
+    failure = re.search(r"\S*: iberror: (?:\[pid \d+\] \w+: )?failed: .*", text)
+    if rc or failure:
+        said = failure.group(0).strip() if failure else (stderr or text or "").strip()[:200]
+        raise ParseError(f"sminfo exited with code {rc}: {said or 'no output'}")
+    return parse_sminfo(text)
+
+
+def judge_subnet_manager(plain, asked=(), subnet_managers=()) -> dict:
+    """The subnet_manager check of one InfiniBand node.
+
+    plain: (rc, stdout, stderr) of `sminfo` (the SM the node's port names: the master it sees); asked: one
+    (guid, rc, stdout, stderr) per configured SM, of `sminfo -G <guid>`; subnet_managers: the configured SMs
+    ({host, guid, priority}; empty where the switches run the SM). FAIL when no SM answers, when the SM the node sees
+    is not master, when two SMs are master (judge_fabric) or the master is not the preferred one; WARN when a
+    configured SM does not answer (no standby to fail over to).
+    """
+    configured = [
+        {"host": sm["host"], "guid": normalize_guid(sm["guid"]), "priority": int(sm["priority"])}
+        for sm in subnet_managers or []
+    ]
+    wanted = {"subnet_managers": configured} if configured else {"master": "one SM in state 3 SMINFO_MASTER"}
+    try:
+        seen = read_run(*plain)
+    except ParseError as exc:
+        fault = f"no subnet manager answers: {exc}"
+        return node_check(CHECK_NAME, FAIL, {"master": None}, wanted, fault, REMEDY_NO_MASTER)
+    readings, silent = [seen], []
+    for guid, rc, stdout, stderr in asked or ():
+        try:
+            readings.append(read_run(rc, stdout, stderr))
+        except ParseError as exc:
+            silent.append(f"{normalize_guid(guid)} ({exc})")
+    observed = {
+        "master": seen if seen["state"] == MASTER else None,
+        "sms": sorted({r["sm_guid"]: r for r in readings}.values(), key=lambda r: r["sm_guid"]),
+    }
+    if seen["state"] != MASTER:
+        fault = f"the SM at lid {seen['sm_lid']} ({seen['sm_guid']}) is {seen['state_name']}, not master"
+        return node_check(CHECK_NAME, FAIL, observed, wanted, fault, REMEDY_NO_MASTER)
+    if configured:
+        verdict = judge_fabric(readings, configured)
+        problems = verdict["problems"]
+    else:
+        masters = sorted({r["sm_guid"] for r in readings if r["state"] == MASTER})
+        problems = [f"{len(masters)} SMs are master: {', '.join(masters)}"] if len(masters) > 1 else []
+    if problems:
+        return node_check(CHECK_NAME, FAIL, observed, wanted, "; ".join(problems), REMEDY_MASTERS)
+    if silent:
+        fault = "configured SM does not answer (no standby to fail over to): " + "; ".join(silent)
+        return node_check(CHECK_NAME, WARN, observed, wanted, fault, "Start OpenSM on that SM host")
+    return node_check(CHECK_NAME, PASS, observed, wanted)

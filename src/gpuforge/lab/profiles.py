@@ -58,16 +58,20 @@ FAULT_PARAMS: dict[str, tuple[set[str], set[str]]] = {
     "gdr_unavailable": (set(), {"hca"}),
     "sxid": ({"switch", "pci", "code", "fatal"}, {"link", "message"}),
     "fabric_manager_down": (set(), set()),
+    # The subnet's SMs as sminfo sees them (lab/sim/gpuforge_sim/sminfo.py): none answers / a second master.
+    "sm_missing": (set(), set()),
+    "sm_duplicate_master": (set(), {"guid", "lid"}),
 }
 
 
 def _registered_faults() -> dict:
-    """The lab faults of the check registry's standalone checks (module_utils/gpuforge_registry.py): a new check
-    brings its lab fault in its registry entry."""
+    """The lab faults of the check registry's standalone checks and gpuforge-health's checks
+    (module_utils/gpuforge_registry.py): a new check brings its lab fault in its registry entry."""
     from gpuforge.paths import collection_import
 
     registry = collection_import("plugins.module_utils.gpuforge_registry")
-    return {c.lab_fault[0]: (set(c.lab_fault[1]), set(c.lab_fault[2])) for c in registry.standalone() if c.lab_fault}
+    checks = [*registry.standalone(), *registry.HEALTH_CHECKS]
+    return {c.lab_fault[0]: (set(c.lab_fault[1]), set(c.lab_fault[2])) for c in checks if c.lab_fault}
 
 
 FAULT_PARAMS.update(_registered_faults())
@@ -308,11 +312,24 @@ def _validate_fault(fault: dict, i: int, profile: dict, c: _Checker) -> None:
             c.fail(f"{field}.gen", "must be 1..gpu.pcie_gen_max")
     if kind == "ib_port_rate" and not isinstance(fault["rate_gbps"], (int, float)):
         c.fail(f"{field}.rate_gbps", "must be a number")
+    if kind in ("sm_missing", "sm_duplicate_master"):
+        _validate_sm_fault(fault, field, profile, c)
     _validate_gpu_health_fault(kind, fault, field, gpu, c)
     _validate_ib_health_fault(kind, fault, field, profile, c)
     _validate_pcie_fault(kind, fault, field, profile, c)
     _validate_acceptance_fault(kind, fault, field, c)
     _validate_nvswitch_fault(kind, fault, field, profile, c)
+
+
+def _validate_sm_fault(fault: dict, field: str, profile: dict, c: _Checker) -> None:
+    """Subnet manager faults: a node with an InfiniBand port; a second master's GUID and LID as sminfo takes them."""
+    ports = [p for h in profile.get("hcas") or [] for p in h.get("ports") or []]
+    if not any(p.get("link_layer", "InfiniBand") == "InfiniBand" for p in ports):
+        c.fail(field, f"{fault['type']} needs an InfiniBand port; profile {profile['name']} has none")
+    if "guid" in fault and not (isinstance(fault["guid"], str) and GUID_RE.match(fault["guid"])):
+        c.fail(f"{field}.guid", "must be a port GUID: 0x and 16 lower-case hex digits")
+    if "lid" in fault and (not isinstance(fault["lid"], int) or not 1 <= fault["lid"] <= 0xBFFF):
+        c.fail(f"{field}.lid", "must be a unicast LID (1-49151)")
 
 
 def _validate_nvswitch_fault(kind: str, fault: dict, field: str, profile: dict, c: _Checker) -> None:

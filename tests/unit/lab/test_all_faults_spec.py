@@ -11,15 +11,19 @@ zero warnings.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import sys
 from pathlib import Path
 
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_kernel as kernel
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_registry as registry
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_sminfo
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import judge_node
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import parse_link_flaps
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_records import node_report
+from gpuforge_sim import sminfo as sminfo_sim
 
 from gpuforge.lab.spec import from_file
 
@@ -64,6 +68,9 @@ CHECK_OF_FAULT = {
     "fabric_manager_down": "fabric_manager",
     # vGPU guests only (expected system vgpu_guest: true): a standalone registry check over the nvidia_smi facts
     "vgpu_unlicensed": "vgpu_license",
+    # InfiniBand nodes: sminfo and sminfo -G of each configured SM (module_utils/gpuforge_sminfo.py)
+    "sm_missing": "subnet_manager",
+    "sm_duplicate_master": "subnet_manager",
 }
 # Judged by other modules than gpu_node_check (ib_port_counters around the benchmarks, fleet_consistency
 # across nodes): not part of this spec.
@@ -103,8 +110,29 @@ def _judge(tmp_path, monkeypatch, node):
     assert not gdr.get("failed"), gdr
     # gpu_node_check folds the check in when there is one (a system with peermem: false or no InfiniBand port has none)
     assert gdr["applicable"] is (node.profile not in NO_GDR_PROFILES), (node.profile, gdr["reason"])
-    checks = result["checks"] + ([gdr["check"]] if gdr.get("check") else [])
+    checks = result["checks"] + ([gdr["check"]] if gdr.get("check") else []) + _subnet_manager(monkeypatch, tmp_path)
     return {"checks": checks, **node_report(checks, node.name, node.profile)}
+
+
+# The lab fabric's SM as the inventory configures it (lab/profiles/SCHEMA.md "Subnet managers": the head node's port).
+LAB_SUBNET_MANAGERS = [{"host": "head01", "guid": "0x98039b0300a4c600", "priority": 0}]
+
+
+def _subnet_manager(monkeypatch, tmp_path):
+    """The subnet_manager check on a node with an InfiniBand port: the lab's sminfo, plain and -G of each configured
+    SM, judged by gpuforge_sminfo.judge_subnet_manager; none on a node without one (RoCE only)."""
+    monkeypatch.setenv("GPUFORGE_LAB_PROC", str(tmp_path / "no-proc"))  # no OpenSM runs on the simulated node
+    if sminfo_sim._local_ib_port(sminfo_sim.ib_ports.load()) is None:
+        return []
+
+    def run(argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = sminfo_sim.main(argv)
+        return rc, out.getvalue(), err.getvalue()
+
+    asked = [(sm["guid"], *run(["-G", sm["guid"]])) for sm in LAB_SUBNET_MANAGERS]
+    return [gpuforge_sminfo.judge_subnet_manager(run([]), asked, LAB_SUBNET_MANAGERS)]
 
 
 def _check_names(fault):

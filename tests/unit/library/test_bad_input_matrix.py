@@ -48,6 +48,7 @@ from ansible_collections.gpuforge.cluster.plugins.modules import (
     slurm_node_state,
     spectrum_scale_config,
     spectrum_scale_facts,
+    subnet_manager_check,
     systemd_units,
     vendor_apt_repository,
 )
@@ -88,6 +89,7 @@ MODULES = {
         slurm_node_state,
         spectrum_scale_config,
         spectrum_scale_facts,
+        subnet_manager_check,
         systemd_units,
         vendor_apt_repository,
     )
@@ -104,7 +106,7 @@ def test_the_matrix_covers_every_module_in_library():
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Inputs: real outputs (tests/fixtures, ../shared/real-outputs) and what becomes of them.
+# Inputs: real outputs (tests/fixtures, REAL_OUTPUTS of tests/conftest.py) and what becomes of them.
 
 
 def fixture(relative: str) -> str:
@@ -114,7 +116,7 @@ def fixture(relative: str) -> str:
 def real(name: str) -> str:
     path = REAL_OUTPUTS / name
     if not path.is_file():
-        pytest.skip(f"real output {name} not available (../shared/real-outputs absent)")
+        pytest.skip(f"real output {name} not available ({REAL_OUTPUTS} absent)")
     return path.read_text(encoding="utf-8")
 
 
@@ -271,7 +273,7 @@ def run_gpu_node_check(ansible_module, tmp_path, change, args=None, check_mode=F
 def run_nvidia_smi_facts(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
     answers = {
         "-q": change(real("nvidia-smi-q-x__netdata-go.d.plugin__a100-sxm4-40gb-mig_drv510.xml")),
-        "topo": change(fixture("nvidia-smi/seed001_dgx1_topo_m_drv440.txt")),
+        "topo": change(fixture("nvidia-smi/redp5610_dgx1_topo_m_drv440.txt")),
         "nvlink": change(real("nvidia-smi-nvlink-status__leptonai-gpud__a100.txt")),
         # clock event samples: the module's CLOCK_EVENT_FIELDS, one A100 row
         "--query-gpu": change(
@@ -308,7 +310,7 @@ def run_nccl_tests(ansible_module, tmp_path, change, args=None, check_mode=False
     binary = tmp_path / "all_reduce_perf"
     binary.write_text("#!/bin/sh\n", encoding="ascii")
     binary.chmod(0o755)
-    output = change(fixture("nccl-tests/seed001_ex4-1_1x8xv100_nvlink_legacy.txt"))
+    output = change(fixture("nccl-tests/redp5610_ex4-1_1x8xv100_nvlink_legacy.txt"))
     runner = Runner(answer or (lambda argv: (0, output, "")))
     base = {"binary": str(binary), "gpus": 8, "count_gpus": False, "expect": {"min_busbw": 100}}
     result = ansible_module(
@@ -320,7 +322,7 @@ def run_nccl_tests(ansible_module, tmp_path, change, args=None, check_mode=False
 def run_resnet50_benchmark(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
     script = tmp_path / "resnet50_bench.py"
     script.write_text("print()\n", encoding="ascii")
-    output = change(fixture("resnet50/tf_seed001_dgx1_8xv100.txt"))
+    output = change(fixture("resnet50/tf_redp5610_dgx1_8xv100.txt"))
     runner = Runner(answer or (lambda argv: (0, output, "")))
     base = {"script": str(script), "gpu_counts": [8], "expect": {"sku": "Tesla V100-SXM2-16GB"}}
     paths = paths or bins("timeout", "torchrun", "mpirun", "srun")
@@ -351,7 +353,7 @@ def run_p2p_bandwidth(ansible_module, tmp_path, change, args=None, check_mode=Fa
     binary = tmp_path / "p2pBandwidthLatencyTest"
     binary.write_text("#!/bin/sh\n", encoding="ascii")
     binary.chmod(0o755)
-    output = change(fixture("p2p/seed002_c4140_4xv100_sxm2_cuda91.txt"))
+    output = change(fixture("p2p/dellemc_c4140_4xv100_sxm2_cuda91.txt"))
     runner = Runner(answer or (lambda argv: (0, output, "")))
     base = {"binary": str(binary), "expect": {"gpus": 4}}
     paths = paths or bins("timeout")
@@ -377,7 +379,7 @@ def run_nvbandwidth(ansible_module, tmp_path, change, args=None, check_mode=Fals
 
 
 def run_ib_write_bw(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
-    output = change(fixture("ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt"))
+    output = change(fixture("ib_write_bw/dgx1_edr_mlx5_1_client_redp5610.txt"))
     runner = Runner(answer or (lambda argv: (0, output, "")))
     base = {"device": "mlx5_1", "server": "dgx01", "line_rate_gbps": 100}
     paths = paths or bins("timeout", "ib_write_bw")
@@ -410,7 +412,7 @@ def run_slurm_node_state(ansible_module, tmp_path, change, args=None, check_mode
 
 
 def run_spectrum_scale_config(ansible_module, tmp_path, change, args=None, check_mode=True, answer=None, paths=None):
-    y_text, plain = change(MMLSCONFIG_Y), change(fixture("mmlsconfig/seed001_dgx_common.txt"))
+    y_text, plain = change(MMLSCONFIG_Y), change(fixture("mmlsconfig/redp5610_dgx_common.txt"))
 
     def default(argv):
         if argv[0].endswith("mmlsconfig"):
@@ -431,12 +433,12 @@ def run_spectrum_scale_facts(ansible_module, tmp_path, change, args=None, check_
     outputs = {
         tool: change(fixture(relative))
         for tool, relative in {
-            "mmlscluster": "mmlscluster/seed001_Y.txt",
-            "mmlsnodeclass": "mmlsnodeclass/seed001_dgx.txt",
-            "mmgetstate": "mmgetstate/seed001_dgx01_Y.txt",
-            "mmremotecluster": "mmremotecluster/seed001_show_all.txt",
-            "mmremotefs": "mmremotefs/seed001_show_all.txt",
-            "mmlsmount": "mmlsmount/seed001_L.txt",
+            "mmlscluster": "mmlscluster/redp5610_Y.txt",
+            "mmlsnodeclass": "mmlsnodeclass/redp5610_dgx.txt",
+            "mmgetstate": "mmgetstate/redp5610_dgx01_Y.txt",
+            "mmremotecluster": "mmremotecluster/redp5610_show_all.txt",
+            "mmremotefs": "mmremotefs/redp5610_show_all.txt",
+            "mmlsmount": "mmlsmount/redp5610_L.txt",
         }.items()
     }
     runner = Runner(answer or (lambda argv: (0, outputs[Path(argv[0]).name], "")))
@@ -491,8 +493,9 @@ def run_fleet_consistency(ansible_module, tmp_path, change, args=None, check_mod
 
 
 def run_gdr_loopback_bw(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
-    """Server and client of every InfiniBand port answer the seed 001 client output (the fake server ends at once)."""
-    output = change(fixture("ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt"))
+    """Server and client of every InfiniBand port answer the IBM Redpaper REDP-5610 client output (the fake server
+    ends at once)."""
+    output = change(fixture("ib_write_bw/dgx1_edr_mlx5_1_client_redp5610.txt"))
     runner = Runner(answer or (lambda argv: (0, output, "")))
     spec = expected_spec()
     base = {
@@ -745,6 +748,16 @@ def run_roce_qos(ansible_module, tmp_path, change, args=None, check_mode=False, 
     return result, runner
 
 
+def run_subnet_manager_check(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
+    """sminfo answers the Oracle BDA capture (tests/fixtures/sminfo) for the plain query and for the configured SM."""
+    output = change(fixture("sminfo/oracle-bda_sun-dcs36-switch_master_prio14.txt"))
+    runner = Runner(answer or (lambda argv: (0, output, "")))
+    base = {"subnet_managers": [{"host": "bdax01sw-ib1", "guid": "0x0010e0406d5aa0a0", "priority": 14}]}
+    paths = paths or bins("sminfo")
+    result = ansible_module(subnet_manager_check, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
+    return result, runner
+
+
 RUNNERS = {
     "apt_archive_components": (run_apt_archive_components, ("apt source file",)),
     "command_reads": (run_command_reads, ("stat", "cat")),
@@ -776,6 +789,7 @@ RUNNERS = {
         run_spectrum_scale_facts,
         ("mmlscluster", "mmlsnodeclass", "mmgetstate", "mmremotecluster", "mmremotefs", "mmlsmount"),
     ),
+    "subnet_manager_check": (run_subnet_manager_check, ("sminfo",)),
     "systemd_units": (run_systemd_units, ("systemctl",)),
     "vendor_apt_repository": (run_vendor_apt_repository, ("the key at", "the key URL")),
 }
@@ -889,6 +903,7 @@ def _missing_tool_cases():
             ("mmlsconfig not found at /usr/lpp/mmfs/bin on", "is IBM Storage Scale (gpfs.base) installed?"),
         ),
         "spectrum_scale_facts": ({}, None, None, ("mmlscluster not found at", "is IBM Storage Scale (gpfs.base)")),
+        "subnet_manager_check": ({}, bins(), None, ("sminfo not found in PATH on", "infiniband-diags")),
         "systemd_units": ({}, bins(), None, ("systemctl not found in PATH on", "needs systemd")),
     }
 

@@ -133,3 +133,71 @@ def test_unconfigured_master_is_named():
 def test_nothing_configured_is_an_error():
     with pytest.raises(ValueError, match="no subnet managers"):
         sminfo.judge_fabric([], [])
+
+
+# The subnet_manager check of one node: `sminfo` and `sminfo -G <guid>` of each configured SM.
+HEAD = {"host": "head01", "guid": "0x98039b0300a4c600", "priority": 14}
+STANDBY = {"host": "dgx01", "guid": "0x248a07030029e1fa", "priority": 10}
+NO_SM = (255, "sminfo: iberror: failed: query\n", "ibwarn: [77] mad_rpc: _do_madrpc failed; dport (Lid 1)\n")
+
+
+def run(lid, guid, priority, state):
+    name = sminfo.STATE_NAMES[state]
+    return (0, f"sminfo: sm lid {lid} sm guid {guid}, activity count 9 priority {priority} state {state} {name}\n", "")
+
+
+def test_node_check_passes_on_the_preferred_master_with_its_standby():
+    got = sminfo.judge_subnet_manager(
+        run(1, "0x98039b0300a4c600", 14, 3),
+        [
+            (HEAD["guid"], *run(1, "0x98039b0300a4c600", 14, 3)),
+            (STANDBY["guid"], *run(5, "0x248a07030029e1fa", 10, 2)),
+        ],
+        [HEAD, STANDBY],
+    )
+    assert got["status"] == "PASS", got
+    assert got["observed"]["master"]["sm_guid"] == "0x98039b0300a4c600"
+    assert [sm["sm_guid"] for sm in got["observed"]["sms"]] == ["0x248a07030029e1fa", "0x98039b0300a4c600"]
+
+
+def test_node_check_fails_when_no_sm_answers():
+    got = sminfo.judge_subnet_manager(NO_SM, [], [])
+    assert got["status"] == "FAIL"
+    assert "no subnet manager answers" in got["fault"] and "iberror: failed: query" in got["fault"]
+    assert "opensmd" in got["remedy"]
+
+
+def test_node_check_fails_on_two_masters_at_equal_priority():
+    got = sminfo.judge_subnet_manager(
+        run(7, "0x2c90300001111", 14, 3), [(HEAD["guid"], *run(1, "0x98039b0300a4c600", 14, 3))], [HEAD]
+    )
+    assert got["status"] == "FAIL"
+    assert "2 SMs are master at equal priority 14" in got["fault"]
+    assert "unconfigured SM 0x0002c90300001111" in got["fault"]
+
+
+def test_node_check_without_configured_sms_fails_on_two_masters_it_sees():
+    got = sminfo.judge_subnet_manager(run(7, "0x2", 0, 3), [("0x1", *run(1, "0x1", 0, 3))], [])
+    assert got["status"] == "FAIL" and "2 SMs are master" in got["fault"]
+    alone = sminfo.judge_subnet_manager(run(1, "0x1", 0, 3))
+    assert alone["status"] == "PASS" and alone["expected"] == {"master": "one SM in state 3 SMINFO_MASTER"}
+
+
+def test_node_check_fails_when_the_sm_seen_is_not_master_and_warns_on_a_silent_standby():
+    standby_seen = sminfo.judge_subnet_manager(run(5, "0x248a07030029e1fa", 10, 2), [], [STANDBY])
+    assert standby_seen["status"] == "FAIL" and "SMINFO_STANDBY, not master" in standby_seen["fault"]
+    silent = sminfo.judge_subnet_manager(
+        run(1, "0x98039b0300a4c600", 14, 3),
+        [(HEAD["guid"], *run(1, "0x98039b0300a4c600", 14, 3)), (STANDBY["guid"], *NO_SM)],
+        [HEAD, STANDBY],
+    )
+    assert silent["status"] == "WARN" and "0x248a07030029e1fa" in silent["fault"]
+
+
+def test_node_check_fails_on_a_master_that_is_not_the_preferred_sm():
+    got = sminfo.judge_subnet_manager(
+        run(5, "0x248a07030029e1fa", 10, 3),
+        [(HEAD["guid"], *NO_SM), (STANDBY["guid"], *run(5, "0x248a07030029e1fa", 10, 3))],
+        [HEAD, STANDBY],
+    )
+    assert got["status"] == "FAIL" and "not the preferred head01" in got["fault"]
