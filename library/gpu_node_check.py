@@ -691,9 +691,6 @@ class GpuNodeCheck:
         found = {}
         for name in needs:
             source = SOURCES[name]
-            if name == "nvidia_smi":  # the facts judge_node read (vgpu_license reads each GPU's licence from them)
-                found[name] = self.nvidia_smi
-                continue
             if source.kind != "file":
                 self.module.fail_json(msg=f"registered source {name!r} is a {source.kind} source, not a file")
             found[name] = read_file(root, source.read)

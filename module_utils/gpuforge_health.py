@@ -12,8 +12,10 @@ one-off validation does not:
 - kernel events since the last run: a state file keeps the Xid/SXid lines already judged, so a periodic run
   judges only new ones; a failing event stays failing ("latched") until the node reboots or an operator
   acknowledges it (``--acknowledge``) after the repair the Xid catalogue asks for;
-- three checks validation has no input for: ``gpu_bus_ids`` (the boards the node had when it was first healthy),
-  ``mounts_present`` and ``gpu_memory_released`` (after a job);
+- the check registry's HEALTH_CHECKS (gpuforge_registry.py, judged in gpuforge_health_checks.py), which validation has
+  no input for: ``gpu_bus_ids`` (the boards the node had when it was first healthy), ``mounts_present``, and after a
+  job ``gpu_memory_released`` and ``gpu_processes_exited`` (no process left on a GPU: nvidia-smi -q -x <processes>,
+  from the same nvidia-smi run as the facts);
 - Kubernetes: the verdict as the node's GpuHealthy and IbHealthy conditions and a NoSchedule taint
   (gpuforge_health_k8s, ``--kubernetes-node``);
 - Prometheus: the record's verdicts as metrics for node-exporter's textfile collector (``--textfile-dir``);
@@ -35,7 +37,7 @@ import socket
 import sys
 import time
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, node_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_infiniband_reader import (
     InfinibandReader,
@@ -48,14 +50,16 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_kernel i
     parse_sxid_events,
     parse_xid_events,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import (
-    bus_key,
-    gpu_key,
-    judge_node,
-)
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_node_health import gpu_key, judge_node
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nvidia_smi_reader import NvidiaSmiReader
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_records import node_report
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_registry import SOURCES, read_file, standalone
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_registry import (
+    HEALTH_CHECKS,
+    SOURCES,
+    Unreadable,
+    read_file,
+    standalone,
+)
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import LocalHost, Tool, ToolNotRun
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_slurm import parse_show_node
 
@@ -65,19 +69,17 @@ __all__ = [
     "HealthConfig",
     "LocalRunner",
     "drain_reason",
-    "gpu_bus_ids_check",
-    "gpu_memory_check",
     "judge_health",
     "main",
-    "mounts_check",
     "new_kernel_events",
+    "reason_checks",
     "slurm_update",
 ]
 
 # Every Slurm drain reason gpuforge writes starts with this; a healthy run resumes only such nodes.
 DRAIN_PREFIX = "gpuforge:"
-# The checks each profile reports, in the order a drain reason names the first failure. Names are
-# gpu_node_check's (library/gpu_node_check.py RETURN) plus this module's three.
+# The checks each profile reports, in the order a drain reason names the first failure. Names are the check
+# registry's: gpu_node_check's (gpuforge_registry.CHECK_NAMES) and gpuforge-health's own (HEALTH_CHECK_NAMES).
 _GPU_QUICK = ("nvidia_smi_readable", "gpu_fallen_off_bus", "gpu_count", "gpu_bus_ids", "ecc_volatile_dbe")
 _IB = ("infiniband_readable", "hcas_present", "ib_port_state", "ib_port_rate")
 _KERNEL = ("kernel_log_readable", "xid", "sxid")
@@ -97,13 +99,15 @@ PROFILES = {
     ),
     # Before a job: no job on a board or port that is gone (no clock sampling, no kernel log).
     "prolog": _GPU_QUICK + _IB,
-    # After a job: Xid/SXid during it, GPU memory given back, no board lost.
+    # After a job: Xid/SXid during it, GPU memory given back and no process left on a GPU, no board lost.
     "epilog": (
         "nvidia_smi_readable",
         "gpu_fallen_off_bus",
         "gpu_count",
         "gpu_bus_ids",
         *_KERNEL,
+        # A process left behind names the fault; the memory it holds is its consequence (caused_by).
+        "gpu_processes_exited",
         "gpu_memory_released",
     ),
 }
@@ -123,6 +127,12 @@ class LocalRunner(LocalHost):
 
     def __init__(self, timeout_seconds: float = 30):
         super().__init__(timeout_seconds)
+        self.outputs = {}  # (arguments after the program) -> (rc, stdout) of its last run
+
+    def run_command(self, args, **kwargs):
+        rc, out, err = super().run_command(args, **kwargs)
+        self.outputs[tuple(str(a) for a in args[1:])] = (rc, out)  # the -q -x document the readers parsed
+        return rc, out, err
 
     def fail_json(self, msg, **_partial):
         raise HealthError(msg)
@@ -132,7 +142,8 @@ class HealthConfig:
     """The node's health configuration (the JSON the node_health role writes):
 
     {system, expected (the spec validation judges against), mounts [paths], gpu_bus_ids [bus IDs, optional],
-    clock_event_samples, clock_event_interval_ms, gpu_memory_used_max_mib, root (where the check registry's file
+    clock_event_samples, clock_event_interval_ms, gpu_memory_used_max_mib, gpu_process_names_allowed [process names
+    that may stay on a GPU after a job], root (where the check registry's file
     sources are read: / on a node)}."""
 
     KEYS = {
@@ -143,6 +154,7 @@ class HealthConfig:
         "clock_event_samples": int,
         "clock_event_interval_ms": int,
         "gpu_memory_used_max_mib": int,
+        "gpu_process_names_allowed": list,
         "root": str,
     }
 
@@ -161,6 +173,7 @@ class HealthConfig:
         self.clock_event_samples = data.get("clock_event_samples", 10)
         self.clock_event_interval_ms = data.get("clock_event_interval_ms", 100)
         self.gpu_memory_used_max_mib = data.get("gpu_memory_used_max_mib", 16)
+        self.gpu_process_names_allowed = [str(n) for n in data.get("gpu_process_names_allowed") or []]
         self.root = data.get("root", "/")  # the registry's file sources are read under it (/ on a node)
 
     @classmethod
@@ -222,65 +235,6 @@ def _slim(event: dict) -> dict:
     return {k: event.get(k) for k in keep if k in event}
 
 
-# --- the checks validation has no input for ------------------------------------------------------------------
-
-
-def gpu_bus_ids_check(gpus: list, lost: list, wanted: list) -> dict:
-    """Every board of `wanted` (the inventory's list, or the boards of the node's first healthy run) still listed
-    by nvidia-smi; a board that fell off the bus counts as listed (gpu_fallen_off_bus names it)."""
-    have = {bus_key(gpu_key(g)) for g in gpus} | {bus_key(g.get("bus_id")) for g in lost}
-    gone = sorted(b for b in wanted if bus_key(b) not in have)
-    return node_check(
-        "gpu_bus_ids",
-        FAIL if gone else PASS,
-        gone,
-        sorted(wanted),
-        f"GPU(s) {', '.join(gone)} no longer listed by nvidia-smi",
-        "Check lspci -d 10de: and the kernel log for that bus; reseat or RMA the board, then power-cycle",
-    )
-
-
-def gpu_memory_check(gpus: list, max_mib: int) -> dict:
-    """GPU memory in use after a job (nvidia-smi FB Memory Usage/Used): more than max_mib means a process of the
-    job still holds it, or the driver did not free it."""
-    held = {}
-    for gpu in gpus:
-        used = (gpu.get("memory") or {}).get("used_mib")
-        if isinstance(used, (int, float)) and used > max_mib:
-            held[gpu_key(gpu)] = used
-    return node_check(
-        "gpu_memory_released",
-        FAIL if held else PASS,
-        held,
-        f"<= {max_mib} MiB used per GPU",
-        f"GPU memory still in use after the job on {', '.join(sorted(held))}",
-        "nvidia-smi shows the processes; kill what the job left behind, or reset the GPU (nvidia-smi -r)",
-    )
-
-
-def mount_points(mountinfo: str) -> set:
-    """Mount points of /proc/self/mountinfo (field 5; octal escapes such as \\040 for a space decoded)."""
-    points = set()
-    for line in (mountinfo or "").splitlines():
-        fields = line.split()
-        if len(fields) > 4:
-            points.add(fields[4].encode().decode("unicode_escape"))
-    return points
-
-
-def mounts_check(mountinfo: str, wanted: list) -> dict:
-    points = mount_points(mountinfo)
-    missing = sorted(m for m in wanted if (m.rstrip("/") or "/") not in points)
-    return node_check(
-        "mounts_present",
-        FAIL if missing else PASS,
-        missing,
-        sorted(wanted),
-        f"not mounted: {', '.join(missing)}",
-        "mount -a (or the site's automounter); check the NFS/Spectrum Scale server and the client's log",
-    )
-
-
 # --- one run --------------------------------------------------------------------------------------------------
 
 
@@ -297,10 +251,12 @@ def judge_health(
     node="node",
     checked_at=None,
     file_root=None,
+    smi_xml=None,
 ):
-    """The profile's checks of judge_node's verdict on the facts (new kernel events only) and this module's three
-    checks; in the full profile also the check registry's standalone checks whose spec keys are given, as
-    gpu_node_check runs them (gpuforge_registry.standalone(): their file sources read under file_root, / on a node),
+    """The profile's checks of judge_node's verdict on the facts (new kernel events only) and the registry's
+    HEALTH_CHECKS; in the full profile also the check registry's standalone checks whose spec keys are given, as
+    gpu_node_check runs them (gpuforge_registry.standalone(): their file sources read under file_root, / on a node;
+    smi_xml: the nvidia-smi -q -x document the facts came from, whose <processes> gpu_processes_exited reads),
     with their records and the node's verdict (gpuforge_records.node_report: checks, records, verdict,
     healthy, failed_checks, caused_failures, reasons) and `state`, the state file to write (`state` in: the one
     read)."""
@@ -350,19 +306,44 @@ def judge_health(
     gpus = [g for g in smi.get("gpus") or [] if isinstance(g, dict)]
     lost = [g for g in smi.get("unreachable_gpus") or [] if isinstance(g, dict)]
     wanted = config.gpu_bus_ids or list(state.get("baseline_gpu_bus_ids") or [])
-    if wanted and smi.get("gpus") is not None and not smi.get("errors"):
-        check = gpu_bus_ids_check(gpus, lost, wanted)
-        if check["status"] == FAIL and by_name.get("gpu_count", {}).get("status") == FAIL:
-            check["caused_by"] = "gpu_count"  # the count names the fault, this check the boards
-        by_name["gpu_bus_ids"] = check
-    if "mounts_present" in names and config.mounts:
-        by_name["mounts_present"] = mounts_check(mountinfo, config.mounts)
-    if "gpu_memory_released" in names and gpus:
-        by_name["gpu_memory_released"] = gpu_memory_check(gpus, config.gpu_memory_used_max_mib)
+    # gpuforge-health's own checks: the registry's HEALTH_CHECKS, each judged when its profile reports it and its
+    # input is there (bus IDs to compare, mounts asked for, GPUs listed, the -q -x document read).
+    own_expected = {
+        "gpu_bus_ids": wanted,
+        "mounts": config.mounts,
+        "gpu_memory_used_max_mib": config.gpu_memory_used_max_mib,
+        "gpu_process_names_allowed": config.gpu_process_names_allowed,
+    }
+    own_sources = {
+        "nvidia_smi": facts["nvidia_smi"],
+        "mountinfo": Unreadable("/proc/self/mountinfo could not be read") if mountinfo is None else mountinfo,
+        "gpu_processes": smi_xml,
+    }
+    has_input = {
+        "gpu_bus_ids": bool(wanted) and smi.get("gpus") is not None and not smi.get("errors"),
+        "mounts_present": bool(config.mounts),
+        "gpu_memory_released": bool(gpus),
+        "gpu_processes_exited": smi_xml is not None,
+    }
+    for entry in HEALTH_CHECKS:
+        name = entry.names[0]
+        if name in names and has_input[name]:
+            by_name[name] = entry.judge({n: own_sources[n] for n in entry.needs}, own_expected)
+    memory, left = by_name.get("gpu_memory_released"), by_name.get("gpu_processes_exited")
+    if memory and left and memory["status"] == FAIL and left["status"] == FAIL:
+        memory["caused_by"] = "gpu_processes_exited"  # the processes left behind hold that memory
+    bus_ids = by_name.get("gpu_bus_ids")
+    if bus_ids and bus_ids["status"] == FAIL and by_name.get("gpu_count", {}).get("status") == FAIL:
+        bus_ids["caused_by"] = "gpu_count"  # the count names the fault, this check the boards
     if profile == "full" and file_root is not None:
         for check in standalone():
-            if any(key in expected for key in check.expected) and all(SOURCES[n].kind == "file" for n in check.needs):
-                sources = {n: read_file(file_root, SOURCES[n].read) for n in check.needs}
+            if any(key in expected for key in check.expected) and all(
+                SOURCES[n].kind == "file" or n == "nvidia_smi" for n in check.needs
+            ):  # as gpu_node_check hands them: files read under the root, the nvidia_smi facts as gathered
+                sources = {
+                    n: facts["nvidia_smi"] if n == "nvidia_smi" else read_file(file_root, SOURCES[n].read)
+                    for n in check.needs
+                }
                 judged = check.judge(sources, expected)
                 by_name[judged["name"]] = judged
                 names = (*names, judged["name"])
@@ -392,6 +373,15 @@ def drain_reason(result: dict, limit: int = 200) -> str:
     return f"{head}{detail}{more}"
 
 
+def reason_checks(reason: str) -> list:
+    """The checks a drain_reason() names: the first after the prefix, and those of a trailing '(+a, b)'."""
+    head = reason[len(DRAIN_PREFIX) :].strip() if reason.startswith(DRAIN_PREFIX) else ""
+    names = [head.split(":", 1)[0].strip()] if head else []
+    if head.endswith(")") and " (+" in head:
+        names += [n.strip() for n in head[head.rindex(" (+") + 3 : -1].split(",")]
+    return [n for n in names if n]
+
+
 def _run(runner, argv: list):
     """(rc, out, err) of a Slurm command (gpuforge_run.Tool); one that cannot be started is a HealthError."""
     try:
@@ -403,7 +393,9 @@ def _run(runner, argv: list):
 def slurm_update(runner, node: str, result: dict, resume: bool = True) -> str:
     """Drain this node with drain_reason() when the run failed; when it passed and `resume` (a run of every check:
     the full profile, not the Prolog's or Epilog's subset, which did not judge what the node was drained for), resume
-    it only when it is drained with a reason gpuforge wrote (an operator's drain stays). Returns what it did."""
+    it only when it is drained with a reason gpuforge wrote (an operator's drain stays) and this run judged every
+    check the reason names: an Epilog's drain for GPU processes or memory a job left behind, which the periodic check
+    cannot judge while jobs run, stays until an operator resumes the node. Returns what it did."""
     scontrol = runner.get_bin_path("scontrol")
     if not scontrol:
         raise HealthError(f"scontrol not found on {node}: {SCONTROL_FIX}")
@@ -426,6 +418,11 @@ def slurm_update(runner, node: str, result: dict, resume: bool = True) -> str:
         argv = [scontrol, "update", f"nodename={node}", "state=drain", f"reason={wanted}"]
         done = f"drained: {wanted}"
     elif state["drain"] and ours and resume:
+        unjudged = sorted(set(reason_checks(reason)) - {c["name"] for c in result["checks"] if c["status"] != FAIL})
+        if unjudged:  # drained for a job-end check (an Epilog's): only that check, or an operator, clears it
+            return (
+                f"left drained ({reason}): this run does not judge {', '.join(unjudged)}; resume it by hand once fixed"
+            )
         argv = [scontrol, "update", f"nodename={node}", "state=resume"]
         done = f"resumed (was drained: {reason})"
     else:
@@ -502,6 +499,13 @@ def _read_text(runner, command: list, unreadable: dict, source: str):
         unreadable[source] = f"{' '.join(command)} exited with code {rc}: {(err or out).strip()[:200]}"
         return None
     return out
+
+
+def _query_xml(runner):
+    """The nvidia-smi -q -x document of this run's gather (one nvidia-smi run for the facts and the processes), or
+    None when it did not exit 0 (a GPU off the bus: the facts come from one run per GPU, the processes are not read)."""
+    rc, out = (getattr(runner, "outputs", None) or {}).get(("-q", "-x"), (None, None))
+    return out if rc == 0 else None
 
 
 def _read_file(path: str):
@@ -649,6 +653,7 @@ def run(argv=None, runner=None, out=sys.stdout, err=sys.stderr, now=None) -> int
                     node=node,
                     checked_at=checked_at,
                     file_root=config.root,
+                    smi_xml=_query_xml(runner),
                 )
             except OptionError as exc:
                 raise HealthError(f"{args.config}: {exc}; fix the inventory and re-run the node_health role") from exc

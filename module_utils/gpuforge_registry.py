@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from collections import namedtuple
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_vgpu_license as vgpu_license
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_health_checks as health_checks
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import (
     boolean,
     integer,
@@ -41,6 +41,8 @@ __all__ = [
     "CHECKS",
     "CHECK_NAMES",
     "EXPECTED_KINDS",
+    "HEALTH_CHECKS",
+    "HEALTH_CHECK_NAMES",
     "LAB_FAULTS",
     "LINK_LAYERS",
     "SOURCES",
@@ -122,6 +124,16 @@ SOURCES = {
         "read /proc/sys/kernel/tainted on the node",
         ("gpuforge_taint", "parse_tainted"),
     ),
+    # gpuforge-health's own sources (HEALTH_CHECKS): the node's mount table, and the processes nvidia-smi -q -x lists
+    # on each GPU (the XML of the same nvidia-smi run the nvidia_smi facts come from).
+    "mountinfo": Source(
+        "mountinfo",
+        "file",
+        "proc/self/mountinfo",
+        "read /proc/self/mountinfo on the node",
+        ("gpuforge_health_checks", "mount_points"),
+    ),
+    "gpu_processes": Source("gpu_processes", "command", ["nvidia-smi", "-q", "-x"], "install the NVIDIA driver"),
 }
 
 # The checks gpuforge_node_health.judge_node judges together, in the order it emits them.
@@ -234,23 +246,54 @@ CHECKS += [
         TAINT_REMEDY,
         ("kernel_taint", {"bits"}, set()),
     ),
-    # A vGPU guest's licence (nvidia-smi's "vGPU Software Licensed Product"), judged only where the expected system
-    # says vgpu_guest: true; every GPU must be Licensed (module_utils/gpuforge_vgpu_license.py cites the states).
-    # Lab fault: the simulated nvidia-smi prints License Status "Unlicensed (Restricted)" for that GPU (or all).
-    Check(
-        ("vgpu_license",),
-        ("nvidia_smi",),
-        vgpu_license.judge_vgpu_license,
-        {"vgpu_guest": boolean()},
-        vgpu_license.REMEDY,
-        ("vgpu_unlicensed", set(), {"gpu", "status"}),
-    ),
 ]
 
 
 def standalone() -> list:
     """The registered checks gpu_node_check runs itself (after judge_node's), in registry order."""
     return [check for check in CHECKS if check.judge is not None]
+
+
+# The checks only gpuforge-health runs (module_utils/gpuforge_health.py PROFILES names which profile reports each):
+# their input is what one validation run does not have - the boards of the node's first healthy run (kept in its
+# state file), the end of a job (Epilog), the mount table the site needs. Same shape and same judge signature as a
+# standalone check; expected keys are gpuforge-health's configuration (roles/node_health), not validation's spec.
+HEALTH_CHECKS = [
+    Check(
+        ("gpu_bus_ids",),
+        ("nvidia_smi",),
+        health_checks.judge_gpu_bus_ids,
+        {"gpu_bus_ids": list_of(string(nonempty=True))},
+        health_checks.REMEDY_BUS_IDS,
+        ("gpu_missing", {"gpu"}, set()),
+    ),
+    Check(
+        ("mounts_present",),
+        ("mountinfo",),
+        health_checks.judge_mounts_present,
+        {"mounts": list_of(string(nonempty=True))},
+        health_checks.REMEDY_MOUNTS,
+        None,  # no lab fault: the lab has no simulated mount table; tests set a mount point that is not mounted
+    ),
+    # Lab fault gpu_process_left: the simulated nvidia-smi lists a process on that GPU (-q -x <process_info>) and
+    # counts its memory in FB Memory Usage/Used, as a process that outlived its job shows.
+    Check(
+        ("gpu_memory_released",),
+        ("nvidia_smi",),
+        health_checks.judge_gpu_memory_released,
+        {"gpu_memory_used_max_mib": integer(minimum=0)},
+        health_checks.REMEDY_MEMORY,
+        ("gpu_process_left", {"gpu"}, {"pid", "name", "memory_mib"}),
+    ),
+    Check(
+        ("gpu_processes_exited",),
+        ("gpu_processes",),
+        health_checks.judge_gpu_processes_exited,
+        {"gpu_process_names_allowed": list_of(string(nonempty=True))},
+        health_checks.REMEDY_PROCESSES,
+        ("gpu_process_left", {"gpu"}, {"pid", "name", "memory_mib"}),
+    ),
+]
 
 
 def _derived():
@@ -260,9 +303,14 @@ def _derived():
         kinds.update(check.expected)
         if check.lab_fault:
             faults[check.lab_fault[0]] = (set(check.lab_fault[1]), set(check.lab_fault[2]))
+    for check in HEALTH_CHECKS:  # their lab faults are the lab's too; their names and keys are not validation's
+        if check.lab_fault:
+            faults[check.lab_fault[0]] = (set(check.lab_fault[1]), set(check.lab_fault[2]))
     return tuple(names), kinds, faults
 
 
 # CHECK_NAMES: every check gpu_node_check can emit before its diagnostics; EXPECTED_KINDS: the expected spec's
 # keys the checks read; LAB_FAULTS: fault type -> (required, optional parameters), the lab fault of each check.
 CHECK_NAMES, EXPECTED_KINDS, LAB_FAULTS = _derived()
+# The checks only gpuforge-health emits, in registry order.
+HEALTH_CHECK_NAMES = tuple(name for check in HEALTH_CHECKS for name in check.names)

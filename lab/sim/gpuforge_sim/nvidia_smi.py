@@ -161,7 +161,6 @@ class Context:
         self.driver_major = int(self.driver_version.split(".")[0])
         self.arch = ARCH.get(self.gpu.get("architecture"), ARCH["Volta"])
         self.vgpu = self.gpu.get("vgpu")
-        self.unlicensed = [f for f in hw.get("faults") or [] if f.get("type") == "vgpu_unlicensed"]
         self.persistence = "Enabled" if driver_state.persistence_enabled() else "Disabled"
         self.ecc_mode = None if self.vgpu else "Enabled"
         self.mig_mode = "Disabled" if self.arch["remap"] else None
@@ -175,6 +174,8 @@ class Context:
         self.fallen = [g for g in gpus if g["fallen_off_bus"]]
         self.listed = [g for g in gpus if not g["fallen_off_bus"]]
         self.sample = _read_sample()
+        # Fault gpu_process_left: a process still holding GPU memory after its job (what an Epilog must catch).
+        self.left = [f for f in hw.get("faults") or [] if f.get("type") == "gpu_process_left"]
 
     def event_active(self, gpu, reason: str) -> bool:
         """Whether a clock event reason is active in the current sample. A reason active in a fraction f of
@@ -191,24 +192,22 @@ class Context:
         digest = hashlib.md5(f"{self.host}/{self.hw.get('name')}/{gpu['profile_index']}".encode()).hexdigest()
         return f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
 
-    def license_status(self, gpu) -> str:
-        """A vGPU guest GPU's License Status: Licensed with a lease expiring a day from now, in the driver's unpadded
-        GMT format ("2023-1-31 11:32:22 GMT" in a real capture, tests/fixtures/nvidia-smi-vgpu/SOURCES.md); fault
-        vgpu_unlicensed: its status (default "Unlicensed (Restricted)") on its GPU, or on every GPU."""
-        for fault in self.unlicensed:
-            if fault.get("gpu") in (None, gpu["index"]):
-                return fault.get("status", "Unlicensed (Restricted)")
-        t = time.gmtime(time.time() + 86400)
-        return f"Licensed (Expiry: {t.tm_year}-{t.tm_mon}-{t.tm_mday} {t.tm_hour}:{t.tm_min}:{t.tm_sec} GMT)"
-
     def serial(self, gpu) -> str:
         return f"{self.gpu.get('serial_prefix', '')}{gpu['profile_index']}"
 
     def memory(self, gpu):
         total = self.gpu["memory_mib"]
         reserved = 0 if self.vgpu else max(1, total // 150)
-        used = 0
+        used = min(sum(p["memory_mib"] for p in self.processes(gpu)), total - reserved)
         return reserved, used, total - reserved - used
+
+    def processes(self, gpu) -> list:
+        """The gpu_process_left faults on this GPU (its profile index) as {pid, name, memory_mib}."""
+        return [
+            {"pid": f.get("pid", 4242), "name": f.get("name", "python3"), "memory_mib": f.get("memory_mib", 1024)}
+            for f in self.left
+            if f.get("gpu") == gpu["profile_index"]
+        ]
 
     def temperature(self, gpu) -> int:
         return self.arch["temps"][1] + 1 if gpu["thermal_slowdown"] else 34 + gpu["index"] % 4
@@ -454,13 +453,8 @@ def _gpu_model(ctx: Context, gpu: dict) -> list:
                 "vgpu_software_licensed_product",
                 "vGPU Software Licensed Product",
                 [
-                    # <licensed_product_name> in -q -x, "Product Name" in -q (tests/fixtures/nvidia-smi-vgpu).
-                    (
-                        "licensed_product_name",
-                        "Product Name",
-                        ctx.vgpu.get("license", "NVIDIA Virtual Compute Server"),
-                    ),
-                    ("license_status", "License Status", ctx.license_status(gpu)),
+                    ("product_name", "Product Name", ctx.vgpu.get("license", "NVIDIA Virtual Compute Server")),
+                    ("license_status", "License Status", "Licensed (Expiry: N/A)"),
                 ],
             )
         )
@@ -672,10 +666,44 @@ def _gpu_model(ctx: Context, gpu: dict) -> list:
                 )
             ],
         ),
-        ("processes", "Processes", ([], "None")),
+        ("processes", "Processes", _processes(ctx.processes(gpu))),
         ("accounted_processes", None, []),
     ]
     return model
+
+
+def _processes(processes: list):
+    """The Processes section: -q -x one <process_info> per process (gpu_instance_id, compute_instance_id, pid, type,
+    process_name, used_memory); -q "None", or per process GPU/Compute instance ID, then Process ID with its Type,
+    Name and Used GPU Memory one level deeper (the real 8x H100 R535 -q capture among the real-output test inputs:
+    leptonai/gpud nvidia-smi-query.535.183.01.out.0.valid)."""
+    if not processes:
+        return [], "None"
+    xml, text = [], []
+    for p in processes:
+        xml.append(
+            (
+                "process_info",
+                None,
+                [
+                    ("gpu_instance_id", None, "N/A"),
+                    ("compute_instance_id", None, "N/A"),
+                    ("pid", None, str(p["pid"])),
+                    ("type", None, "C"),
+                    ("process_name", None, p["name"]),
+                    ("used_memory", None, f"{p['memory_mib']} MiB"),
+                ],
+            )
+        )
+        text += [
+            (None, "GPU instance ID", "N/A"),
+            (None, "Compute instance ID", "N/A"),
+            (None, "Process ID", str(p["pid"])),
+            (None, "    Type", "C"),
+            (None, "    Name", p["name"]),
+            (None, "    Used GPU Memory", f"{p['memory_mib']} MiB"),
+        ]
+    return xml, text
 
 
 def _fabric(hw: dict) -> tuple[str, str]:

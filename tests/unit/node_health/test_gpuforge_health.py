@@ -11,6 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_health as health
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_health_checks as checks
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_registry as registry
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks" / "node_health"))
@@ -39,6 +41,10 @@ class Node:
 
     def record(self, profile="full"):
         return json.loads((self.tmp / "var" / f"last-{profile}.json").read_text(encoding="utf-8"))
+
+
+def registered(name):
+    return next(c for c in registry.HEALTH_CHECKS if c.names == (name,))
 
 
 def failed_names(done):
@@ -128,9 +134,12 @@ def test_missing_mount_and_unreadable_config(tmp_path):
 
 def test_mount_points_decode_escapes():
     text = "36 35 98:0 /mnt1 /data\\040set rw - ext3 /dev/root rw\n37 35 0:1 / / rw - tmpfs x rw\n"
-    assert health.mount_points(text) == {"/data set", "/"}
-    assert health.mounts_check(text, ["/data set/", "/"])["status"] == "PASS"
-    assert health.mounts_check(text, ["/scratch"])["observed"] == ["/scratch"]
+    assert checks.mount_points(text) == ["/", "/data set"]
+    judge = registered("mounts_present").judge
+    assert judge({"mountinfo": text}, {"mounts": ["/data set/", "/"]})["status"] == "PASS"
+    assert judge({"mountinfo": text}, {"mounts": ["/scratch"]})["observed"] == ["/scratch"]
+    unread = judge({"mountinfo": registry.Unreadable("/proc/self/mountinfo: Permission denied")}, {"mounts": ["/"]})
+    assert unread["status"] == "FAIL" and "Permission denied" in unread["fault"]
 
 
 def test_kernel_events_start_over_on_a_new_boot():
@@ -144,7 +153,12 @@ def test_kernel_events_start_over_on_a_new_boot():
 
 
 def _result(*failures):
-    checks = [{"name": "gpu_count", "status": "PASS", "fault": "", "caused_by": None}]
+    failing = {n for n, _f, _c in failures}
+    checks = [
+        {"name": n, "status": "PASS", "fault": "", "caused_by": None}
+        for n in ("gpu_count", "xid", "ib_port_state")
+        if n not in failing
+    ]
     checks += [{"name": n, "status": "FAIL", "fault": f, "caused_by": c} for n, f, c in failures]
     return {"checks": checks, "healthy": not failures}
 
@@ -191,6 +205,24 @@ def test_slurm_drains_on_fail_and_resumes_only_its_own_drains(state, reason, hea
     result = _result() if healthy else _result(("xid", "Xid 79", None))
     health.slurm_update(scontrol, "n1", result)
     assert scontrol.updates == ([update] if update else [])
+
+
+def test_a_drain_for_a_check_the_run_did_not_judge_stays():
+    """An Epilog drained the node for a process left on a GPU: the periodic check does not judge GPU processes (jobs
+    run beside it), so its pass does not resume the node; a drain naming one more unjudged check stays too."""
+    left = "gpuforge: gpu_processes_exited: process(es) left on the GPUs after the job: 00000000:0A:00.0: 4711 python3"
+    scontrol = FakeScontrol("IDLE+DRAIN", left)
+    assert "does not judge gpu_processes_exited" in health.slurm_update(scontrol, "n1", _result())
+    assert scontrol.updates == []
+    assert health.reason_checks("gpuforge: xid: Xid 79 on GPU 2 (+gpu_memory_released, ib_port_state)") == [
+        "xid",
+        "gpu_memory_released",
+        "ib_port_state",
+    ]
+    scontrol = FakeScontrol("IDLE+DRAIN", "gpuforge: xid: Xid 79 (+gpu_memory_released)")
+    health.slurm_update(scontrol, "n1", _result())
+    assert scontrol.updates == []
+    assert health.reason_checks("operator: fan") == []
 
 
 def test_only_a_full_run_resumes():
@@ -250,13 +282,12 @@ def test_the_verdicts_as_prometheus_metrics(tmp_path):
 
 
 def test_profiles_name_registered_checks_and_the_full_one_runs_the_registrys_standalone_checks(tmp_path):
-    """Every check a profile reports is the check registry's (gpuforge_registry.CHECK_NAMES) or one of this command's
-    three; the full profile also runs the registry's standalone checks (kernel_taint) as gpu_node_check does, from
-    their file sources under the configured root."""
-    from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_registry as registry
-
-    own = {"gpu_bus_ids", "mounts_present", "gpu_memory_released"}
-    assert {name for names in health.PROFILES.values() for name in names} - own <= set(registry.CHECK_NAMES)
+    """Every check a profile reports is the check registry's: gpu_node_check's (CHECK_NAMES) or gpuforge-health's
+    own (HEALTH_CHECK_NAMES); the full profile also runs the registry's standalone checks (kernel_taint) as
+    gpu_node_check does, from their file sources under the configured root."""
+    reported = {name for names in health.PROFILES.values() for name in names}
+    assert reported <= set(registry.CHECK_NAMES) | set(registry.HEALTH_CHECK_NAMES)
+    assert set(registry.HEALTH_CHECK_NAMES) <= reported  # each of gpuforge-health's registered checks is reported
     root = tmp_path / "tainted-root"
     (root / "proc" / "sys" / "kernel").mkdir(parents=True)
     (root / "proc" / "sys" / "kernel" / "tainted").write_text("16\n", encoding="ascii")  # bit 4: machine check
@@ -266,3 +297,89 @@ def test_profiles_name_registered_checks_and_the_full_one_runs_the_registrys_sta
     (root / "proc" / "sys" / "kernel" / "tainted").write_text("4096\n", encoding="ascii")  # bit 12 O: the driver
     assert node.run().returncode == 0
     assert {c["name"]: c["status"] for c in node.record("full")["checks"]}["kernel_taint"] == "PASS"
+
+
+# Real nvidia-smi -q -x captures (tests/fixtures/nvidia-smi/SOURCES.md): an idle H200 on driver 580.159.04, DTD v13,
+# whose <processes> element is empty.
+H200_XML = sorted((ROOT / "tests" / "fixtures" / "nvidia-smi").glob("gpuforge-device_1xh200_*q_x*.xml"))
+LEFT = {"type": "gpu_process_left", "gpu": 5, "pid": 31337, "name": "/usr/bin/python3", "memory_mib": 9212}
+
+
+@pytest.mark.parametrize("capture", H200_XML, ids=lambda p: p.name)
+def test_gpu_processes_of_a_real_idle_node_are_none(capture):
+    text = capture.read_text(encoding="utf-8")
+    found = checks.parse_gpu_processes(text)
+    bus = text.split('<gpu id="', 1)[1].split('"', 1)[0]
+    assert found == {bus: []}
+    judged = registered("gpu_processes_exited").judge({"gpu_processes": text}, {})
+    assert (judged["status"], judged["observed"]) == ("PASS", {})
+
+
+def test_gpu_processes_parse_each_process_info_and_refuse_what_is_not_nvidia_smi():
+    xml = (
+        '<nvidia_smi_log><gpu id="00000000:0A:00.0"><processes><process_info><gpu_instance_id>N/A</gpu_instance_id>'
+        "<compute_instance_id>N/A</compute_instance_id><pid>1002127</pid><type>C</type>"
+        "<process_name>/usr/bin/python</process_name><used_memory>9212 MiB</used_memory></process_info>"
+        "<process_info><pid>77</pid><type>G</type><process_name>Xorg</process_name><used_memory>N/A</used_memory>"
+        '</process_info></processes></gpu><gpu id="00000000:0B:00.0"><processes></processes></gpu></nvidia_smi_log>'
+    )
+    assert checks.parse_gpu_processes(xml) == {
+        "00000000:0A:00.0": [
+            {"pid": 1002127, "type": "C", "name": "/usr/bin/python", "used_memory_mib": 9212},
+            {"pid": 77, "type": "G", "name": "Xorg", "used_memory_mib": None},
+        ],
+        "00000000:0B:00.0": [],
+    }
+    judge = registered("gpu_processes_exited").judge
+    judged = judge({"gpu_processes": xml}, {"gpu_process_names_allowed": ["Xorg"]})
+    assert judged["status"] == "FAIL" and judged["observed"] == {"00000000:0A:00.0": ["1002127 /usr/bin/python"]}
+    assert judge({"gpu_processes": xml}, {"gpu_process_names_allowed": ["python", "Xorg"]})["status"] == "PASS"
+    for broken in ("", "<nvidia_smi_log><gpu>", registry.Unreadable("nvidia-smi: not found")):
+        failed = judge({"gpu_processes": broken}, {})
+        assert failed["status"] == "FAIL" and failed["fault"].startswith("GPU processes unknown: "), broken
+
+
+def test_the_lab_prints_a_left_process_as_the_real_driver_does(tmp_path, real_output):
+    """The simulated nvidia-smi -q lays a process out as the real R535 8x H100 capture does (Process ID with its Type,
+    Name and Used GPU Memory one level deeper; a real output of the REAL_OUTPUTS test inputs), -q -x as
+    <process_info>, and counts its memory in FB Memory Usage/Used."""
+    node = simnode.SimNode(tmp_path / "node", SYSTEM, [LEFT])
+
+    def section(text):
+        lines = text.splitlines()
+        start = next(i for i, line in enumerate(lines) if line.strip().startswith("Processes") and ":" not in line)
+        block = []
+        for line in lines[start + 1 : start + 7]:
+            label = line.split(":")[0]
+            block.append((len(label) - len(label.lstrip()), label.strip()))
+        return block
+
+    real = real_output("nvidia-smi-q-text__leptonai-gpud__8xh100_drv535.183.01.txt")
+    smi_text = node.run(["nvidia-smi", "-q"]).stdout
+    assert section(smi_text) == section(real)
+    xml = node.run(["nvidia-smi", "-q", "-x"]).stdout
+    found = checks.parse_gpu_processes(xml)
+    left = [(bus, p) for bus, processes in found.items() for p in processes]
+    assert left == [
+        ("00000000:86:00.0", {"pid": 31337, "type": "C", "name": "/usr/bin/python3", "used_memory_mib": 9212})
+    ]
+    assert "<used>9212 MiB</used>" in xml
+
+
+def test_the_epilog_drains_for_a_process_left_on_a_gpu(tmp_path):
+    node = Node(tmp_path)
+    assert node.run("epilog").returncode == 0
+    node.sim.write_hardware(SYSTEM, [LEFT])
+    done = node.run("epilog")
+    assert (done.returncode, failed_names(done)) == (1, ["gpu_processes_exited", "gpu_memory_released"])
+    record = node.record("epilog")
+    assert record["failed_checks"] == ["gpu_processes_exited"]
+    by_name = {c["name"]: c for c in record["checks"]}
+    assert by_name["gpu_processes_exited"]["observed"] == {"00000000:86:00.0": ["31337 /usr/bin/python3"]}
+    assert by_name["gpu_memory_released"]["caused_by"] == "gpu_processes_exited"
+    reason = health.drain_reason(record)
+    assert reason.startswith("gpuforge: gpu_processes_exited: process(es) left on the GPUs after the job: ")
+    assert reason.endswith("00000000:86:00.0: 31337 /usr/bin/python3")  # the memory it holds is not a second cause
+    # The process exits: the next Epilog passes (the periodic check, which does not judge a job's end, passes too).
+    node.sim.write_hardware(SYSTEM, [])
+    assert node.run("epilog").returncode == 0
