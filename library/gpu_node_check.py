@@ -75,8 +75,13 @@ options:
       - Their C(gpus) default to the GPUs judged here, C(gdr)'s C(node_checks) to this module's own checks (a port
         that fails because a node check already failed names it in C(caused_by)).
       - Their checks join RV(records) and decide RV(verdict), RV(healthy) and RV(failed_checks); each one's result
-        is in RV(diagnostics). A diagnostic that cannot run (the tool missing, a timeout, unreadable output) fails
-        the task naming the host and the fix, as its module does.
+        is in RV(diagnostics).
+      - A diagnostic that cannot run or be judged (its tool missing or not starting, a non-zero exit without a
+        result, a timeout, output that cannot be read, a threshold not set) gives its check C(FAIL) - the node was
+        not validated - with the reason, naming the host, in C(fault) and the fix, naming the role or variable, in
+        C(remedy); the node's other checks and the other diagnostics are still judged and returned, so one
+        missing tool does not cost the node its records. Its result in RV(diagnostics) holds C(ran=false),
+        C(healthy=false) and the reason in C(msg).
     type: dict
     default: {}
   lsmod:
@@ -241,6 +246,8 @@ diagnostics:
     - Per diagnostic of O(diagnostics) that ran (C(dcgm), C(nvbandwidth), C(gdr)) - what its module returns (see
       C(dcgm_diag), C(nvbandwidth), C(gdr_loopback_bw)), and C(checked_at), when it ended (UTC, ISO 8601, the
       node's clock).
+    - One that could not run or be judged - C(ran=false), C(healthy=false), C(msg) (why), C(check) (its failed
+      check) and what its module had gathered (C(cmd), C(rc)).
   returned: always
   type: dict
   sample: {dcgm: {ran: true, healthy: true, check: {name: dcgm_diag, status: PASS}, checked_at: "2026-11-28T10:00:00Z"}}
@@ -332,6 +339,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_diagnostics import (
     DCGM_ARGUMENT_SPEC,
     GDR_ARGUMENT_SPEC,
@@ -385,6 +393,25 @@ DIAGNOSTICS = {
     "gdr": (GDR_ARGUMENT_SPEC, lambda module, params: GdrLoopback(module, params).run()),
 }
 ACCESS_DENIED = "<access denied>"  # lspci's capability line when not run as root
+# The check each diagnostic emits, and the fix when it could not run: its tool not installed (the role or variable
+# that installs or names it, and the validate.yml variable that leaves it out), or installed but not judged.
+DIAGNOSTIC_CHECKS = {"dcgm": "dcgm_diag", "nvbandwidth": "nvbandwidth", "gdr": "gdr_ib_write_bw"}
+NOT_INSTALLED_FIXES = {
+    "dcgm": "install DCGM with the nvidia_driver role (nvidia_driver_dcgm_enabled: true), or leave the diagnostic "
+    "out with gpuforge_validate_dcgm: false",
+    "nvbandwidth": "build it with the benchmark_tools role (playbooks/benchmark_tools.yml), or set "
+    "gpuforge_nvbandwidth_executable to the site's build; gpuforge_validate_nvbandwidth: false leaves it out",
+    "gdr": "install perftest built with CUDA (NVIDIA's perftest package of DOCA/MLNX_OFED, or perftest from source), "
+    "or set gpuforge_gdr_executable to the site's build; gpuforge_validate_gdr: false leaves it out",
+}
+NOT_JUDGED_FIXES = {
+    "dcgm": "check the GPUs (nvidia-smi) and nv-hostengine (systemctl status nvidia-dcgm, "
+    "/var/log/nvidia-dcgm/nv-hostengine.log), then run validate.yml again",
+    "nvbandwidth": "check the driver (nvidia-smi) and that nvbandwidth was built for this CUDA version (the "
+    "benchmark_tools role rebuilds it), set gpuforge_expected_nvbandwidth for the SKU, then run validate.yml again",
+    "gdr": "check the HCA ports (ibstat), nvidia-peermem (lsmod) and the gpuforge_gdr_* settings, then run "
+    "validate.yml again",
+}
 
 
 def _read(path):
@@ -484,21 +511,49 @@ def pcie_inputs(devices, log, root, nvidia_smi) -> dict:
     }
 
 
+class DiagnosticNotRun(Exception):
+    """A diagnostic that ended where its own module fails (DiagnosticModule.fail_json): msg, what it had gathered
+    (partial) and the tools it looked for and did not find (missing)."""
+
+    def __init__(self, msg: str, partial: dict, missing: list):
+        super().__init__(msg)
+        self.msg, self.partial, self.missing = msg, partial, missing
+
+
 class DiagnosticModule:
-    """The module as one diagnostic sees it. Its failure (a missing tool, a timeout) fails the task as the
-    diagnostic's own module fails, with its partial result under diagnostics.<name>: the diagnostic's own keys
-    (healthy: true until judged) must not stand for the node's verdict, and the node's checks, printed with every
-    failed task, would bury the message."""
+    """The module as one diagnostic sees it. Where the diagnostic's own module fails (a missing tool, a timeout,
+    unreadable output), fail_json raises DiagnosticNotRun instead of ending the module: the diagnostic's check
+    fails, naming why, and the node's other checks are still returned (one missing nvbandwidth used to cost the
+    node every record). get_bin_path notes the tools that are not there, whose fix is to install them."""
 
     def __init__(self, module: AnsibleModule, name: str):
         self.module = module
         self.name = name
+        self.missing: list[str] = []
 
     def __getattr__(self, attribute):
         return getattr(self.module, attribute)
 
+    def get_bin_path(self, arg, required=False, opt_dirs=None):
+        found = self.module.get_bin_path(arg, required=required, opt_dirs=opt_dirs)
+        if not found:
+            self.missing.append(arg)
+        return found
+
     def fail_json(self, msg: str, **partial):
-        self.module.fail_json(msg=msg, diagnostics={self.name: partial})
+        raise DiagnosticNotRun(msg, partial, list(self.missing))
+
+
+def not_run_check(name: str, problem: DiagnosticNotRun) -> dict:
+    """The FAIL check of a diagnostic that could not run or be judged: the reason (its module's message, which
+    names the host) and the fix - install the tool where it was missing, else what to look at."""
+    check = DIAGNOSTIC_CHECKS[name]
+    # A tool looked for and not found that this failure names (gdr looks for numactl, and runs without it).
+    missing = [tool for tool in problem.missing if os.path.basename(tool) in problem.msg]
+    remedy = f"{', '.join(missing)} not found: {NOT_INSTALLED_FIXES[name]}" if missing else NOT_JUDGED_FIXES[name]
+    observed = {"ran": False, "rc": problem.partial.get("rc")}
+    expected = f"{name} runs and its output is judged"
+    return node_check(check, FAIL, observed, expected, f"{check} not judged: {problem.msg}", remedy)
 
 
 class GpuNodeCheck:
@@ -587,12 +642,35 @@ class GpuNodeCheck:
                 params["node_checks"] = own_records
             if name == "nvbandwidth" and gpu_count < 2 and "p2p" in params["testcases"]:
                 params["testcases"] = [case for case in params["testcases"] if case != "p2p"]  # needs two GPUs
-            outcome = DIAGNOSTICS[name][1](DiagnosticModule(self.module, name), params)
+            outcome = self.diagnostic(name, params)
             outcome["checked_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             result["diagnostics"][name] = outcome
             if isinstance(outcome.get("check"), dict):  # none when not run (check mode, nothing to measure)
                 result["checks"].append(outcome["check"])
         result.update(node_report(result["checks"], self.node, self.params["system"], self.checked_at))
+
+    def diagnostic(self, name: str, params: dict) -> dict:
+        """The result of one diagnostic; one that cannot run or be judged is a result with its failed check."""
+        module = DiagnosticModule(self.module, name)
+        try:
+            return DIAGNOSTICS[name][1](module, params)
+        except DiagnosticNotRun as problem:
+            return {
+                **problem.partial,
+                "msg": problem.msg,
+                "ran": False,
+                "healthy": False,
+                "check": not_run_check(name, problem),
+            }
+        except (ArithmeticError, LookupError, TypeError, ValueError) as exc:
+            # A parser or judge that met output it does not expect: the check fails naming it, the node's other
+            # checks stand (never a traceback that costs the node its records).
+            problem = DiagnosticNotRun(
+                f"gpuforge could not judge {name}'s output on {self.node}: {type(exc).__name__}: {exc}",
+                {},
+                module.missing,
+            )
+            return {"msg": problem.msg, "ran": False, "healthy": False, "check": not_run_check(name, problem)}
 
     def main(self):
         try:
@@ -691,6 +769,9 @@ class GpuNodeCheck:
         found = {}
         for name in needs:
             source = SOURCES[name]
+            if name == "nvidia_smi":  # the facts judge_node read (vgpu_license reads each GPU's licence from them)
+                found[name] = self.nvidia_smi
+                continue
             if source.kind != "file":
                 self.module.fail_json(msg=f"registered source {name!r} is a {source.kind} source, not a file")
             found[name] = read_file(root, source.read)

@@ -176,20 +176,159 @@ def test_bad_diagnostic_options_fail_before_anything_runs(tmp_path, lab_node, an
     assert tools.calls == []
 
 
-def test_a_diagnostic_that_cannot_run_fails_the_task_without_a_verdict(tmp_path, lab_node, ansible_module):
-    """DCGM not installed: the task fails naming the host and the fix, as dcgm_diag does; the result holds DCGM's
-    partial result, but no verdict (the diagnostic's own healthy: true must not read as the node's)."""
+def fake_tool(directory: Path, name: str, out: str, rc: int = 0) -> str:
+    """A tool on disk that prints `out` and exits with `rc`: a broken or mismatched build."""
+    directory.mkdir(exist_ok=True)
+    path = directory / name
+    path.write_text(f"#!/bin/sh\ncat <<'EOF'\n{out}\nEOF\nexit {rc}\n", encoding="utf-8")
+    path.chmod(0o755)
+    return str(path)
+
+
+def assert_judged_without(result: dict, alone: dict, failed: str) -> dict:
+    """The node's own checks are those of a run without diagnostics, each judged as there; `failed` is a FAIL record
+    and the other diagnostics' checks are judged. Returns the failed record."""
+    own = [r["check"] for r in alone["records"]]
+    assert [r["check"] for r in result["records"]][: len(own)] == own
+    assert [without(r, "checked_at") for r in result["records"][: len(own)]] == [
+        without(r, "checked_at") for r in alone["records"]
+    ]
+    diagnostic_records = {r["check"]: r for r in result["records"][len(own) :]}
+    assert set(diagnostic_records) == {"dcgm_diag", "nvbandwidth", "gdr_ib_write_bw"}
+    for name, record in diagnostic_records.items():
+        assert record["verdict"] == ("FAIL" if name == failed else "PASS"), record
+    assert (result["verdict"], result["healthy"], result["failed_checks"]) == ("FAIL", False, [failed])
+    return diagnostic_records[failed]
+
+
+def test_a_missing_diagnostic_tool_fails_its_check_and_the_node_is_still_judged(tmp_path, lab_node, ansible_module):
+    """Issue 48 item 3: nvbandwidth not installed on a node. Its check fails, naming the host, the variable that names
+    the tool and the role that builds it; DCGM and the GPUDirect loopback still run, the node's own checks are
+    judged, and the module returns every record (validate.yml writes them) instead of failing the task."""
+    _, base = lab_node()
+    tools = LabTools(tmp_path / "bin", missing=("nvbandwidth",))
+    alone = ansible_module(gpu_node_check, base, tools, bin_path=tools.path)
+    tools.calls = []
+    result = ansible_module(gpu_node_check, {**base, "diagnostics": diagnostics_options()}, tools, bin_path=tools.path)
+    record = assert_judged_without(result, alone, "nvbandwidth")
+    assert record["fault"].startswith(f"nvbandwidth not judged: nvbandwidth not found in PATH on {platform.node()}")
+    assert record["remedy"].startswith("nvbandwidth not found: build it with the benchmark_tools role")
+    assert "gpuforge_nvbandwidth_executable" in record["remedy"]
+    assert "gpuforge_validate_nvbandwidth: false" in record["remedy"]
+    assert record["observed"] == {"ran": False, "rc": None}
+    outcome = result["diagnostics"]["nvbandwidth"]
+    assert (outcome["ran"], outcome["healthy"], outcome["check"]["status"]) == (False, False, "FAIL")
+    assert outcome["msg"] in record["fault"]
+    ran = {part for call in tools.calls for part in call}  # dcgmi and ib_write_bw run under timeout
+    assert {"dcgmi", "ib_write_bw"} <= ran and "nvbandwidth" not in ran
+
+
+def test_a_missing_dcgm_fails_dcgm_diag_naming_the_driver_roles_variable(tmp_path, lab_node, ansible_module):
     _, base = lab_node()
     tools = LabTools(tmp_path / "bin", missing=("dcgmi",))
-    options = diagnostics_options()
-    result = ansible_module(
-        gpu_node_check, {**base, "diagnostics": options}, tools, expect_failure=True, bin_path=tools.path
+    alone = ansible_module(gpu_node_check, base, tools, bin_path=tools.path)
+    result = ansible_module(gpu_node_check, {**base, "diagnostics": diagnostics_options()}, tools, bin_path=tools.path)
+    record = assert_judged_without(result, alone, "dcgm_diag")
+    assert record["remedy"] == (
+        "dcgmi not found: install DCGM with the nvidia_driver role (nvidia_driver_dcgm_enabled: true), or leave the "
+        "diagnostic out with gpuforge_validate_dcgm: false"
     )
-    assert result["msg"].startswith(f"dcgmi not found in PATH on {platform.node()}: install DCGM")
-    assert "healthy" not in result and "failed_checks" not in result
-    assert result["diagnostics"] == {"dcgm": {}}
-    assert "checks" not in result
-    assert not any(call[0] in ("nvbandwidth", "timeout") for call in tools.calls)  # nothing ran after it
+    assert f"dcgmi not found in PATH on {platform.node()}" in record["fault"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "out", "rc", "check", "fault"),
+    [
+        # nvbandwidth built against another CUDA: it exits non-zero with the CUDA error.
+        (
+            "nvbandwidth",
+            "CUDA error: CUDA driver version is insufficient for CUDA runtime version",
+            1,
+            "nvbandwidth",
+            "nvbandwidth exited with code 1 on",
+        ),
+        # A build that prints something else than nvbandwidth's matrices, and exits 0.
+        ("nvbandwidth", "Segmentation fault\n\x00\x7f garbage 12.5 GB/s", 0, "nvbandwidth", "nvbandwidth output"),
+        # dcgmi printing no JSON (an old DCGM without -j, or a crash banner).
+        ("dcgmi", "Error: unrecognized option -j\nUsage: dcgmi diag", 0, "dcgm_diag", "printed no readable result"),
+        ("dcgmi", '{"DCGM GPU Diagnostic": {"test_categories": 7}}', 0, "dcgm_diag", "printed no readable result"),
+    ],
+)
+def test_a_broken_diagnostic_tool_fails_its_check_and_the_node_is_still_judged(
+    tmp_path, lab_node, ansible_module, tool, out, rc, check, fault
+):
+    """A tool that runs but exits non-zero or prints what its parser cannot read: its check FAILs naming what it
+    printed and what to look at; never a traceback, and every other check is judged and returned."""
+    _, base = lab_node()
+    tools = LabTools(tmp_path / "bin")
+    alone = ansible_module(gpu_node_check, base, tools, bin_path=tools.path)
+    tools.paths[tool] = fake_tool(tmp_path / "broken", tool, out, rc)
+    result = ansible_module(gpu_node_check, {**base, "diagnostics": diagnostics_options()}, tools, bin_path=tools.path)
+    record = assert_judged_without(result, alone, check)
+    assert record["fault"].startswith(f"{check} not judged: ") and fault in record["fault"]
+    assert "not found" not in record["remedy"] and "run validate.yml again" in record["remedy"]
+    assert result["diagnostics"][{"dcgm_diag": "dcgm"}.get(check, check)]["ran"] is False
+
+
+def test_a_judge_that_meets_unexpected_output_fails_the_check_not_the_module(
+    tmp_path, lab_node, ansible_module, monkeypatch
+):
+    """Output the parser accepts but the judge cannot use (here a testcase without its matrix) raises inside the
+    judge: the check fails naming the error, the other checks stand."""
+    from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_diagnostics
+
+    parse = gpuforge_diagnostics.parse_output
+
+    def no_matrix(text):
+        parsed = parse(text)
+        for case in parsed["testcases"].values():
+            del case["matrix"]
+        return parsed
+
+    _, base = lab_node()
+    tools = LabTools(tmp_path / "bin")
+    alone = ansible_module(gpu_node_check, base, tools, bin_path=tools.path)
+    monkeypatch.setattr(gpuforge_diagnostics, "parse_output", no_matrix)
+    result = ansible_module(gpu_node_check, {**base, "diagnostics": diagnostics_options()}, tools, bin_path=tools.path)
+    record = assert_judged_without(result, alone, "nvbandwidth")
+    assert record["fault"].startswith("nvbandwidth not judged: gpuforge could not judge nvbandwidth's output on ")
+    assert "KeyError" in record["fault"]
+
+
+def test_validate_writes_every_nodes_records_when_one_node_lacks_a_tool(tmp_path, lab_node, ansible_module):
+    """validate.yml's controller side (filter gpuforge_validation_files) over two nodes, one without nvbandwidth:
+    both get their report and a verdict; the broken one FAILs on nvbandwidth alone (it used to get no file)."""
+    from ansible_collections.gpuforge.cluster.plugins.filter.gpuforge_validation import gpuforge_validation_files
+
+    _, base = lab_node()
+    healthy_tools = LabTools(tmp_path / "bin")
+    broken_tools = LabTools(tmp_path / "bin-broken", missing=("nvbandwidth",))
+    results = {
+        "gpu01": ansible_module(
+            gpu_node_check,
+            {**base, "node": "gpu01", "diagnostics": diagnostics_options()},
+            healthy_tools,
+            bin_path=healthy_tools.path,
+        ),
+        "gpu02": ansible_module(
+            gpu_node_check,
+            {**base, "node": "gpu02", "diagnostics": diagnostics_options()},
+            broken_tools,
+            bin_path=broken_tools.path,
+        ),
+    }
+    hosts = [{"inventory_hostname": host, "gpuforge_node_check": result} for host, result in results.items()]
+    built = gpuforge_validation_files(hosts, str(tmp_path / "validation"))
+    paths = {file["path"].rsplit("validation/", 1)[1] for file in built["files"]}
+    assert {"gpu01.json", "gpu02.json", "nvbandwidth/gpu01.json", "nvbandwidth/gpu02.json"} <= paths
+    assert built["verdicts"]["gpu01"]["verdict"] == "PASS"
+    assert (built["verdicts"]["gpu02"]["verdict"], built["verdicts"]["gpu02"]["failed_checks"]) == (
+        "FAIL",
+        ["nvbandwidth"],
+    )
+    assert built["summary"] == ["gpu01 | PASS", "gpu02 | FAIL: nvbandwidth"]
+    report = json.loads(next(f["content"] for f in built["files"] if f["path"].endswith("/validation/gpu02.json")))
+    assert len(report["records"]) == len(results["gpu01"]["records"])
 
 
 def test_check_mode_runs_no_diagnostic(tmp_path, lab_node, ansible_module):
