@@ -17,8 +17,8 @@ description:
   - "Fails the check when no SM answers (sminfo prints C(sminfo: iberror: failed: query) and exits 255), when the SM
     the node sees is not master, when two SMs are master, or when the master is not the configured preferred SM
     (the highest priority) or runs at another priority than configured; warns when a configured SM does not answer."
-  - A failed check is a result, not a module failure; the module fails, naming the fix, only when C(sminfo) is not
-    installed.
+  - A failed check is a result, not a module failure; the module fails, naming the fix, when C(sminfo) is not
+    installed, unless O(require_sminfo=false).
 options:
   subnet_managers:
     description:
@@ -32,6 +32,12 @@ options:
     description: sminfo command name or path.
     type: str
     default: sminfo
+  require_sminfo:
+    description:
+      - When false and C(sminfo) is not installed, the module returns no check (RV(check) null) with a warning that
+        names the fix, instead of failing.
+    type: bool
+    default: true
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - gpuforge.cluster.common
@@ -54,6 +60,7 @@ check:
   description:
     - The C(subnet_manager) check (name, status, observed, expected, fault, remedy, caused_by). observed holds
       master (the SMInfo of the master the node sees, null when none answers) and sms (every SM that answered).
+    - Null when C(sminfo) is not installed and O(require_sminfo=false).
   returned: always
   type: dict
 runs:
@@ -78,6 +85,7 @@ def main():
         argument_spec={
             "subnet_managers": {"type": "list", "elements": "dict", "default": []},
             "executable": {"type": "str", "default": "sminfo"},
+            "require_sminfo": {"type": "bool", "default": True},
         },
         supports_check_mode=True,
     )
@@ -90,6 +98,9 @@ def main():
         except (KeyError, TypeError, ValueError) as exc:
             module.fail_json(msg=f"subnet_managers: each entry needs host, guid (0x + 16 hex digits), priority: {exc}")
     tool = Tool(module, module.params["executable"], FIX)
+    if not module.params["require_sminfo"] and tool.find() is None:
+        module.warn(f"{tool.missing()}; which subnet manager is master was not checked")
+        module.exit_json(changed=False, check=None, runs=[])
     tool.require()
     runs = []
 

@@ -29,6 +29,7 @@ NODES = {
     "gpu02": ("dgx1-v100-edr", [{"type": "sm_missing"}]),
     "gpu03": ("dgx1-v100-edr", [{"type": "sm_duplicate_master"}]),
     "gpu04": ("supermicro-4029gp-v100", []),
+    "gpu05": ("dgx1-v100-edr", []),  # no sminfo installed
 }
 # ansible_facts.infiniband as tasks/validate_node.yml leaves it (gpu_node_check gathers with infiniband_facts' code).
 GATHER = {
@@ -62,7 +63,7 @@ def _host(tmp_path: Path, name: str) -> dict:
     return {
         "ansible_connection": "local",
         "ansible_python_interpreter": sys.executable,
-        "gpuforge_sminfo_executable": str(tools / "sminfo"),
+        "gpuforge_sminfo_executable": str(tools / ("no-sminfo" if name == "gpu05" else "sminfo")),
         "sim_bin": str(tools),
         "gpuforge_node_check": {
             **records.node_report([check], name, profile, CHECKED_AT),
@@ -124,6 +125,7 @@ def test_validate_records_the_subnet_manager_check(tmp_path):
         for name, document in written.items()
     }
     assert sm["gpu04"] is None  # RoCE only: no InfiniBand subnet, no check
+    assert sm["gpu05"] is None and "sminfo not found" in done.stdout + done.stderr  # a warning
     assert sm["gpu01"]["verdict"] == "PASS", sm["gpu01"]
     assert sm["gpu01"]["checked_at"] == CHECKED_AT and sm["gpu01"]["observed"]["master"]["sm_lid"] == 1
     assert sm["gpu01"]["threshold"]["expected"] == {
@@ -132,6 +134,6 @@ def test_validate_records_the_subnet_manager_check(tmp_path):
     assert sm["gpu02"]["verdict"] == "FAIL" and "no subnet manager answers" in sm["gpu02"]["fault"]
     assert sm["gpu03"]["verdict"] == "FAIL" and "2 SMs are master at equal priority 0" in sm["gpu03"]["fault"]
     verdicts = {name: document["verdict"] for name, document in written.items()}
-    assert [verdicts[name]["verdict"] for name in sorted(NODES)] == ["PASS", "FAIL", "FAIL", "PASS"]
+    assert [verdicts[name]["verdict"] for name in sorted(NODES)] == ["PASS", "FAIL", "FAIL", "PASS", "PASS"]
     assert verdicts["gpu02"]["failed_checks"] == ["subnet_manager"]
     assert verdicts["gpu03"]["failed_checks"] == ["subnet_manager"]

@@ -78,3 +78,11 @@ def test_bad_configuration_and_missing_sminfo_fail_naming_the_fix(lab_node, ansi
     assert "each entry needs host, guid" in bad["msg"]
     missing = ansible_module(subnet_manager_check, {}, sim_sminfo([]), True, bin_path=lambda name: None)
     assert "infiniband-diags" in missing["msg"]
+
+
+def test_without_sminfo_and_not_required_no_check_and_a_warning(lab_node, ansible_module, capsys):
+    lab_node()
+    result = ansible_module(subnet_manager_check, {"require_sminfo": False}, sim_sminfo([]), bin_path=lambda name: None)
+    assert (result["check"], result["runs"], result["changed"]) == (None, [], False)
+    warned = capsys.readouterr().err
+    assert "sminfo not found" in warned and "infiniband-diags" in warned and "was not checked" in warned
