@@ -9,7 +9,7 @@ Thresholds (issue 17: thresholds as data, tables in roles/gpuforge/defaults/main
   Rate and link layer looked up in ``gpuforge_expected_link_speeds``.
 - gpuforge_bench_ib_thresholds: the ib_write_bw rounds (gpuforge_ib_schedule) -> the same rounds with each pair's
   ``threshold``: the slower end's link speed judged by its ``gpuforge_expected_ib_write_bw`` entry, converted to
-  ib_write_bw's MB/sec (2^20 bytes) for the module's ``min_mbps``; a link speed without an entry keeps
+  ib_write_bw's MB/sec (2^20 bytes) for the module's ``min_mib_per_s``; a link speed without an entry keeps
   ``gpuforge_bench_ib_min_fraction`` of the line rate.
 - gpuforge_bench_nccl_single_threshold: a node's GPU SKU and GPU count -> its single-node busbw floor from
   ``gpuforge_expected_nccl_single_node_busbw`` (only when the run uses exactly the entry's ``gpus``), or {}.
@@ -149,15 +149,15 @@ def ib_pair_threshold(
 ) -> dict:
     """What one ib_write_bw pair is judged against.
 
-    ``{link_speed, link_speed_from, min_mbps, min_gbps, threshold_source}``: ``min_mbps`` (ib_write_bw's MB/sec,
-    2^20 bytes, the module's ``min_mbps``) and ``min_gbps`` (the same floor in Gb/s, the pair result's
-    ``threshold`` in summary.json) come from the link speed's entry of ``table`` (gpuforge_expected_ib_write_bw:
-    ``min_mib_per_s`` or ``min_gbit_per_s``); both are None where the site set ``expected_gbps``
-    (gpuforge_bench_ib_expected_gbps, which keeps the fraction-of-line-rate rule) or the link speed has no entry:
-    then ``min_fraction`` of the line rate applies.
+    ``{link_speed, link_speed_from, min_mib_per_s, min_gbit_per_s, threshold_source}``: ``min_mib_per_s``
+    (ib_write_bw's MB/sec, 2^20 bytes, the module's ``min_mib_per_s``) and ``min_gbit_per_s`` (the same floor in
+    Gb/s, the pair result's ``threshold`` in summary.json) come from the link speed's entry of ``table``
+    (gpuforge_expected_ib_write_bw: ``min_mib_per_s`` or ``min_gbit_per_s``); both are None where the site set
+    ``expected_gbps`` (gpuforge_bench_ib_expected_gbps, which keeps the fraction-of-line-rate rule) or the link
+    speed has no entry: then ``min_fraction`` of the line rate applies.
     """
     link, origin = _pair_link(pair, links_by_node or {}, link_speeds or {})
-    out = {"link_speed": link, "link_speed_from": origin, "min_mbps": None, "min_gbps": None}
+    out = {"link_speed": link, "link_speed_from": origin, "min_mib_per_s": None, "min_gbit_per_s": None}
     override = _number(expected_gbps)
     entry = (table or {}).get(link) if link and override is None else None
     fraction = float(min_fraction)
@@ -165,12 +165,12 @@ def ib_pair_threshold(
         gbit = _number(entry.get("min_gbit_per_s"))
         mib = _number(entry.get("min_mib_per_s"))
         if mib is not None:
-            out["min_mbps"] = mib
-            out["min_gbps"] = round(mib_to_gbit_per_s(mib), 2)
+            out["min_mib_per_s"] = mib
+            out["min_gbit_per_s"] = round(mib_to_gbit_per_s(mib), 2)
             value_text = f"{mib:g} MB/sec (2^20 bytes)"
         elif gbit is not None:
-            out["min_mbps"] = round(gbit_to_mib_per_s(gbit), 2)
-            out["min_gbps"] = gbit
+            out["min_mib_per_s"] = round(gbit_to_mib_per_s(gbit), 2)
+            out["min_gbit_per_s"] = gbit
             value_text = f"{gbit:g} Gb/s"
         else:
             raise ValueError(f"{IB_TABLE}['{link}'] holds neither min_mib_per_s nor min_gbit_per_s: {entry!r}")

@@ -19,7 +19,7 @@ except ImportError:  # pragma: no cover - ansible is always present where these 
         """Stand-in when ansible is not importable."""
 
 
-# Resource name prefix per port link layer; seed 001 names the DGX-1 IB resources shared_ib0..3.
+# Resource name prefix per port link layer; IBM Redpaper REDP-5610 names the DGX-1 IB resources shared_ib0..3.
 DEFAULT_PREFIXES = {"InfiniBand": "shared_ib", "Ethernet": "shared_roce"}
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 
@@ -142,7 +142,7 @@ def gpu_product_label(hostvars, host):
 
 
 def scale_volume_handle(cluster_id, filesystem_uid, path):
-    """Spectrum Scale CSI static volumeHandle: '<cluster id>;<file-system UID>;path=<path>' (seed 001)."""
+    """Spectrum Scale CSI static volumeHandle: '<cluster id>;<file-system UID>;path=<path>' (IBM Redpaper REDP-5610)."""
     if not str(cluster_id).isdigit():
         raise AnsibleFilterError(f"Spectrum Scale cluster id {cluster_id!r} is not numeric")
     if not re.match(r"^[0-9A-F]{8}:[0-9A-F]{8}$", str(filesystem_uid)):

@@ -14,10 +14,10 @@ description:
   - Runs one side of a perftest bandwidth test. Without O(server) it is the server (it waits for one
     client, then exits, as perftest does); with O(server) it is the client that connects to it.
   - Parses the result table and returns it with a verdict - C(ok) when the average bandwidth reaches
-    O(min_fraction) of the link's line rate (or O(min_mbps)), else C(fail) with a remedy.
+    O(min_fraction) of the link's line rate (or O(min_mib_per_s)), else C(fail) with a remedy.
   - The threshold source is IBM Redpaper REDP-5610 - at least 11,000 MB/sec for one
     point-to-point EDR (100 Gb/s) link on a DGX-1, where it measured 11,264 MB/sec. 11,000 MB/sec is
-    0.923 of EDR's 11,921 MB/sec (perftest MB = 2^20 bytes), so O(min_mbps=11000) reproduces that
+    0.923 of EDR's 11,921 MB/sec (perftest MB = 2^20 bytes), so O(min_mib_per_s=11000) reproduces that
     check exactly; the default O(min_fraction=0.9) accepts 10,729 MB/sec on EDR, leaving room for
     servers without the DGX-1's PCIe layout.
   - C(-F) is always passed so that a CPU frequency mismatch only warns (older perftest aborts on it).
@@ -69,7 +69,7 @@ options:
     description: Share of the line rate the average bandwidth must reach.
     type: float
     default: 0.9
-  min_mbps:
+  min_mib_per_s:
     description:
       - Absolute threshold in MB/sec (2^20 bytes); overrides O(min_fraction).
       - 11000 is IBM Redpaper REDP-5610's figure for one EDR link.
@@ -137,7 +137,7 @@ EXAMPLES = r"""
   gpuforge.cluster.ib_write_bw:
     device: mlx5_1
     server: dgx02
-    min_mbps: 11000
+    min_mib_per_s: 11000
 """
 
 RETURN = r"""
@@ -214,9 +214,9 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run impo
 MB_PER_GBPS = 1e9 / 8 / 0x100000  # perftest MB/sec in one Gb/s
 
 
-def expected_mbps(line_rate_gbps: float | None, min_fraction: float, min_mbps: float | None) -> float | None:
-    if min_mbps is not None:
-        return float(min_mbps)
+def expected_mib_per_s(line_rate_gbps: float | None, min_fraction: float, min_mib_per_s: float | None) -> float | None:
+    if min_mib_per_s is not None:
+        return float(min_mib_per_s)
     if line_rate_gbps is None:
         return None
     return round(line_rate_gbps * min_fraction * MB_PER_GBPS, 2)
@@ -270,7 +270,7 @@ class IbWriteBw:
 
     def judge(self, parsed: dict | None, rc: int, timed_out: bool, line_rate: float | None) -> dict:
         params = self.params
-        expected = expected_mbps(line_rate, params["min_fraction"], params["min_mbps"])
+        expected = expected_mib_per_s(line_rate, params["min_fraction"], params["min_mib_per_s"])
         observed = parsed.get("bw_average_mbps") if parsed else None
         verdict = {
             "status": "fail",
@@ -297,7 +297,7 @@ class IbWriteBw:
             detail = "; ".join(errors) or f"no result table (rc={rc})"
             verdict["remedy"] = f"the run produced no bandwidth: {detail}"
         elif expected is None:
-            verdict["remedy"] = "no threshold: pass line_rate_gbps or min_mbps (ibstat was not available)"
+            verdict["remedy"] = "no threshold: pass line_rate_gbps or min_mib_per_s (ibstat was not available)"
         elif observed >= expected:
             verdict["status"] = "ok"
         else:
@@ -356,7 +356,7 @@ def main():
             "use_cuda": {"type": "int"},
             "line_rate_gbps": {"type": "float"},
             "min_fraction": {"type": "float", "default": 0.9},
-            "min_mbps": {"type": "float"},
+            "min_mib_per_s": {"type": "float"},
             "timeout": {"type": "int"},
             "executable": {"type": "str", "default": "ib_write_bw"},
             "fail_on_verdict": {"type": "bool", "default": True},

@@ -81,8 +81,8 @@ def fio_command(
     """argv of one fio run: the jobs one after another (``stonewall``) on one test file in ``directory``.
 
     ``time_based`` with ``runtime`` makes each job run that many seconds whatever the size (reads loop over
-    the file); ``direct`` (O_DIRECT) keeps the page cache out of the numbers, as seed 002 dropped the caches
-    before each run.
+    the file); ``direct`` (O_DIRECT) keeps the page cache out of the numbers, as Dell EMC Ready Solutions for AI
+    dropped the caches before each run.
     """
     unknown = [job for job in jobs if job not in JOBS]
     if unknown or not jobs:

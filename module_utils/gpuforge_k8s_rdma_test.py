@@ -124,7 +124,7 @@ def result_name(server, client, hca, port=1):
 def pair_entry(server, client, splits, pods, threshold, line_rate_gbps=None, expected_gbps=None, port=1, why=""):
     """The pair as an ``ib_write_bw`` summary result before judging, as roles/gpuforge_bench/tasks/ib_pair.yml
     builds a host pair: value (Gb/s, ib_write_bw's average), expected, line rate, link speed, MB/sec, and, when
-    the link speed has a threshold table entry, its floor (threshold in Gb/s, min_mbps, threshold_source).
+    the link speed has a threshold table entry, its floor (threshold in Gb/s, min_mib_per_s, threshold_source).
 
     ``splits``/``pods``: {"server": ..., "client": ...} (split_log of each log; each pod's JSON). ``threshold``:
     gpuforge_bench_ib_pair_threshold's answer for the pair. ``why``: set when the test could not run (no value).
@@ -169,10 +169,10 @@ def pair_entry(server, client, splits, pods, threshold, line_rate_gbps=None, exp
         "link_speed": threshold.get("link_speed"),
         "mbps": mbps,
     }
-    if threshold.get("min_gbps") is not None:
+    if threshold.get("min_gbit_per_s") is not None:
         entry.update(
-            threshold=threshold["min_gbps"],
-            min_mbps=threshold.get("min_mbps"),
+            threshold=threshold["min_gbit_per_s"],
+            min_mib_per_s=threshold.get("min_mib_per_s"),
             threshold_source=threshold.get("threshold_source"),
         )
     return entry

@@ -662,7 +662,7 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
       large_message_bytes       rows >= this size count as large (default: the largest size run);
       warn_ratio (0.9)          busbw within this fraction of min_busbw is a warning, below is a failure;
       transport                 tcp | ib | ib_gdr, the transport NCCL must have used;
-      max_small_latency_us      latency bound for small messages; default 100 (two-digit µs, seed 001)
+      max_small_latency_us      latency bound for small messages; default 100 (two-digit µs, IBM Redpaper REDP-5610)
                                 when transport is ib or ib_gdr;
       small_message_bytes (1024) rows up to this size are "small";
       max_wrong (0)             tolerated wrong values;
@@ -713,7 +713,7 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
     transport = expect.get("transport")
     bound = expect.get("max_small_latency_us")
     if bound is None and transport in ("ib", "ib_gdr"):
-        bound = 100.0  # seed 001: small-message latency must be two-digit µs over EDR IB
+        bound = 100.0  # IBM Redpaper REDP-5610: small-message latency must be two-digit µs over EDR IB
     if bound is not None:
         observed = _small_latency(rows, expect.get("small_message_bytes", 1024))
         if observed is None:
@@ -723,7 +723,7 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
         elif observed < 1000:
             status = "warn"
         else:
-            status = "fail"  # seed 001: thousands of µs means Ethernet, not InfiniBand
+            status = "fail"  # IBM Redpaper REDP-5610: thousands of µs means Ethernet, not InfiniBand
         checks.append(
             bench_check(
                 "small_message_latency",

@@ -6,12 +6,12 @@ access each other (``Device=0 CAN Access Peer Device=1``), then matrices, each a
 
 * ``P2P Connectivity Matrix`` (1: peer access possible);
 * ``Unidirectional P2P=Disabled Bandwidth Matrix (GB/s)`` and ``...P2P=Enabled Bandwidth Matrix (GB/s)``
-  (CUDA 9 era, seed 002 Figure 41) or ``...P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)`` (current
-  samples; ``(P2P Reads)`` with ``--p2p_read``);
+  (CUDA 9 era, Dell EMC Ready Solutions for AI Figure 41) or ``...P2P=Enabled Bandwidth (P2P Writes) Matrix (GB/s)``
+  (current samples; ``(P2P Reads)`` with ``--p2p_read``);
 * ``Bidirectional P2P=Disabled/Enabled Bandwidth Matrix (GB/s)``;
 * ``P2P=Disabled Latency Matrix (us)`` and ``P2P=Enabled Latency Matrix (us)`` / ``... (P2P Writes) ...``.
 
-Formats: tests/fixtures/p2p/ (seed 002 and a current public output, sources in SOURCES.md there).
+Formats: tests/fixtures/p2p/ (Dell EMC Ready Solutions for AI and a current public output, sources in SOURCES.md there).
 
 Verdict: with P2P enabled a pair that can access its peer copies GPU to GPU instead of staging through host
 memory, so its P2P=Enabled bandwidth must exceed the P2P=Disabled one of the same pair. How much it must
@@ -66,12 +66,12 @@ EXPECT = record(
 # run, unidirectional and bidirectional (tests/unit/module_utils/test_gpuforge_p2p.py recomputes each from
 # its fixture).
 REFERENCES = {
-    # Seed 002 (Dell EMC Ready Solutions for AI, 2018) Figure 41: PowerEdge C4140, 4x V100-SXM2 over NVLink,
+    # Dell EMC Ready Solutions for AI Figure 41: PowerEdge C4140, 4x V100-SXM2 over NVLink,
     # CUDA 9.1 samples. Lowest pairs: 1->2 unidirectional 34.18 / 9.96 GB/s, 0->1 bidirectional 75.25 / 10.42.
     "Tesla V100-SXM2-16GB": {
         "uni": 3.43,
         "bi": 7.22,
-        "source": "seed 002 (Dell EMC Ready Solutions for AI) Figure 41, p2pBandwidthLatencyTest on 4x V100-SXM2",
+        "source": "Dell EMC Ready Solutions for AI Figure 41, p2pBandwidthLatencyTest on 4x V100-SXM2",
     },
     # github.com/LLMServe/DistServe/issues/3 (comment of 2024-06-11): 8x A100-SXM4-80GB, NVSwitch (NV12),
     # current cuda-samples. Lowest pairs: 2->0 unidirectional (P2P writes) 269.09 / 20.21 GB/s, 3->0

@@ -53,16 +53,16 @@ MIXED_PRECISIONS = ("amp", "fp16", "bf16")
 # tf_cnn_benchmarks numbers (TensorFlow, Horovod, synthetic data); gpuforge's PyTorch benchmark is a
 # different program, so they are a floor to compare against with a margin, not an exact target.
 REFERENCES = {
-    # Seed 001, IBM REDP-5610 (2020) section 4.5, Figure 4-1: DGX-1, multi-GPU pods, tf_cnn_benchmarks
+    # IBM Redpaper REDP-5610 (2020) section 4.5, Figure 4-1: DGX-1, multi-GPU pods, tf_cnn_benchmarks
     # resnet50 --batch_size=64 --use_fp16 --variable_update=horovod, NGC TensorFlow 20.03, 4x EDR IB with
     # GDRDMA between the two nodes. 8 GPUs: 7,096 img/s; 16 GPUs on two DGX-1: 13,745 img/s.
     "Tesla V100-SXM2-16GB": {
         "totals": {8: 7096.0, 16: 13745.0},
         "precision": "fp16",
         "batch_size": 64,
-        "source": "seed 001 (IBM REDP-5610) Figure 4-1, tf_cnn_benchmarks fp16 batch 64, DGX-1 over EDR IB",
+        "source": "IBM Redpaper REDP-5610 Figure 4-1, tf_cnn_benchmarks fp16 batch 64, DGX-1 over EDR IB",
     },
-    # Seed 004, VMware (2019) Table 2: GRID T4-16C vGPU, one per VM, tf_cnn_benchmarks resnet50 fp16
+    # The VMware vGPU/PVRDMA paper (2019) Table 2: GRID T4-16C vGPU, one per VM, tf_cnn_benchmarks resnet50 fp16
     # batch 32 with Horovod over PVRDMA (RoCE, ConnectX-5). 1 vGPU: 340; 2: 533; 3: 781; 4: 1,021 img/s.
     # Over TCP the same runs gave 340/364/437/550.
     "GRID T4-16C": {
@@ -70,7 +70,7 @@ REFERENCES = {
         "tcp_totals": {1: 340.0, 2: 364.0, 3: 437.0, 4: 550.0},
         "precision": "fp16",
         "batch_size": 32,
-        "source": "seed 004 (VMware vSphere vGPU + PVRDMA) Table 2, tf_cnn_benchmarks fp16 batch 32, RDMA",
+        "source": "VMware vGPU/PVRDMA paper Table 2, tf_cnn_benchmarks fp16 batch 32, RDMA",
     },
 }
 
@@ -227,7 +227,7 @@ def parse_resnet50(text: str) -> dict:
 def sweep_counts(gpus_per_node: int, nodes: int) -> list[int]:
     """The default GPU-count sweep: 1, 2, 4, ... below one node's GPUs, then 1, 2, ... whole nodes.
 
-    8 GPUs per node on 2 nodes -> [1, 2, 4, 8, 16] (seed 001's 1 -> 16 V100 scaling run).
+    8 GPUs per node on 2 nodes -> [1, 2, 4, 8, 16] (IBM Redpaper REDP-5610's 1 -> 16 V100 scaling run).
     """
     if gpus_per_node < 1 or nodes < 1:
         raise ValueError("gpus_per_node and nodes must be at least 1")
@@ -353,8 +353,8 @@ def judge_resnet50(result: dict, expect: dict | None = None) -> list[dict]:
 def judge_scaling(rows: list[dict], min_efficiency: float = 0.9, warn_margin: float = 0.1) -> list[dict]:
     """One check per run of a sweep (rows from scaling_efficiency) except the baseline.
 
-    ok at ``min_efficiency`` or better, warn within ``warn_margin`` below it, fail lower. Seed 001 scales
-    8 -> 16 V100 at 0.97 over EDR IB; seed 004 over TCP reaches 0.40 at 4 vGPUs (0.75 over RDMA).
+    ok at ``min_efficiency`` or better, warn within ``warn_margin`` below it, fail lower. IBM Redpaper REDP-5610 scales
+    8 -> 16 V100 at 0.97 over EDR IB; the VMware vGPU/PVRDMA paper over TCP reaches 0.40 at 4 vGPUs (0.75 over RDMA).
     """
     checks = []
     for row in rows[1:]:
@@ -374,7 +374,7 @@ def judge_scaling(rows: list[dict], min_efficiency: float = 0.9, warn_margin: fl
                 ""
                 if status == "ok"
                 else "scaling falls short of linear: run nccl_tests across the same hosts; TCP instead of RDMA "
-                "(NCCL_IB_DISABLE, missing HCAs in the pods) is the usual cause (seed 004)",
+                "(NCCL_IB_DISABLE, missing HCAs in the pods) is the usual cause (VMware vGPU/PVRDMA paper)",
             )
         )
     return checks
@@ -384,7 +384,7 @@ def precision_comparison(runs: list[dict]) -> list[dict]:
     """Mixed precision against FP32 at each GPU count where both ran: ``runs`` are the module's runs
     (``precision``, ``gpus``, ``images_per_second``); one row per other precision and count.
 
-    Seed 002 (Dell EMC, section 3.1.1, Figure 5) ran ResNet-50 in FP16 (mixed precision, batch doubled) and
+    Dell EMC Ready Solutions for AI (section 3.1.1, Figure 5) ran ResNet-50 in FP16 (mixed precision, batch doubled) and
     FP32 on up to two PowerEdge C4140 and found FP16 65 % to 91 % faster.
     """
     fp32 = {run["gpus"]: run.get("images_per_second") for run in runs if run.get("precision") == "fp32"}

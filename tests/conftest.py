@@ -37,12 +37,12 @@ FIXTURES = PROJECT_ROOT / "tests" / "fixtures"
 
 @pytest.fixture
 def real_output():
-    """Return a loader for ../shared/real-outputs/<name>; skips the test when the folder is absent."""
+    """Return a loader for REAL_OUTPUTS/<name> (a CI input beside the checkout); skips the test when it is absent."""
 
     def load(name: str) -> str:
         path = REAL_OUTPUTS / name
         if not path.is_file():
-            pytest.skip(f"real output {name} not available (../shared/real-outputs absent)")
+            pytest.skip(f"real output {name} not available ({REAL_OUTPUTS} absent)")
         return path.read_text(encoding="utf-8")
 
     return load

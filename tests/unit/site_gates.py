@@ -124,7 +124,7 @@ def p2p_registered(node: str, workdir: Path) -> dict:
     from ansible_collections.gpuforge.cluster.plugins.modules import p2p_bandwidth
 
     outputs = {
-        "gpu01": "seed002_c4140_4xv100_sxm2_cuda91.txt",
+        "gpu01": "dellemc_c4140_4xv100_sxm2_cuda91.txt",
         "gpu03": "distserve_issue3_8xa100_sxm4_80gb.txt",
     }
     binary = workdir / node / "p2pBandwidthLatencyTest"

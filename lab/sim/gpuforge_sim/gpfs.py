@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 CODE_LEVEL = "5.1.9.3"
 MIN_RELEASE = "5.1.9.0"
-# mmlsfs values of a file system created with a 4 MiB block size (seed 001: ess3000_4M).
+# mmlsfs values of a file system created with a 4 MiB block size (IBM Redpaper REDP-5610: ess3000_4M).
 FS_DEFAULTS = [
     ("-f", "8192", "Minimum fragment (subblock) size in bytes"),
     ("-i", "4096", "Inode size in bytes"),

@@ -5,7 +5,7 @@ mount into a GPU container: device nodes, then driver binaries, libraries (versi
 and the persistenced socket. `-k` (--load-kmods) loads the kernel modules first, as the real tool
 does through nvidia-modprobe. The lab has no device nodes or driver libraries on disk: the paths are
 the ones a real driver install provides, printed so that `nvidia-container-cli -k list | restorecon
--v -f -` (seed 000) gets the real list.
+-v -f -` (Red Hat/Supermicro MLPerf paper) gets the real list.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""nfs_client: fstab entries for seed 002's shares, exports checked against a real NFS server, no fake mount."""
+"""nfs_client: fstab entries for Dell EMC Ready Solutions for AI's shares, exports checked against a real NFS server,
+no fake mount."""
 
 import pytest
 

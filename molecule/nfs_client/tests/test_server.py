@@ -1,4 +1,5 @@
-"""nfs_server on the storage node: nfs-ganesha from Debian, serving the role's exports (seed 002's shares)."""
+"""nfs_server on the storage node: nfs-ganesha from Debian, serving the role's exports (Dell EMC Ready Solutions for
+AI's shares)."""
 
 import re
 

@@ -1,4 +1,5 @@
-"""spectrum_scale_client: the DGX-1 client joined the cluster, carries seed 001's values, runs and mounts."""
+"""spectrum_scale_client: the DGX-1 client joined the cluster, carries IBM Redpaper REDP-5610's values, runs and
+mounts."""
 
 import pytest
 

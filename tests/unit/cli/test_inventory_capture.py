@@ -139,11 +139,11 @@ def test_capture_of_a_healthy_lab_node_matches_the_defaults_and_judges_it_health
 
 
 def test_dgx1_seed_topology_without_numa_column_groups_by_cpu_affinity(tmp_path, monkeypatch):
-    """Seed 001's topo -m (driver 440: no NUMA column, mlx5_N columns) on the DGX-1's GPUs."""
+    """IBM Redpaper REDP-5610's topo -m (driver 440: no NUMA column, mlx5_N columns) on the DGX-1's GPUs."""
     node = SimNode(tmp_path, monkeypatch, "dgx1-v100-edr")
     smi = node.nvidia_smi_facts()
-    topo = nv.parse_topo_matrix((FIXTURES / "nvidia-smi" / "seed001_dgx1_topo_m_drv440.txt").read_text())
-    infiniband = ib.parse_ibstatus((FIXTURES / "ibstatus" / "dgx1_edr_4port_seed001.txt").read_text())
+    topo = nv.parse_topo_matrix((FIXTURES / "nvidia-smi" / "redp5610_dgx1_topo_m_drv440.txt").read_text())
+    infiniband = ib.parse_ibstatus((FIXTURES / "ibstatus" / "dgx1_edr_4port_redp5610.txt").read_text())
     by_index = {g["index"]: g for g in topo["gpus"]}
     for gpu in smi["gpus"]:
         row = by_index[gpu["index"]]

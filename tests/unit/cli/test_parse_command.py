@@ -27,7 +27,7 @@ def test_unknown_kind():
 
 
 def test_parse_nccl_tests_fixture(capsys):
-    fixture = FIXTURES / "nccl-tests" / "seed001_ex4-2_2x8xv100_ib_legacy.txt"
+    fixture = FIXTURES / "nccl-tests" / "redp5610_ex4-2_2x8xv100_ib_legacy.txt"
     assert cli.main(["parse", "nccl-tests", str(fixture)]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["avg_busbw"] == 12.3088
@@ -36,7 +36,7 @@ def test_parse_nccl_tests_fixture(capsys):
 
 
 def test_parse_ibstatus_fixture(capsys):
-    fixture = FIXTURES / "ibstatus" / "dgx1_edr_4port_seed001.txt"
+    fixture = FIXTURES / "ibstatus" / "dgx1_edr_4port_redp5610.txt"
     assert cli.main(["parse", "ibstatus", str(fixture)]) == 0
     document = json.loads(capsys.readouterr().out)
     assert [ca["name"] for ca in document["cas"]][:2] == ["mlx5_0", "mlx5_1"]

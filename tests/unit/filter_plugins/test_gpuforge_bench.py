@@ -69,8 +69,8 @@ def _facts(rate, layer="InfiniBand", hca="mlx5_0", port=1, state="Active"):
 
 
 def test_edr_old_fraction_passed_10729_mb_per_s_and_the_table_fails_it():
-    # The old rule: 0.9 of EDR's line rate, what library/ib_write_bw.py computes without min_mbps.
-    old_floor = ib_write_bw.expected_mbps(100, 0.9, None)
+    # The old rule: 0.9 of EDR's line rate, what library/ib_write_bw.py computes without min_mib_per_s.
+    old_floor = ib_write_bw.expected_mib_per_s(100, 0.9, None)
     assert old_floor == 10728.84
     assert old_floor <= 10729
     pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 100}
@@ -79,10 +79,10 @@ def test_edr_old_fraction_passed_10729_mb_per_s_and_the_table_fails_it():
         pair, links, IB_TABLE, LINK_SPEEDS, 0.9, None, SOURCES["gpuforge_expected_ib_write_bw"]
     )
     assert threshold["link_speed"] == "EDR"
-    # IBM Redpaper REDP-5610's 11,000 MB/sec, passed to the module as min_mbps: the module fails 10,729 MB/sec.
-    assert threshold["min_mbps"] == 11000
-    assert threshold["min_mbps"] > 10729
-    assert ib_write_bw.expected_mbps(100, 0.9, threshold["min_mbps"]) == 11000
+    # IBM Redpaper REDP-5610's 11,000 MB/sec, passed to the module as min_mib_per_s: the module fails 10,729 MB/sec.
+    assert threshold["min_mib_per_s"] == 11000
+    assert threshold["min_mib_per_s"] > 10729
+    assert ib_write_bw.expected_mib_per_s(100, 0.9, threshold["min_mib_per_s"]) == 11000
     # The same measurement in the summary: ok under the old absolute rule, slow against the table's floor.
     measured = {
         "name": "a__b__mlx5_0",
@@ -95,7 +95,7 @@ def test_edr_old_fraction_passed_10729_mb_per_s_and_the_table_fails_it():
     }
     old = gpuforge_filters.gpuforge_bench_attribution([measured], baseline="absolute", min_fraction=0.9)
     assert old["results"][0]["verdict"] == "ok"
-    floored = {**measured, "threshold": threshold["min_gbps"], "threshold_source": threshold["threshold_source"]}
+    floored = {**measured, "threshold": threshold["min_gbit_per_s"], "threshold_source": threshold["threshold_source"]}
     new = bench.attribution_floors([floored], baseline="absolute", min_fraction=0.9)
     assert (new["results"][0]["verdict"], new["results"][0]["threshold"]) == ("slow", 92.27)
     assert "IBM Redpaper REDP-5610" in new["results"][0]["reason"]
@@ -110,23 +110,23 @@ def test_gbit_per_s_to_ib_write_bw_mb_per_s_uses_2_to_the_20(gbit, mib):
     assert round(bench.mib_to_gbit_per_s(mib), 2) == gbit
 
 
-@pytest.mark.parametrize(("link", "min_mbps", "min_gbps"), [("HDR", 21457.67, 180), ("NDR", 45299.53, 380)])
-def test_hdr_and_ndr_floors_stated_in_gbit_reach_the_module_in_mb_per_s(link, min_mbps, min_gbps):
+@pytest.mark.parametrize(("link", "min_mib_per_s", "min_gbit_per_s"), [("HDR", 21457.67, 180), ("NDR", 45299.53, 380)])
+def test_hdr_and_ndr_floors_stated_in_gbit_reach_the_module_in_mb_per_s(link, min_mib_per_s, min_gbit_per_s):
     pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 400}
     links = {"a": {"mlx5_0/1": {"link": link, "from": "expected system"}}}
     threshold = bench.ib_pair_threshold(
         pair, links, IB_TABLE, LINK_SPEEDS, 0.9, None, SOURCES["gpuforge_expected_ib_write_bw"]
     )
-    assert (threshold["min_mbps"], threshold["min_gbps"]) == (min_mbps, min_gbps)
+    assert (threshold["min_mib_per_s"], threshold["min_gbit_per_s"]) == (min_mib_per_s, min_gbit_per_s)
     assert threshold["threshold_source"].startswith("Azure/azurehpc-health-checks")
-    assert f"gpuforge_expected_ib_write_bw['{link}'] = {min_gbps} Gb/s" in threshold["threshold_source"]
+    assert f"gpuforge_expected_ib_write_bw['{link}'] = {min_gbit_per_s} Gb/s" in threshold["threshold_source"]
 
 
 def test_a_link_speed_without_an_entry_keeps_the_fraction_of_line_rate():
     pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 100}
     links = {"a": {"mlx5_0/1": {"link": "100GbE", "from": "expected system"}}}
     threshold = bench.ib_pair_threshold(pair, links, IB_TABLE, LINK_SPEEDS, 0.9)
-    assert (threshold["link_speed"], threshold["min_mbps"], threshold["min_gbps"]) == ("100GbE", None, None)
+    assert (threshold["link_speed"], threshold["min_mib_per_s"], threshold["min_gbit_per_s"]) == ("100GbE", None, None)
     assert threshold["threshold_source"] == (
         "gpuforge_bench_ib_min_fraction (0.9) of the line rate (100 Gb/s, ibstat Rate): "
         "no gpuforge_expected_ib_write_bw entry for 100GbE"
@@ -141,7 +141,7 @@ def test_the_site_expected_rate_overrides_the_table():
     pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 100}
     links = {"a": {"mlx5_0/1": {"link": "EDR", "from": "expected system"}}}
     threshold = bench.ib_pair_threshold(pair, links, IB_TABLE, LINK_SPEEDS, 0.9, expected_gbps="56")
-    assert (threshold["min_mbps"], threshold["min_gbps"]) == (None, None)
+    assert (threshold["min_mib_per_s"], threshold["min_gbit_per_s"]) == (None, None)
     assert (
         threshold["threshold_source"]
         == "gpuforge_bench_ib_min_fraction (0.9) of gpuforge_bench_ib_expected_gbps (56 Gb/s)"
@@ -155,7 +155,7 @@ def test_a_pair_is_judged_at_the_slower_ends_link_speed():
         "b": {"mlx5_0/1": {"link": "EDR", "from": "ibstat Rate 100 Gb/s (InfiniBand)"}},
     }
     threshold = bench.ib_pair_threshold(pair, links, IB_TABLE, LINK_SPEEDS, 0.9)
-    assert (threshold["link_speed"], threshold["link_speed_from"], threshold["min_mbps"]) == (
+    assert (threshold["link_speed"], threshold["link_speed_from"], threshold["min_mib_per_s"]) == (
         "EDR",
         "ibstat Rate 100 Gb/s (InfiniBand)",
         11000,
@@ -174,7 +174,7 @@ def test_the_source_is_credited_only_while_the_table_holds_its_value():
     )
     site = {**IB_TABLE, "EDR": {"min_mib_per_s": 11200}}
     own = bench.ib_pair_threshold(pair, links, site, LINK_SPEEDS, 0.9, None, SOURCES["gpuforge_expected_ib_write_bw"])
-    assert own["min_mbps"] == 11200
+    assert own["min_mib_per_s"] == 11200
     assert own["threshold_source"] == (
         "gpuforge_expected_ib_write_bw['EDR'] = 11200 MB/sec (2^20 bytes) (no source recorded: a site value)"
     )
@@ -187,6 +187,7 @@ def test_the_source_is_credited_only_while_the_table_holds_its_value():
 def test_a_table_entry_without_a_floor_is_refused():
     pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 100}
     links = {"a": {"mlx5_0/1": {"link": "EDR", "from": "expected system"}}}
+    # The floor under a key without its unit (the threshold's old name) is not a floor.
     with pytest.raises(ValueError, match="neither min_mib_per_s nor min_gbit_per_s"):
         bench.ib_pair_threshold(pair, links, {"EDR": {"min_mbps": 11000}}, LINK_SPEEDS, 0.9)
 
@@ -219,7 +220,7 @@ def test_ib_thresholds_add_a_threshold_to_every_pair_of_the_schedule():
     ]
     pairs = [pair for current in planned for pair in current["pairs"]]
     assert len(pairs) == 3
-    assert {pair["threshold"]["min_mbps"] for pair in pairs} == {11000}
+    assert {pair["threshold"]["min_mib_per_s"] for pair in pairs} == {11000}
 
 
 # --- NCCL single node ---------------------------------------------------------------------------------------
@@ -331,7 +332,7 @@ def test_floored_results_become_valid_records_naming_their_source():
         "unit": "Gb/s",
         "expected": 200,
         "line_rate_gbps": 200,
-        "threshold": threshold["min_gbps"],
+        "threshold": threshold["min_gbit_per_s"],
         "threshold_source": threshold["threshold_source"],
     }
     summary = {
@@ -362,20 +363,20 @@ def _pair_entry_floor(baseline: str, threshold: dict):
 
 
 def test_ib_pair_keeps_the_floor_under_the_absolute_baseline_only():
-    threshold = {"min_gbps": 92.27, "min_mbps": 11000, "threshold_source": "IBM", "link_speed": "EDR"}
+    threshold = {"min_gbit_per_s": 92.27, "min_mib_per_s": 11000, "threshold_source": "IBM", "link_speed": "EDR"}
     assert _pair_entry_floor("absolute", threshold) == {
         "threshold": 92.27,
-        "min_mbps": 11000,
+        "min_mib_per_s": 11000,
         "threshold_source": "IBM",
     }
     assert _pair_entry_floor("best", threshold) == {}
-    assert _pair_entry_floor("absolute", {**threshold, "min_gbps": None, "min_mbps": None}) == {}
+    assert _pair_entry_floor("absolute", {**threshold, "min_gbit_per_s": None, "min_mib_per_s": None}) == {}
 
 
-def test_the_client_passes_the_floor_to_the_module_as_min_mbps():
+def test_the_client_passes_the_floor_to_the_module_as_min_mib_per_s():
     task = _task("ib_pair.yml", "Run the ib_write_bw clients")
-    expression = task["gpuforge.cluster.ib_write_bw"]["min_mbps"]
-    connect = {"threshold": {"min_mbps": 21457.67}}
+    expression = task["gpuforge.cluster.ib_write_bw"]["min_mib_per_s"]
+    connect = {"threshold": {"min_mib_per_s": 21457.67}}
     assert _render(expression, {"gpuforge_bench_ib_connect": connect}) == 21457.67
 
 
@@ -525,7 +526,12 @@ def _nccl_multi_results() -> list:
 def _role_summary(site_gates_run, baseline="absolute") -> dict:
     """summary.yml's gpuforge_bench_summary, rendered over results the role's filters and task expressions built."""
     gates = json.loads(next(site_gates_run.glob("bench/*/summary.json")).read_text(encoding="utf-8"))
-    edr = {"link_speed": "EDR", "min_mbps": 11000, "min_gbps": 92.27, "threshold_source": "IBM Redpaper REDP-5610"}
+    edr = {
+        "link_speed": "EDR",
+        "min_mib_per_s": 11000,
+        "min_gbit_per_s": 92.27,
+        "threshold_source": "IBM Redpaper REDP-5610",
+    }
     floor = bench.nccl_single_threshold(
         "A100-SXM4-80GB", 8, NCCL_TABLE, SOURCES["gpuforge_expected_nccl_single_node_busbw"]
     )
@@ -585,10 +591,10 @@ def test_the_role_summary_is_valid_and_every_result_names_its_unit(site_gates_ru
     pair = summary["ib_write_bw"]["results"][0]
     assert (pair["value"], pair["unit"], pair["expected"], pair["line_rate_gbps"]) == (86.5, "Gb/s", 100, 100)
     if baseline == "absolute":  # the EDR floor of the table, in Gb/s like the value
-        assert (pair["threshold"], pair["min_mbps"], pair["verdict"]) == (92.27, 11000, "slow")
+        assert (pair["threshold"], pair["min_mib_per_s"], pair["verdict"]) == (92.27, 11000, "slow")
         assert pair["reason"] == "86.5 Gb/s is below 92.27 Gb/s (IBM Redpaper REDP-5610)"
     else:
-        assert "min_mbps" not in pair and pair["threshold"] == 43.25
+        assert "min_mib_per_s" not in pair and pair["threshold"] == 43.25
     assert summary["ib_write_bw"]["results"][1]["verdict"] == "failed"  # the inactive pair: no value
     multi = {result["name"]: result for result in summary["nccl"]["results"]}
     assert (multi["nccl-multi-ib"]["value"], multi["nccl-rail-mlx5_0-1"]["value"]) == (92.0, 82.0)

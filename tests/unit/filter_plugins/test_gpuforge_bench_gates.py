@@ -17,7 +17,7 @@ from site_gates import FIO_FIXTURES, P2P_FIXTURES, fake_fio, registered, run_mod
 
 ROOT = Path(__file__).resolve().parents[3]
 FOUR_JOBS = (FIO_FIXTURES / "fio-3.33_ext4_seq_rand_4jobs.json").read_text(encoding="utf-8")
-SEED002 = (P2P_FIXTURES / "seed002_c4140_4xv100_sxm2_cuda91.txt").read_text(encoding="utf-8")
+DELLEMC_C4140 = (P2P_FIXTURES / "dellemc_c4140_4xv100_sxm2_cuda91.txt").read_text(encoding="utf-8")
 SCRATCH = {"kind": "scratch", "label": "scratch:/var/tmp", "path": "/var/tmp"}
 
 
@@ -152,13 +152,13 @@ def _p2p(tmp_path, rc, out, expect=None):
         (1, "CUDA error: no CUDA-capable device is detected\n", {}, "failed", "p2pBandwidthLatencyTest failed (rc 1)"),
         (
             0,
-            SEED002.replace("  1 47.86 738.42 34.18 38.74", "  1 47.86 738.42 10.50 38.74"),
+            DELLEMC_C4140.replace("  1 47.86 738.42 34.18 38.74", "  1 47.86 738.42 10.50 38.74"),
             {},
             "slow",
             "p2p_uni_ratio fail",
         ),
-        (0, SEED002, {"gpus": 8}, "fail", "p2p_gpus fail: 4 (expected >= 8)"),
-        (0, SEED002, {"min_bi_gbps": 80}, "slow", "p2p_bi_gbps fail: lowest pair 0->1 75.25 GB/s"),
+        (0, DELLEMC_C4140, {"gpus": 8}, "fail", "p2p_gpus fail: 4 (expected >= 8)"),
+        (0, DELLEMC_C4140, {"min_bi_gbps": 80}, "slow", "p2p_bi_gbps fail: lowest pair 0->1 75.25 GB/s"),
     ],
 )
 def test_p2p_verdicts(tmp_path, rc, out, expect, verdict, reason):

@@ -58,14 +58,14 @@ def load(paths: list[Path], cluster_dir: Path) -> Rendered:
 
 @pytest.fixture(scope="session")
 def dgx1_k8s(tmp_path_factory) -> Rendered:
-    """Seed 001 DGX-1 cluster on plain Kubernetes 1.30."""
+    """IBM Redpaper REDP-5610 DGX-1 cluster on plain Kubernetes 1.30."""
     tmp = tmp_path_factory.mktemp("dgx1-k8s")
     return load(run_scenario(tmp, "dgx1_edr", "kubernetes", "1.30"), tmp / "out" / "dgx1-edr")
 
 
 @pytest.fixture(scope="session")
 def dgx1_openshift(tmp_path_factory) -> Rendered:
-    """Seed 001 DGX-1 cluster on OpenShift (Kubernetes 1.33); the platform-dependent roles only."""
+    """IBM Redpaper REDP-5610 DGX-1 cluster on OpenShift (Kubernetes 1.33); the platform-dependent roles only."""
     tmp = tmp_path_factory.mktemp("dgx1-ocp")
     addons = ["k8s_node_labels", "nvidia_device_plugin", "rdma_workload_access"]
     paths = run_scenario(tmp, "dgx1_edr", "openshift", "1.33", {"gpuforge_k8s_enabled_addons": addons})
@@ -74,7 +74,7 @@ def dgx1_openshift(tmp_path_factory) -> Rendered:
 
 @pytest.fixture(scope="session")
 def t4_roce(tmp_path_factory) -> Rendered:
-    """Seed 004 vSphere T4 vGPU + ConnectX-5 RoCE cluster on Kubernetes 1.37."""
+    """The VMware vGPU/PVRDMA paper's vSphere T4 vGPU + ConnectX-5 RoCE cluster on Kubernetes 1.37."""
     tmp = tmp_path_factory.mktemp("t4-roce")
     return load(run_scenario(tmp, "t4_roce", "kubernetes", "1.37"), tmp / "out" / "vsphere-t4")
 

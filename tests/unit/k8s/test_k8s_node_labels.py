@@ -13,7 +13,7 @@ def test_dgx1_kubernetes_labels(dgx1_k8s):
     assert set(nodes[0]) == {"apiVersion", "kind", "metadata"}  # labels only, nothing else of the Node
 
 
-def test_openshift_adds_the_seed_000_gpu_accelerator_label(dgx1_openshift):
+def test_openshift_adds_the_redhat_supermicro_gpu_accelerator_label(dgx1_openshift):
     labels = dgx1_openshift.get("Node", "dgx02.ocp4.scale.ibm.com")["metadata"]["labels"]
     assert labels["openshift.com/gpu-accelerator"] == "true"
     assert labels["nvidia.com/gpu.product"] == "Tesla-V100-SXM2-16GB"

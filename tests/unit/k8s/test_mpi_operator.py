@@ -86,7 +86,7 @@ NGC_TF = "nvcr.io/nvidia/tensorflow:20.03-tf2-py3"
 # The workload image of roles/gpuforge/defaults/main/k8s.yml (gpuforge_workload_image), the jobs' default.
 WORKLOAD = "registry.example.invalid/gpuforge/workload:1.0.0"
 NCCL_BINARY = "/usr/local/bin/all_reduce_perf"
-# (workers, GPUs per worker, ranks per worker, all_reduce_perf -g) of seed 001's NCCL jobs.
+# (workers, GPUs per worker, ranks per worker, all_reduce_perf -g) of IBM Redpaper REDP-5610's NCCL jobs.
 NCCL_SHAPES = {
     "nccl-allreduce-1x8": (1, 8, 1, "8"),
     "nccl-allreduce-2x8": (2, 8, 8, "1"),

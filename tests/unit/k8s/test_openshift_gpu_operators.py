@@ -66,7 +66,7 @@ def test_cluster_policy_uses_crio_and_gpudirect_rdma_with_operator_mofed(ocp):
 def test_nic_cluster_policy_rdma_config_comes_from_the_facts(ocp):
     spec = ocp.get("NicClusterPolicy", "nic-cluster-policy")["spec"]
     config = json.loads(spec["rdmaSharedDevicePlugin"]["config"])
-    # Seed 001: four EDR HCAs mlx5_0..3 -> ib0..ib3, one resource each, the same on every node.
+    # IBM Redpaper REDP-5610: four EDR HCAs mlx5_0..3 -> ib0..ib3, one resource each, the same on every node.
     assert [(r["resourceName"], r["selectors"]["ifNames"]) for r in config["configList"]] == [
         ("shared_ib0", ["ib0"]),
         ("shared_ib1", ["ib1"]),

@@ -1,4 +1,5 @@
-"""rdma_shared_device_plugin: configList from infiniband facts (seed 001 shared_ib0..3, seed 004 RoCE)."""
+"""rdma_shared_device_plugin: configList from infiniband facts (IBM Redpaper REDP-5610's shared_ib0..3, the VMware
+vGPU/PVRDMA paper's RoCE)."""
 
 import json
 

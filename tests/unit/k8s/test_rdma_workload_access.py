@@ -82,7 +82,8 @@ def test_the_in_pod_rdma_test_renders_on_kubernetes_and_validates(dgx1_k8s):
             "allowPrivilegeEscalation": False,
             "capabilities": {"add": ["IPC_LOCK"], "drop": ["ALL"]},
         }
-        # One RDMA resource: the first rail the RDMA shared device plugin offers (seed 001: shared_ib0 = mlx5_0).
+        # One RDMA resource: the first rail the RDMA shared device plugin offers (IBM Redpaper REDP-5610: shared_ib0 =
+        # mlx5_0).
         assert container["resources"]["limits"] == {"rdma/shared_ib0": 1}
         assert container["image"] == "registry.example.invalid/gpuforge/workload:1.0.0"
         (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][

@@ -1,4 +1,5 @@
-"""spectrum_scale_csi: CSIScaleOperator from the cluster facts, redacted secrets, static PV/PVC (seed 001)."""
+"""spectrum_scale_csi: CSIScaleOperator from the cluster facts, redacted secrets, static PV/PVC (IBM Redpaper
+REDP-5610)."""
 
 from conftest import load, run_scenario
 

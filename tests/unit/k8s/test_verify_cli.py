@@ -35,7 +35,7 @@ from gpuforge.report import export
 
 ROOT = Path(__file__).resolve().parents[3]
 API = ROOT / "tests" / "fixtures" / "k8s" / "api"
-SEED_2X8_LOG = ROOT / "tests" / "fixtures" / "nccl-tests" / "seed001_ex4-2_2x8xv100_ib_legacy.txt"
+SEED_2X8_LOG = ROOT / "tests" / "fixtures" / "nccl-tests" / "redp5610_ex4-2_2x8xv100_ib_legacy.txt"
 INVENTORY = API / "inventory" / "hosts.yml"
 RENDERED = API / "rendered"
 TOKEN = "recorded-test-token"
@@ -581,8 +581,8 @@ def test_the_in_pod_pair_is_judged_by_the_host_threshold_table_and_written_as_it
     assert document["bench_summaries"] == [str(path.relative_to(tmp_path / "run"))]
     (result,) = summary["ib_write_bw"]["results"]
     # dgx1-v100-edr's mlx5_1 port is EDR: gpuforge_expected_ib_write_bw EDR 11,000 MB/sec (IBM Redpaper REDP-5610),
-    # the host benchmark's floor; seed 001's in-pod run averaged 11,264.11 MB/sec = 94.49 Gb/s.
-    assert (result["value"], result["threshold"], result["min_mbps"]) == (94.49, 92.27, 11000.0)
+    # the host benchmark's floor; IBM Redpaper REDP-5610's in-pod run averaged 11,264.11 MB/sec = 94.49 Gb/s.
+    assert (result["value"], result["threshold"], result["min_mib_per_s"]) == (94.49, 92.27, 11000.0)
     assert result["verdict"] == "ok" and result["link_speed"] == "EDR"
     assert result["threshold_source"].startswith("IBM Redpaper REDP-5610")
     assert (result["nodes"], result["rail"], result["name"]) == (

@@ -14,7 +14,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_r
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 API = FIXTURES / "k8s" / "api"
-SEED_2X8_LOG = FIXTURES / "nccl-tests" / "seed001_ex4-2_2x8xv100_ib_legacy.txt"
+SEED_2X8_LOG = FIXTURES / "nccl-tests" / "redp5610_ex4-2_2x8xv100_ib_legacy.txt"
 SCHEMA = Path(__file__).resolve().parents[3] / "schemas" / "k8s-check.schema.json"
 RDMA_CONFIG = {"configList": [{"resourceName": f"shared_ib{i}", "rdmaHcaMax": 100} for i in range(4)]}
 

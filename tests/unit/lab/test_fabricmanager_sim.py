@@ -90,7 +90,7 @@ def test_fabric_manager_down_exits_1_and_gpus_stay_in_progress(tmp_path, monkeyp
 
 def test_healthy_fabric_is_completed_and_no_nvswitch_is_na(tmp_path, monkeypatch):
     _node(tmp_path, monkeypatch, "dgx-h100-ndr")
-    # as the real 8x H100 -q output (shared/real-outputs, leptonai/gpud, driver 535.183.01) shows it
+    # as the real 8x H100 -q output (leptonai/gpud, driver 535.183.01, among REAL_OUTPUTS of tests/conftest.py) shows it
     assert _smi_fabric() == [("Completed", "Success")] * 8
     other = tmp_path / "v100"
     other.mkdir()

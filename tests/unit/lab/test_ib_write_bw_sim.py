@@ -101,4 +101,4 @@ def test_compute_report_caps_at_line_rate(measured_gbps, gbits, expected):
 
 def test_result_row_layout_matches_seed(fixture_text):
     row = ib_write_bw._REPORT_FMT.format(65536, 5000, 11300.40, 11264.11, 0.180226)
-    assert row in fixture_text("ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt").splitlines()
+    assert row in fixture_text("ib_write_bw/dgx1_edr_mlx5_1_client_redp5610.txt").splitlines()

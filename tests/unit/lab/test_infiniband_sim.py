@@ -80,7 +80,7 @@ def test_ibstatus_layout_and_shape_match_seed(tmp_path, monkeypatch, capsys, fix
     write_hardware(tmp_path, monkeypatch, DGX1)
     rc, out, _err = run_tool(ibstatus, [], capsys)
     assert rc == 0
-    seed = fixture_text("ibstatus/dgx1_edr_4port_seed001.txt")
+    seed = fixture_text("ibstatus/dgx1_edr_4port_redp5610.txt")
     assert _first_block(out, "Infiniband device") == _first_block(seed, "Infiniband device")
     sim = parse_ibstatus(out)
     assert _key_sets(sim) == _key_sets(parse_ibstatus(seed))

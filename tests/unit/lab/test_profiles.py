@@ -29,7 +29,7 @@ def test_profile_compiles(name):
         assert all(isinstance(key, str) for key in hca["gpu_affinity"])
 
 
-def test_dgx1_facts_from_seed_001():
+def test_dgx1_facts_from_redp5610():
     hw = load_profile("dgx1-v100-edr")
     assert hw["gpu"]["count"] == 8 and hw["system"]["cpus_per_numa"] == ["0-19,40-59", "20-39,60-79"]
     assert [h["name"] for h in hw["hcas"]] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]

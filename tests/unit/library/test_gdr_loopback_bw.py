@@ -49,7 +49,7 @@ class Perftest:
 
 
 def test_each_port_runs_a_server_then_a_client_from_its_numa_local_gpu(ansible_module, fixture_text):
-    seed = fixture_text("ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt")  # 11264.11 MB/sec
+    seed = fixture_text("ib_write_bw/dgx1_edr_mlx5_1_client_redp5610.txt")  # 11264.11 MB/sec
     perftest = Perftest((0, seed, ""))
     result = ansible_module(gdr_loopback_bw, BASE, perftest, bin_path=PATHS.get)
     assert (result["ran"], result["healthy"], result["check"]["status"]) == (True, True, "PASS")
@@ -92,7 +92,7 @@ def test_each_port_runs_a_server_then_a_client_from_its_numa_local_gpu(ansible_m
 
 
 def test_options_reach_the_command_line(ansible_module, fixture_text):
-    perftest = Perftest((0, fixture_text("ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt"), ""))
+    perftest = Perftest((0, fixture_text("ib_write_bw/dgx1_edr_mlx5_1_client_redp5610.txt"), ""))
     args = {
         **BASE,
         "system": SYSTEMS["supermicro-4029gp-v100"],
@@ -155,7 +155,7 @@ def test_a_slow_port_fails_with_its_gpu_bus_id(ansible_module, fixture_text):
         "gpus": gpus,
         "thresholds": {"EDR": {"min_mib_per_s": 11500}},
     }
-    perftest = Perftest((0, fixture_text("ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt"), ""))
+    perftest = Perftest((0, fixture_text("ib_write_bw/dgx1_edr_mlx5_1_client_redp5610.txt"), ""))
     check = ansible_module(gdr_loopback_bw, args, perftest, bin_path=PATHS.get)["check"]
     assert check["status"] == "FAIL" and check["observed"]["low"] == ["mlx5_0/1"]
     assert (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.modules import ib_write_bw
 
-SEED = "ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt"
+SEED = "ib_write_bw/dgx1_edr_mlx5_1_client_redp5610.txt"
 DEEPOPS = "ib_write_bw__NVIDIA-deepops__roce-perf-k8s.md__cx5_roce100_rdmacm.txt"
 IBSTAT_PORT = "CA: 'mlx5_0'\nPort 1:\nState: Active\nPhysical state: LinkUp\nRate: 100\nLink layer: IB\n"
 
@@ -64,13 +64,13 @@ def test_client_seed_run_passes_default_fraction(run_module, fixture_text):
 
 
 def test_seed_threshold_11000_and_a_stricter_one(run_module, fixture_text):
-    args = {"device": "mlx5_1", "server": "dgx02", "min_mbps": 11000}
+    args = {"device": "mlx5_1", "server": "dgx02", "min_mib_per_s": 11000}
     assert run_module(args, FakeRunner(fixture_text(SEED)))["verdict"]["status"] == "ok"
-    result = run_module({**args, "min_mbps": 11300}, FakeRunner(fixture_text(SEED)), expect_failure=True)
+    result = run_module({**args, "min_mib_per_s": 11300}, FakeRunner(fixture_text(SEED)), expect_failure=True)
     assert result["verdict"]["status"] == "fail"
     assert result["verdict"]["remedy"].startswith("11264.11 MB/sec is below 11300.00 MB/sec on mlx5_1 port 1")
     assert "verdict fail" in result["msg"]
-    report_only = {**args, "min_mbps": 11300, "fail_on_verdict": False}
+    report_only = {**args, "min_mib_per_s": 11300, "fail_on_verdict": False}
     reported = run_module(report_only, FakeRunner(fixture_text(SEED)))
     assert reported["verdict"]["status"] == "fail"
 

@@ -7,9 +7,9 @@ from functools import partial
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.modules import nccl_tests
 
-SEED_1X8 = "nccl-tests/seed001_ex4-1_1x8xv100_nvlink_legacy.txt"
-SEED_2X8 = "nccl-tests/seed001_ex4-2_2x8xv100_ib_legacy.txt"
-SEED_16X1 = "nccl-tests/seed001_ex4-3_16x1xv100_ib_gdr_legacy.txt"
+SEED_1X8 = "nccl-tests/redp5610_ex4-1_1x8xv100_nvlink_legacy.txt"
+SEED_2X8 = "nccl-tests/redp5610_ex4-2_2x8xv100_ib_legacy.txt"
+SEED_16X1 = "nccl-tests/redp5610_ex4-3_16x1xv100_ib_gdr_legacy.txt"
 # The sweep arguments every command ends with (module defaults).
 BENCH_ARGS = [
     *("-b", "8", "-e", "256M", "-f", "2", "-g", "1"),

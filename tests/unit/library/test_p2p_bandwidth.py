@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.gpuforge.cluster.plugins.modules import p2p_bandwidth
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "p2p"
-SEED002 = (FIXTURES / "seed002_c4140_4xv100_sxm2_cuda91.txt").read_text(encoding="utf-8")
+DELLEMC_C4140 = (FIXTURES / "dellemc_c4140_4xv100_sxm2_cuda91.txt").read_text(encoding="utf-8")
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def answer(rc, out):
 
 
 def test_absent_binary_is_skipped_with_the_reason(run_module, tmp_path):
-    runner = answer(0, SEED002)
+    runner = answer(0, DELLEMC_C4140)
     result = run_module({"binary": str(tmp_path / "nope"), "node": "gpu01"}, runner)
     assert result["skipped"] is True
     assert result["skip_reason"].startswith(f"p2pBandwidthLatencyTest not found at {tmp_path / 'nope'} on ")
@@ -47,8 +47,8 @@ def test_absent_binary_is_skipped_with_the_reason(run_module, tmp_path):
     assert runner.calls == []
 
 
-def test_seed002_output_passes(run_module, binary, tmp_path):
-    runner = answer(0, SEED002)
+def test_dellemc_output_passes(run_module, binary, tmp_path):
+    runner = answer(0, DELLEMC_C4140)
     result = run_module(
         {"binary": binary, "node": "node008", "output_path": str(tmp_path / "out" / "p2p.txt"), "expect": {"gpus": 4}},
         runner,
@@ -66,12 +66,12 @@ def test_seed002_output_passes(run_module, binary, tmp_path):
         "bi_min_ratio": 7.22,
         "bi_min_enabled_gbps": 75.25,
     }
-    assert (tmp_path / "out" / "p2p.txt").read_text(encoding="utf-8") == SEED002
+    assert (tmp_path / "out" / "p2p.txt").read_text(encoding="utf-8") == DELLEMC_C4140
     assert result["changed"] is True
 
 
 def test_slow_pair_fails_the_task(run_module, binary):
-    slow = SEED002.replace("  1 47.86 738.42 34.18 38.74", "  1 47.86 738.42 10.50 38.74")
+    slow = DELLEMC_C4140.replace("  1 47.86 738.42 34.18 38.74", "  1 47.86 738.42 10.50 38.74")
     result = run_module({"binary": binary}, answer(0, slow), expect_failure=True)
     assert result["msg"].startswith("p2pBandwidthLatencyTest verdict fail: p2p_uni_ratio=")
     assert result["results"][0]["verdict"] == "fail"
@@ -86,6 +86,6 @@ def test_failed_run_and_unreadable_output(run_module, binary):
 
 
 def test_check_mode_runs_nothing(run_module, binary):
-    runner = answer(0, SEED002)
+    runner = answer(0, DELLEMC_C4140)
     result = run_module({"binary": binary, "args": ["--p2p_read"]}, runner, check_mode=True)
     assert runner.calls == [] and result["cmd"] == [binary, "--p2p_read"]

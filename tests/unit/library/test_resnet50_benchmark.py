@@ -57,8 +57,8 @@ def run_module(ansible_module):
     return partial(ansible_module, resnet50_benchmark, bin_path="/usr/bin/{}".format)
 
 
-def test_seed001_sweep_torchrun_then_mpirun(run_module, script, tmp_path):
-    # Per-GPU numbers of seed 001 at 8 and 16 GPUs; 1/2/4 GPUs a little faster per GPU.
+def test_redp5610_sweep_torchrun_then_mpirun(run_module, script, tmp_path):
+    # Per-GPU numbers of IBM Redpaper REDP-5610 at 8 and 16 GPUs; 1/2/4 GPUs a little faster per GPU.
     outputs = {n: (0, result_text(n, t), "") for n, t in {1: 900.0, 2: 1790.0, 8: 7096.0, 16: 13745.0}.items()}
     runner = FakeRunner(outputs)
     result = run_module(
@@ -95,7 +95,7 @@ def test_seed001_sweep_torchrun_then_mpirun(run_module, script, tmp_path):
     assert result["changed"] is True
 
 
-def test_seed004_tcp_scaling_fails(run_module, script):
+def test_vmware_tcp_scaling_fails(run_module, script):
     outputs = {n: (0, result_text(n, t, "GRID T4-16C"), "") for n, t in {1: 340.0, 2: 364.0, 4: 550.0}.items()}
     result = run_module(
         {
@@ -204,7 +204,7 @@ def test_check_mode_and_lab_cpu_args(run_module, script):
 
 
 def test_empty_gpu_counts_runs_the_default_sweep(run_module, script):
-    # Two DGX-1 (8 GPUs each): seed 001's 1 -> 16 sweep, the 16-GPU run across both nodes.
+    # Two DGX-1 (8 GPUs each): IBM Redpaper REDP-5610's 1 -> 16 sweep, the 16-GPU run across both nodes.
     outputs = {n: (0, result_text(n, 880.0 * n), "") for n in (1, 2, 4, 8, 16)}
     result = run_module(
         {"script": script, "hosts": ["dgx01", "dgx02"], "precision": ["bf16"], "fail_on": "never"}, FakeRunner(outputs)
@@ -231,7 +231,8 @@ class PrecisionRunner:
 
 
 def test_fp32_and_amp_side_by_side_by_default(run_module, script, tmp_path):
-    # Seed 002 measured mixed precision 65-91 % faster than FP32 on V100; these numbers are in that range.
+    # Dell EMC Ready Solutions for AI measured mixed precision 65-91 % faster than FP32 on V100; these numbers are in
+    # that range.
     outputs = {
         ("fp32", 1): precision_text(1, 400.0, "fp32", "fp32"),
         ("fp32", 2): precision_text(2, 780.0, "fp32", "fp32"),
@@ -257,7 +258,8 @@ def test_fp32_and_amp_side_by_side_by_default(run_module, script, tmp_path):
         ("amp", 2),
     ]
     assert runner.calls[0][runner.calls[0].index("--batch-size") + 1] == "64"
-    assert runner.calls[2][runner.calls[2].index("--batch-size") + 1] == "128"  # seed 002 doubled the FP16 batch
+    # Dell EMC Ready Solutions for AI doubled the FP16 batch.
+    assert runner.calls[2][runner.calls[2].index("--batch-size") + 1] == "128"
     assert [run["images_per_second"] for run in result["runs"]] == [400.0, 780.0, 700.0, 1300.0]
     assert result["runs"][2]["resnet50"]["precision"] == "fp16"
     assert result["runs"][2]["resnet50"]["requested_precision"] == "amp"

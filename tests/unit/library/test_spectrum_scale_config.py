@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.modules import spectrum_scale_config
 
-SEED = (Path(__file__).resolve().parents[2] / "fixtures" / "mmlsconfig" / "seed001_dgx_common.txt").read_text(
+SEED = (Path(__file__).resolve().parents[2] / "fixtures" / "mmlsconfig" / "redp5610_dgx_common.txt").read_text(
     encoding="utf-8"
 )
 Y_TEXT = (

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.modules import spectrum_scale_facts
 
-MMLSCLUSTER_Y = (Path(__file__).resolve().parents[2] / "fixtures" / "mmlscluster" / "seed001_Y.txt").read_text(
+MMLSCLUSTER_Y = (Path(__file__).resolve().parents[2] / "fixtures" / "mmlscluster" / "redp5610_Y.txt").read_text(
     encoding="utf-8"
 )
 
@@ -141,14 +141,14 @@ ROLE_ARGS = {
     "node_classes": ["dgx"],
     "devices": ["ess3000_4M"],
 }
-# Seed 001's converged client dgx01 (tests/fixtures/*/SOURCES.md), as the member scale00 reads it.
+# IBM Redpaper REDP-5610's converged client dgx01 (tests/fixtures/*/SOURCES.md), as the member scale00 reads it.
 CONVERGED = {
     "mmlscluster": (0, MMLSCLUSTER_Y, ""),
-    "mmlsnodeclass": (0, seed("mmlsnodeclass/seed001_dgx.txt"), ""),
-    "mmgetstate": (0, seed("mmgetstate/seed001_dgx01_Y.txt"), ""),
-    "mmremotecluster": (0, seed("mmremotecluster/seed001_show_all.txt"), ""),
-    "mmremotefs": (0, seed("mmremotefs/seed001_show_all.txt"), ""),
-    "mmlsmount": (0, seed("mmlsmount/seed001_L.txt"), ""),
+    "mmlsnodeclass": (0, seed("mmlsnodeclass/redp5610_dgx.txt"), ""),
+    "mmgetstate": (0, seed("mmgetstate/redp5610_dgx01_Y.txt"), ""),
+    "mmremotecluster": (0, seed("mmremotecluster/redp5610_show_all.txt"), ""),
+    "mmremotefs": (0, seed("mmremotefs/redp5610_show_all.txt"), ""),
+    "mmlsmount": (0, seed("mmlsmount/redp5610_L.txt"), ""),
 }
 
 
@@ -197,7 +197,7 @@ def test_a_client_not_yet_joined(ansible_module, mmfs_bin):
         **CONVERGED,
         "mmlsnodeclass": (1, "", "mmlsnodeclass: Node class dgx does not exist.\nmmlsnodeclass: Command failed."),
         "mmremotecluster": (1, "", "mmremotecluster: There are no remote cluster definitions."),
-        "mmremotefs": (0, seed("mmremotefs/seed001_show_all.txt").splitlines()[0] + "\n", ""),
+        "mmremotefs": (0, seed("mmremotefs/redp5610_show_all.txt").splitlines()[0] + "\n", ""),
         "mmlsmount": (1, "", "mmlsmount: File system ess3000_4M is not known to the GPFS cluster."),
     }
     runner = by_command(answers)
@@ -220,7 +220,8 @@ def test_short_name_matches_the_daemon_and_the_shortened_mount_names(ansible_mod
     args = {"mmfs_bin": mmfs_bin, **ROLE_ARGS, "node": "dgx01.ocp4.scale.com"}
     facts = ansible_module(spectrum_scale_facts, args, by_command(CONVERGED))["ansible_facts"]["spectrum_scale"]
     assert facts["node"]["member"] is True and facts["node"]["mounted"] == ["ess3000_4M"]
-    # dgx02 is in the class and mounts it, but seed 001's mmlscluster does not list it: no state is asked for.
+    # dgx02 is in the class and mounts it, but IBM Redpaper REDP-5610's mmlscluster does not list it: no state is asked
+    # for.
     facts = ansible_module(spectrum_scale_facts, {**args, "node": "dgx02"}, by_command(CONVERGED))["ansible_facts"]
     assert facts["spectrum_scale"]["node"] == {
         "name": "dgx02",
@@ -232,7 +233,7 @@ def test_short_name_matches_the_daemon_and_the_shortened_mount_names(ansible_mod
 
 
 def test_a_state_record_of_another_node_is_not_this_node_s_state(ansible_module, mmfs_bin):
-    other = seed("mmgetstate/seed001_dgx01_Y.txt").replace("dgx01.ocp4.scale.com:2", "scale00.ocp4.scale.com:1")
+    other = seed("mmgetstate/redp5610_dgx01_Y.txt").replace("dgx01.ocp4.scale.com:2", "scale00.ocp4.scale.com:1")
     runner = by_command({**CONVERGED, "mmgetstate": (0, other, "")})
     result = ansible_module(spectrum_scale_facts, {"mmfs_bin": mmfs_bin, **ROLE_ARGS}, runner, True)
     assert (

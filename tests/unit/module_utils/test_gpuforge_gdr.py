@@ -194,7 +194,7 @@ PORT = {"key": "mlx5_1/1", "hca": "mlx5_1", "port": 1, "link": "EDR", "gpu": 2, 
 
 @pytest.mark.parametrize(("minimum", "status"), [(11000, "ok"), (11300, "low")])
 def test_the_client_average_is_judged_in_the_unit_of_the_threshold(fixture_text, minimum, status):
-    client = {"rc": 0, "out": fixture_text("ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt"), "err": ""}
+    client = {"rc": 0, "out": fixture_text("ib_write_bw/dgx1_edr_mlx5_1_client_redp5610.txt"), "err": ""}
     threshold = {"min": minimum, "unit": "MiB/s", "source": "thresholds.EDR"}
     record = port_result(PORT, threshold, client)
     assert (record["status"], record["mib_per_s"], record["gbit_per_s"]) == (status, 11264.11, 94.49)

@@ -119,8 +119,8 @@ def test_ibstat_garbage_raises_parse_error():
     assert parse_ibstat("") == {"cas": [], "errors": []}
 
 
-def test_ibstatus_seed_001_dgx1(fixture_text):
-    result = parse_ibstatus(fixture_text("ibstatus/dgx1_edr_4port_seed001.txt"))
+def test_ibstatus_redp5610_dgx1(fixture_text):
+    result = parse_ibstatus(fixture_text("ibstatus/dgx1_edr_4port_redp5610.txt"))
     assert result["errors"] == []
     assert [ca["name"] for ca in result["cas"]] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
     ports = _ports(result)

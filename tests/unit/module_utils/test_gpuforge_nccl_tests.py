@@ -1,4 +1,4 @@
-"""nccl-tests parser and judge: real outputs of every format era and the seed 001 tables."""
+"""nccl-tests parser and judge: real outputs of every format era and the IBM Redpaper REDP-5610 tables."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ OCI_A100 = "nccl-all_reduce_perf__oracle-japan-ocitutorials__run-nccltests.md__2
 OCI_H100 = "nccl-all_reduce_perf__oracle-japan-ocitutorials__run-nccltests-h100.md__2x8xh100_roce.txt"
 CSCS_217 = "nccl-all_reduce_perf__eth-cscs-cscs-docs__nccl.md__gh200_2x4_slingshot_v2.17.1.txt"
 CSCS_218 = "nccl-all_reduce_perf__eth-cscs-cscs-docs__sarus-suite__gh200_2x1_v2.18.2.txt"
-SEED_1X8 = "nccl-tests/seed001_ex4-1_1x8xv100_nvlink_legacy.txt"
-SEED_2X8 = "nccl-tests/seed001_ex4-2_2x8xv100_ib_legacy.txt"
-SEED_16X1 = "nccl-tests/seed001_ex4-3_16x1xv100_ib_gdr_legacy.txt"
+SEED_1X8 = "nccl-tests/redp5610_ex4-1_1x8xv100_nvlink_legacy.txt"
+SEED_2X8 = "nccl-tests/redp5610_ex4-2_2x8xv100_ib_legacy.txt"
+SEED_16X1 = "nccl-tests/redp5610_ex4-3_16x1xv100_ib_gdr_legacy.txt"
 
 # name, era, devices, rows, peak busbw, avg busbw, wrong_total, max_error
 REAL_CASES = [
@@ -121,7 +121,7 @@ SEED_CASES = [
 
 
 @pytest.mark.parametrize(("name", "devices", "rows", "peak", "avg", "wrong", "mode", "t8"), SEED_CASES)
-def test_seed001_tables(fixture_text, name, devices, rows, peak, avg, wrong, mode, t8):
+def test_redp5610_tables(fixture_text, name, devices, rows, peak, avg, wrong, mode, t8):
     result = parse_nccl_tests(fixture_text(name))
     assert result["era"] == "pre-2022"
     assert len(result["devices"]) == devices
@@ -135,7 +135,7 @@ def test_seed001_tables(fixture_text, name, devices, rows, peak, avg, wrong, mod
     assert result["errors"] == []
 
 
-def test_seed001_ib_transport_details(fixture_text):
+def test_redp5610_ib_transport_details(fixture_text):
     two = parse_nccl_tests(fixture_text(SEED_2X8))
     assert two["transport"]["net"] == "IB"
     assert two["transport"]["gdrdma"] is False
@@ -146,7 +146,7 @@ def test_seed001_ib_transport_details(fixture_text):
     assert sixteen["transport"]["gdrdma"] is True
 
 
-def test_seed001_average_is_mean_of_both_runs(fixture_text):
+def test_redp5610_average_is_mean_of_both_runs(fixture_text):
     # nccl-tests averages out-of-place and in-place busbw together; the seed's 12.3088 confirms it.
     result = parse_nccl_tests(fixture_text(SEED_2X8))
     cells = [run["busbw"] for row in result["rows"] for run in (row["out_of_place"], row["in_place"])]
@@ -227,7 +227,7 @@ def _by_name(checks):
     return {check["name"]: check for check in checks}
 
 
-def test_judge_seed001_ib_gdr_passes(fixture_text):
+def test_judge_redp5610_ib_gdr_passes(fixture_text):
     checks = _by_name(judge_nccl(parse_nccl_tests(fixture_text(SEED_16X1)), {"transport": "ib_gdr", "min_busbw": 5.0}))
     assert checks["large_message_busbw"]["status"] == "ok"
     assert checks["large_message_busbw"]["observed"] == 5.72

@@ -1,4 +1,5 @@
-"""nvidia-smi parsers over the public real outputs (../shared/real-outputs) and seed-derived fixtures."""
+"""nvidia-smi parsers over the public real outputs (REAL_OUTPUTS, tests/conftest.py) and fixtures from the reference
+documents (docs/sources.md)."""
 
 from __future__ import annotations
 
@@ -129,8 +130,9 @@ def test_csv_with_header_units_in_header_and_na(real_output):
     assert row["clocks.current.video"] == 835
 
 
-def test_csv_seed000_gpu_name_noheader(fixture_text):
-    result = nv.parse_query_gpu_csv(fixture_text("nvidia-smi/seed000_query_gpu_name_noheader.csv"), fields=["gpu_name"])
+def test_csv_redhat_supermicro_gpu_name_noheader(fixture_text):
+    text = fixture_text("nvidia-smi/redhat_supermicro_query_gpu_name_noheader.csv")
+    result = nv.parse_query_gpu_csv(text, fields=["gpu_name"])
     assert result["rows"] == [{"name": "Tesla V100-SXM2-16GB"}]
     assert nv.gpu_product_label(result["rows"][0]["name"]) == "Tesla-V100-SXM2-16GB"
 
@@ -190,8 +192,8 @@ def test_topo_no_nic_no_numa_id_no_legend(real_output):
     assert topo["matrix"]["GPU3"]["GPU3"] == "X"
 
 
-def test_topo_seed001_dgx1_mlx_columns(fixture_text):
-    topo = nv.parse_topo_matrix(fixture_text("nvidia-smi/seed001_dgx1_topo_m_drv440.txt"))
+def test_topo_redp5610_dgx1_mlx_columns(fixture_text):
+    topo = nv.parse_topo_matrix(fixture_text("nvidia-smi/redp5610_dgx1_topo_m_drv440.txt"))
     assert topo["gpu_count"] == 8
     assert topo["gpus"][0]["links"] == {
         "GPU1": "NV1", "GPU2": "NV1", "GPU3": "NV2", "GPU4": "NV2", "GPU5": "SYS", "GPU6": "SYS", "GPU7": "SYS",

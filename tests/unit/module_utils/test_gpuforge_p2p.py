@@ -1,4 +1,5 @@
-"""gpuforge_p2p: p2pBandwidthLatencyTest of seed 002 (CUDA 9.1) and of a current public run (tests/fixtures/p2p)."""
+"""gpuforge_p2p: p2pBandwidthLatencyTest of Dell EMC Ready Solutions for AI (CUDA 9.1) and of a current public run
+(tests/fixtures/p2p)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_p2p impo
 )
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "p2p"
-SEED002 = (FIXTURES / "seed002_c4140_4xv100_sxm2_cuda91.txt").read_text(encoding="utf-8")
+DELLEMC_C4140 = (FIXTURES / "dellemc_c4140_4xv100_sxm2_cuda91.txt").read_text(encoding="utf-8")
 A100 = (FIXTURES / "distserve_issue3_8xa100_sxm4_80gb.txt").read_text(encoding="utf-8")
 
 
@@ -24,8 +25,8 @@ def checks_of(result, expect=None):
     return {check["name"]: check for check in judge_p2p(result, expect)}
 
 
-def test_seed002_devices_and_matrices():
-    result = parse_p2p(SEED002)
+def test_dellemc_devices_and_matrices():
+    result = parse_p2p(DELLEMC_C4140)
     assert result["gpus"] == 4 and result["sku"] == "Tesla V100-SXM2-16GB"
     assert result["devices"][1] == {
         "index": 1,
@@ -60,7 +61,7 @@ def test_current_format_writes_matrix_and_cpu_latency_blocks():
 
 
 @pytest.mark.parametrize(
-    ("text", "sku"), [(SEED002, "Tesla V100-SXM2-16GB"), (A100, "NVIDIA A100-SXM4-80GB")], ids=["seed002", "a100"]
+    ("text", "sku"), [(DELLEMC_C4140, "Tesla V100-SXM2-16GB"), (A100, "NVIDIA A100-SXM4-80GB")], ids=["dellemc", "a100"]
 )
 def test_each_reference_is_the_lowest_ratio_of_its_source_run(text, sku):
     result = parse_p2p(text)
@@ -71,8 +72,9 @@ def test_each_reference_is_the_lowest_ratio_of_its_source_run(text, sku):
 
 
 def test_a_slow_nvlink_pair_fails_against_the_sku_reference():
-    # Pair 1->2 of seed 002 as if its NVLink had dropped to PCIe speed: 34.18 -> 10.50 GB/s unidirectional.
-    slow = SEED002.replace("  1 47.86 738.42 34.18 38.74", "  1 47.86 738.42 10.50 38.74")
+    # Pair 1->2 of Dell EMC Ready Solutions for AI as if its NVLink had dropped to PCIe speed: 34.18 -> 10.50 GB/s
+    # unidirectional.
+    slow = DELLEMC_C4140.replace("  1 47.86 738.42 34.18 38.74", "  1 47.86 738.42 10.50 38.74")
     checks = checks_of(parse_p2p(slow))
     assert checks["p2p_uni_ratio"]["status"] == "fail"
     assert checks["p2p_uni_ratio"]["observed"]["slow_pairs"] == ["1->2"]
@@ -81,7 +83,7 @@ def test_a_slow_nvlink_pair_fails_against_the_sku_reference():
 
 
 def test_no_reference_enabled_must_not_be_slower_and_site_floor():
-    result = parse_p2p(SEED002)
+    result = parse_p2p(DELLEMC_C4140)
     checks = checks_of(result, {"sku": "Tesla P100-PCIE-16GB", "min_bi_gbps": 80})
     assert checks["p2p_uni_ratio"]["status"] == "ok"
     assert "must not be slower" in checks["p2p_uni_ratio"]["expected"]
@@ -90,7 +92,7 @@ def test_no_reference_enabled_must_not_be_slower_and_site_floor():
 
 
 def test_missing_peer_access_and_too_few_gpus():
-    text = SEED002.replace("  2     1    1    1    1", "  2     0    0    1    0").replace(
+    text = DELLEMC_C4140.replace("  2     1    1    1    1", "  2     0    0    1    0").replace(
         "Device=2 CAN Access Peer Device=0", "Device=2 CANNOT Access Peer Device=0"
     )
     checks = checks_of(parse_p2p(text), {"require_p2p": True, "gpus": 8})
@@ -100,7 +102,7 @@ def test_missing_peer_access_and_too_few_gpus():
 
 
 def test_truncated_matrix_is_an_error_not_a_verdict():
-    result = parse_p2p(SEED002.split("\n2  95.48")[0])
+    result = parse_p2p(DELLEMC_C4140.split("\n2  95.48")[0])
     assert "bi_enabled" not in result["matrices"]
     assert result["errors"] == ["bi_enabled: 2 rows for 4 devices (truncated output?)"]
 
@@ -113,4 +115,4 @@ def test_no_matrix(text):
 
 def test_bad_expect():
     with pytest.raises(OptionError, match=r"expect\.tolerance"):
-        judge_p2p(parse_p2p(SEED002), {"tolerance": 2})
+        judge_p2p(parse_p2p(DELLEMC_C4140), {"tolerance": 2})

@@ -1,4 +1,4 @@
-"""perftest BW parser over the two real ib_write_bw outputs and the seed 001 run."""
+"""perftest BW parser over the two real ib_write_bw outputs and the IBM Redpaper REDP-5610 run."""
 
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ def test_spark_four_qps(real_output):
     assert result["warnings"] == []
 
 
-def test_seed_001_dgx1_edr_mb_per_sec(fixture_text):
-    result = parse_perftest_bw(fixture_text("ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt"))
+def test_redp5610_dgx1_edr_mb_per_sec(fixture_text):
+    result = parse_perftest_bw(fixture_text("ib_write_bw/dgx1_edr_mlx5_1_client_redp5610.txt"))
     assert result["bw_unit"] == "MB/sec"
     assert (result["bytes"], result["iterations"]) == (65536, 5000)
     assert (result["bw_peak"], result["bw_average"], result["msg_rate_mpps"]) == (
@@ -104,6 +104,6 @@ def test_port_down_error_and_garbage():
 
 
 def test_unit_conversion():
-    # 11,000 MB/sec (seed 001's EDR threshold) is 92.27 Gb/s; EDR's 100 Gb/s is 11,920.93 MB/sec.
+    # 11,000 MB/sec (IBM Redpaper REDP-5610's EDR threshold) is 92.27 Gb/s; EDR's 100 Gb/s is 11,920.93 MB/sec.
     assert round(mbps_to_gbps(11000), 2) == 92.27
     assert round(100 / mbps_to_gbps(1), 2) == 11920.93

@@ -1,4 +1,5 @@
-"""ResNet-50 output parser, scaling efficiency and the per-SKU judge (seed 001 and 004 numbers)."""
+"""ResNet-50 output parser, scaling efficiency and the per-SKU judge (numbers of IBM Redpaper REDP-5610 and of the
+VMware vGPU/PVRDMA paper)."""
 
 from __future__ import annotations
 
@@ -67,11 +68,11 @@ def test_truncated_quote_is_an_error_not_a_crash():
 @pytest.mark.parametrize(
     ("name", "total", "world", "per_gpu", "batch"),
     [
-        ("resnet50/tf_seed001_dgx1_8xv100.txt", 7096.0, 8, 887.0, 64),
-        ("resnet50/tf_seed001_dgx1_16xv100.txt", 13745.0, 16, 859.06, 64),
-        ("resnet50/tf_seed004_t4_1vgpu.txt", 340.0, 1, 340.0, 32),
-        ("resnet50/tf_seed004_t4_4vgpu_rdma.txt", 1021.0, 4, 255.25, 32),
-        ("resnet50/tf_seed004_t4_4vgpu_tcp.txt", 550.0, 4, 137.5, 32),
+        ("resnet50/tf_redp5610_dgx1_8xv100.txt", 7096.0, 8, 887.0, 64),
+        ("resnet50/tf_redp5610_dgx1_16xv100.txt", 13745.0, 16, 859.06, 64),
+        ("resnet50/tf_vmware_t4_1vgpu.txt", 340.0, 1, 340.0, 32),
+        ("resnet50/tf_vmware_t4_4vgpu_rdma.txt", 1021.0, 4, 255.25, 32),
+        ("resnet50/tf_vmware_t4_4vgpu_tcp.txt", 550.0, 4, 137.5, 32),
     ],
 )
 def test_tf_cnn_benchmarks_fixtures(fixture_text, name, total, world, per_gpu, batch):
@@ -107,10 +108,10 @@ def test_no_result_raises(text):
         parse_resnet50(text)
 
 
-def test_scaling_seed004_rdma_and_tcp():
+def test_scaling_vmware_rdma_and_tcp():
     rdma = [{"world_size": n, "total_imgs_per_sec": t} for n, t in REFERENCES["GRID T4-16C"]["totals"].items()]
     rows = scaling_efficiency(list(reversed(rdma)))
-    # Seed 004 Table 2 speedups: 1, 1.57, 2.30, 3.00.
+    # The VMware vGPU/PVRDMA paper Table 2 speedups: 1, 1.57, 2.30, 3.00.
     assert [row["speedup"] for row in rows] == [1.0, 1.57, 2.3, 3.0]
     assert [row["efficiency"] for row in rows] == [1.0, 0.7838, 0.7657, 0.7507]
     assert rows[3]["ideal_imgs_per_sec"] == 1360.0
@@ -124,8 +125,8 @@ def test_scaling_seed004_rdma_and_tcp():
     assert [c["status"] for c in judge_scaling(rows, min_efficiency=0.8)] == ["warn", "warn", "warn"]
 
 
-def test_scaling_seed001(fixture_text):
-    runs = [parse_resnet50(fixture_text(f"resnet50/tf_seed001_dgx1_{n}xv100.txt")) for n in (8, 16)]
+def test_scaling_redp5610(fixture_text):
+    runs = [parse_resnet50(fixture_text(f"resnet50/tf_redp5610_dgx1_{n}xv100.txt")) for n in (8, 16)]
     rows = scaling_efficiency(runs)
     assert rows[1] == {
         "world_size": 16,
@@ -151,11 +152,12 @@ def _by_name(checks):
     return {check["name"]: check for check in checks}
 
 
-def test_judge_against_seed001_reference():
+def test_judge_against_redp5610_reference():
     run = {"world_size": 8, "per_gpu": 850.0, "loss": 6.9}
     checks = _by_name(judge_resnet50(run, {"sku": "Tesla V100-SXM2-16GB", "world_size": 8}))
     assert checks["per_gpu_throughput"]["status"] == "ok"  # 850 >= 0.9 x 887 = 798.3
-    assert checks["per_gpu_throughput"]["expected"].startswith(">= 798.3 img/s per GPU (0.9 x 887.0 from seed 001")
+    expected = ">= 798.3 img/s per GPU (0.9 x 887.0 from IBM Redpaper REDP-5610"
+    assert checks["per_gpu_throughput"]["expected"].startswith(expected)
     assert checks["world_size"]["status"] == "ok"
     warn = _by_name(judge_resnet50({**run, "per_gpu": 700.0}, {"sku": "Tesla V100-SXM2-16GB"}))
     assert warn["per_gpu_throughput"]["status"] == "warn"  # between 0.75 and 0.9 of 887
@@ -164,7 +166,7 @@ def test_judge_against_seed001_reference():
     assert overall_status(fail) == "fail"
 
 
-def test_judge_seed004_tcp_fails_rdma_reference():
+def test_judge_vmware_tcp_fails_rdma_reference():
     tcp4 = {"world_size": 4, "per_gpu": 137.5}
     checks = _by_name(judge_resnet50(tcp4, {"sku": "GRID T4-16C"}))
     assert checks["per_gpu_throughput"]["status"] == "fail"  # 137.5 < 0.75 x 255.25

@@ -26,7 +26,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_spectrum
 )
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "mmlsconfig"
-SEED = (FIXTURES / "seed001_dgx_common.txt").read_text(encoding="utf-8")
+SEED = (FIXTURES / "redp5610_dgx_common.txt").read_text(encoding="utf-8")
 Y_TEXT = """mmlsconfig::HEADER:version:reserved:reserved:configParameter:value:nodeList:
 mmlsconfig::0:1:::clusterName:lab.gpfs::
 mmlsconfig::0:1:::pagepool:1G::
@@ -133,13 +133,13 @@ def test_plain_errors():
         parse_mmlsconfig("Configuration data for cluster x:\n---\npagepool\n")
 
 
-# Seed 001's cluster in the -Y layout (tests/fixtures/mmlscluster/SOURCE.md).
-MMLSCLUSTER_Y = (Path(__file__).resolve().parents[2] / "fixtures" / "mmlscluster" / "seed001_Y.txt").read_text(
+# IBM Redpaper REDP-5610's cluster in the -Y layout (tests/fixtures/mmlscluster/SOURCE.md).
+MMLSCLUSTER_Y = (Path(__file__).resolve().parents[2] / "fixtures" / "mmlscluster" / "redp5610_Y.txt").read_text(
     encoding="utf-8"
 )
 
 
-def test_mmlscluster_y_seed001():
+def test_mmlscluster_y_redp5610():
     cluster = parse_mmlscluster_y(MMLSCLUSTER_Y)
     assert cluster["id"] == "16217308676014575381"
     assert cluster["name"] == "SpectrumScale.ocp4.scale.ibm.com"
@@ -195,7 +195,7 @@ def test_filesystem_uid_is_upper_case_and_checked():
         filesystem_uid(MMLSFS_TABLE.replace(" --uid ", " -Q    "))
 
 
-# --- The cluster state spectrum_scale_client decides on (fixtures from seed 001, tests/fixtures/*/SOURCES.md) -----
+# --- The cluster state spectrum_scale_client decides on (IBM Redpaper REDP-5610 fixtures, tests/fixtures/*/SOURCES.md)
 
 FIXTURE_ROOT = FIXTURES.parent
 
@@ -204,8 +204,8 @@ def fixture(relative: str) -> str:
     return (FIXTURE_ROOT / relative).read_text(encoding="utf-8")
 
 
-def test_mmgetstate_y_seed001():
-    assert parse_mmgetstate_y(fixture("mmgetstate/seed001_dgx01_Y.txt")) == [
+def test_mmgetstate_y_redp5610():
+    assert parse_mmgetstate_y(fixture("mmgetstate/redp5610_dgx01_Y.txt")) == [
         {
             "name": "dgx01.ocp4.scale.com",
             "number": 2,
@@ -237,8 +237,8 @@ def test_mmgetstate_y_newer_release_fields_and_several_nodes():
     ("text", "message"),
     [
         ("", "no HEADER"),
-        (fixture("mmgetstate/seed001_dgx01_Y.txt").splitlines()[0] + "\n", "no node record"),
-        (fixture("mmgetstate/seed001_dgx01_Y.txt").splitlines()[1] + "\n", "before its HEADER"),
+        (fixture("mmgetstate/redp5610_dgx01_Y.txt").splitlines()[0] + "\n", "no node record"),
+        (fixture("mmgetstate/redp5610_dgx01_Y.txt").splitlines()[1] + "\n", "before its HEADER"),
         (
             "mmgetstate::HEADER:version:reserved:reserved:nodeName:\nmmgetstate::0:1:::dgx01:\n",
             "without nodeName or state",
@@ -251,8 +251,8 @@ def test_mmgetstate_y_errors(text, message):
         parse_mmgetstate_y(text)
 
 
-def test_mmlsnodeclass_seed001_and_continued_members():
-    assert parse_mmlsnodeclass(fixture("mmlsnodeclass/seed001_dgx.txt")) == {
+def test_mmlsnodeclass_redp5610_and_continued_members():
+    assert parse_mmlsnodeclass(fixture("mmlsnodeclass/redp5610_dgx.txt")) == {
         "dgx": ["dgx01.ocp4.scale.com", "dgx02.ocp4.scale.com"]
     }
     wrapped = (
@@ -283,7 +283,7 @@ def test_mmlsnodeclass_errors(text, message):
         parse_mmlsnodeclass(text)
 
 
-def test_mmremotecluster_show_seed001_aligned_and_as_the_seed_prints_it():
+def test_mmremotecluster_show_redp5610_aligned_and_as_the_seed_prints_it():
     expected = {
         "ess3000.bda.scale.ibm.com": {
             "contact_nodes": ["fscc-fab3-3-a-priv.bda.scale.com", "fscc-fab3-3-b-priv.bda.scale.com"],
@@ -291,7 +291,7 @@ def test_mmremotecluster_show_seed001_aligned_and_as_the_seed_prints_it():
             "filesystems": {"ess3000_4M": "ess3000_4M"},
         }
     }
-    text = fixture("mmremotecluster/seed001_show_all.txt")
+    text = fixture("mmremotecluster/redp5610_show_all.txt")
     assert parse_mmremotecluster_show(text) == expected
     # The seed's extraction: one blank after each colon.
     assert parse_mmremotecluster_show(" ".join(part for part in text.split(" ") if part)) == expected
@@ -325,8 +325,8 @@ def test_mmremotecluster_show_errors(text, message):
         parse_mmremotecluster_show(text)
 
 
-def test_mmremotefs_show_seed001():
-    assert parse_mmremotefs_show(fixture("mmremotefs/seed001_show_all.txt")) == {
+def test_mmremotefs_show_redp5610():
+    assert parse_mmremotefs_show(fixture("mmremotefs/redp5610_show_all.txt")) == {
         "ess3000_4M": {
             "remote": "ess3000_4M",
             "cluster": "ess3000.bda.scale.ibm.com",
@@ -337,7 +337,7 @@ def test_mmremotefs_show_seed001():
             "priority": "0",
         }
     }
-    header = fixture("mmremotefs/seed001_show_all.txt").splitlines()[0]
+    header = fixture("mmremotefs/redp5610_show_all.txt").splitlines()[0]
     assert parse_mmremotefs_show(header + "\n") == {}
 
 
@@ -355,8 +355,8 @@ def test_mmremotefs_show_errors(text, message):
         parse_mmremotefs_show(text)
 
 
-def test_mmlsmount_seed001():
-    assert parse_mmlsmount(fixture("mmlsmount/seed001_L.txt")) == {
+def test_mmlsmount_redp5610():
+    assert parse_mmlsmount(fixture("mmlsmount/redp5610_L.txt")) == {
         "ess3000_4M": {
             "cluster": "ess3000.bda.scale.ibm.com",
             "remote": "ess3000_4M",

@@ -90,7 +90,7 @@ def test_nccl_tests_counts_printed_in_scientific_notation_still_count():
 
 def test_the_error_column_of_a_real_legacy_table_is_read():
     # IBM Redpaper REDP-5610 Example 4-1 (tests/fixtures/nccl-tests/SOURCES.md): the error column prints %e.
-    text = (FIXTURES / "nccl-tests" / "seed001_ex4-1_1x8xv100_nvlink_legacy.txt").read_text(encoding="utf-8")
+    text = (FIXTURES / "nccl-tests" / "redp5610_ex4-1_1x8xv100_nvlink_legacy.txt").read_text(encoding="utf-8")
     rows = parse_nccl_tests(text)["rows"]
     assert rows[0]["size"] == 8
     assert rows[0]["out_of_place"]["error"] == pytest.approx(2e-07)

@@ -14,7 +14,8 @@ def test_dropin_text(os_name):
     )
     lines = render.template("memlock.conf.j2").splitlines()
     assert lines[1:] == [
-        '# RDMA needs unlimited locked memory in non-privileged containers (seed 001: "Couldn\'t allocate MR").',
+        "# RDMA needs unlimited locked memory in non-privileged containers"
+        ' (IBM Redpaper REDP-5610: "Couldn\'t allocate MR").',
         "[Service]",
         "LimitMEMLOCK=infinity",
     ]

@@ -14,7 +14,7 @@ RDMA_LINK = (
     "link mlx5_0/1 state ACTIVE physical_state LINK_UP netdev ibp12s0\n"
     "link mlx5_1/1 state ACTIVE physical_state LINK_UP netdev ibp75s0\n"
 )
-SEED_001 = {"hca": "mlx5_1", "port": 1, "address": "10.10.11.21/24"}
+REDP5610 = {"hca": "mlx5_1", "port": 1, "address": "10.10.11.21/24"}
 
 
 def _tools(ibdev2netdev=(0, IBDEV2NETDEV), rdma_link=(127, "")):
@@ -32,12 +32,12 @@ def _vars(item, **extra):
 
 
 def test_ibdev2netdev_map():
-    ports = render("ipoib", "Debian", "{{ ipoib_port_netdevs }}", **_vars(SEED_001))
+    ports = render("ipoib", "Debian", "{{ ipoib_port_netdevs }}", **_vars(REDP5610))
     assert ports == {"mlx5_0 port 1": "ib0", "mlx5_1 port 1": "ib1", "mlx5_2 port 1": "ib2"}
 
 
 def test_rdma_link_fallback_without_ofed():
-    extra = _vars(SEED_001, ipoib_port_tools=_tools(ibdev2netdev=(127, ""), rdma_link=(0, RDMA_LINK)))
+    extra = _vars(REDP5610, ipoib_port_tools=_tools(ibdev2netdev=(127, ""), rdma_link=(0, RDMA_LINK)))
     assert render("ipoib", "RedHat", "{{ ipoib_item_netdev }}", **extra) == "ibp75s0"
 
 
@@ -54,7 +54,7 @@ SAME_RUN_READ = {
 
 
 def test_the_same_run_read_stands_for_ibdev2netdev():
-    extra = _vars(SEED_001, mlnx_ofed_infiniband=SAME_RUN_READ, ipoib_port_tools={"skipped": True})
+    extra = _vars(REDP5610, mlnx_ofed_infiniband=SAME_RUN_READ, ipoib_port_tools={"skipped": True})
     ports = render("ipoib", "Debian", "{{ ipoib_port_netdevs }}", **extra)
     assert ports == {"mlx5_0 port 1": "ib0", "mlx5_1 port 1": "ib1", "mlx5_2 port 1": "ib2"}
     assert render("ipoib", "Debian", "{{ ipoib_item_netdev }}", **extra) == "ib1"
@@ -74,7 +74,7 @@ def test_the_same_run_read_stands_for_ibdev2netdev():
 def test_ibdev2netdev_runs_only_without_a_same_run_read(same_run, runs_ibdev2netdev):
     from gpu_stack_render import RoleRender
 
-    role = RoleRender("ipoib", "debian12", ipoib_interfaces=[SEED_001], **same_run)
+    role = RoleRender("ipoib", "debian12", ipoib_interfaces=[REDP5610], **same_run)
     assert all(role.conditions("resolve.yml", "Map HCA ports to network devices")) is runs_ibdev2netdev
 
 
@@ -100,12 +100,12 @@ def test_unknown_port_resolves_to_nothing():
     ],
 )
 def test_config_file_per_os(os_name, path, mode):
-    assert render("ipoib", os_name, "{{ ipoib_item_config_file }}", **_vars(SEED_001)) == path
+    assert render("ipoib", os_name, "{{ ipoib_item_config_file }}", **_vars(REDP5610)) == path
     assert render("ipoib", os_name, "{{ ipoib_config_mode }}") == mode
 
 
 def test_netplan_render_ubuntu():
-    text = render_file("ipoib", "Ubuntu", "netplan.yaml.j2", **_vars(SEED_001))
+    text = render_file("ipoib", "Ubuntu", "netplan.yaml.j2", **_vars(REDP5610))
     assert yaml.safe_load(text) == {
         "network": {
             "version": 2,
@@ -146,7 +146,7 @@ def test_nmconnection_render_rhel_connected():
 
 
 def test_ifupdown_render_debian():
-    text = render_file("ipoib", "Debian", "ifupdown.j2", **_vars(SEED_001))
+    text = render_file("ipoib", "Debian", "ifupdown.j2", **_vars(REDP5610))
     assert [line for line in text.splitlines() if not line.startswith("#")] == [
         "auto ib1",
         "iface ib1 inet static",
@@ -170,9 +170,9 @@ CHECK = "Every interface is well formed and has its network device"
 @pytest.mark.parametrize(
     ("interfaces", "apply", "kernel", "problems"),
     [
-        ([SEED_001], False, ["lo"], []),
-        ([SEED_001, {"hca": "mlx5_7", "address": "10.10.17.21/24"}], False, ["lo"], ["mlx5_7 port 1 has no IPoIB"]),
-        ([SEED_001], True, ["lo"], ["ib1 is listed by the IB tools but the kernel has no such network device"]),
+        ([REDP5610], False, ["lo"], []),
+        ([REDP5610, {"hca": "mlx5_7", "address": "10.10.17.21/24"}], False, ["lo"], ["mlx5_7 port 1 has no IPoIB"]),
+        ([REDP5610], True, ["lo"], ["ib1 is listed by the IB tools but the kernel has no such network device"]),
         ([{"hca": "mlx5_1", "address": "10.10.11.21/24", "mtu": 9000}], False, ["lo"], ["is invalid"]),
     ],
 )

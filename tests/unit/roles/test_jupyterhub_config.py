@@ -88,7 +88,7 @@ def test_gpu_gres_from_the_variables(gpus, gpu_type, gres):
     assert load(text).trait("SlurmSpawner.req_gres") == gres
 
 
-def test_seed_002_job_shape_and_access():
+def test_dellemc_job_shape_and_access():
     render = role(
         jupyterhub_slurm_cpus=8,
         jupyterhub_slurm_memory="48G",

@@ -11,7 +11,7 @@ import re
 import pytest
 from gpu_stack_render import RoleRender
 
-SEED_002 = [
+DELLEMC_EXPORTS = [
     {
         "path": "/home",
         "clients": [
@@ -25,7 +25,7 @@ SEED_002 = [
 
 @pytest.mark.parametrize("os_name", ["debian12", "ubuntu2204", "rhel9"])
 def test_kernel_exports_one_line_per_directory_with_each_network(os_name):
-    role = RoleRender("nfs_server", os_name, nfs_server_exports=SEED_002)
+    role = RoleRender("nfs_server", os_name, nfs_server_exports=DELLEMC_EXPORTS)
     lines = [line for line in role.template("gpuforge.exports.j2").splitlines() if not line.startswith("#")]
     assert [re.split(r"\s+", line) for line in lines if line] == [
         ["/home", "192.168.100.0/24(rw,sync,no_subtree_check,root_squash)", "10.0.0.0/16(ro,sync,no_subtree_check)"],
@@ -122,13 +122,13 @@ def test_every_refused_setting_is_named_in_one_message():
 
 
 def test_good_exports_pass_the_settings_check():
-    role = RoleRender("nfs_server", "debian12", nfs_server_exports=SEED_002)
+    role = RoleRender("nfs_server", "debian12", nfs_server_exports=DELLEMC_EXPORTS)
     assert not role.refused("main.yml", "Refuse exports and options")
 
 
 def test_export_directories_carry_each_exports_owner_group_and_mode_or_the_spec_defaults():
     # managed_files refuses keys it does not know: the clients must not reach it.
-    exports = [*SEED_002, {"path": "/scratch", "owner": "nobody", "mode": "1777", "clients": [{"network": "x"}]}]
+    exports = [*DELLEMC_EXPORTS, {"path": "/scratch", "owner": "nobody", "mode": "1777", "clients": [{"network": "x"}]}]
     role = RoleRender("nfs_server", "debian12", nfs_server_exports=exports)
     assert role.var("nfs_server_export_directories") == [
         {"path": "/home", "owner": "root", "group": "root", "mode": "0755"},
@@ -154,7 +154,7 @@ CHECK = "Check that the server lists every export"
 )
 def test_the_export_check_runs_after_a_run_that_changed_the_server(results, checked):
     # A converged server skips its own showmount round trips; a changed one is checked.
-    role = RoleRender("nfs_server", "debian12", nfs_server_exports=SEED_002, **results)
+    role = RoleRender("nfs_server", "debian12", nfs_server_exports=DELLEMC_EXPORTS, **results)
     assert role.conditions("main.yml", CHECK) == [checked]
     assert role.conditions("main.yml", CHECK, nfs_server_check_exports=False) == [False]
     # Asked for by its tag, the check runs on a converged server too.

@@ -21,7 +21,7 @@ def _v100(index: int, affinity: str) -> dict:
     return {"index": index, "minor_number": index, "product_name": "Tesla V100-SXM2-16GB", "cpu_affinity": affinity}
 
 
-# DGX-1 (seed 001): 2x E5-2698 v4, 20 cores/socket, 2 threads, 512 GB; GPUs 0-3 on NUMA 0, 4-7 on NUMA 1.
+# DGX-1 (IBM Redpaper REDP-5610): 2x E5-2698 v4, 20 cores/socket, 2 threads, 512 GB; GPUs 0-3 on NUMA 0, 4-7 on NUMA 1.
 DGX1 = {
     "hostname": "dgx01",
     "processor_vcpus": 80,
@@ -32,7 +32,7 @@ DGX1 = {
     "virtualization_type": "",
     "nvidia_smi": {"gpus": [_v100(i, "0-19,40-59" if i < 4 else "20-39,60-79") for i in range(8)]},
 }
-# PowerEdge C4140 (seed 002): 2x Gold 6148, 384 GB, 4 GPUs on NUMA 0.
+# PowerEdge C4140 (Dell EMC Ready Solutions for AI): 2x Gold 6148, 384 GB, 4 GPUs on NUMA 0.
 C4140 = {
     "hostname": "node008",
     "processor_vcpus": 80,

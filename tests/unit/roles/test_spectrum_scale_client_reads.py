@@ -1,8 +1,8 @@
 """spectrum_scale_client's remote calls (gpuforge issue 18): one read on the member at the start, the later steps
 deciding on it in `when:`, a re-read only after a change. The role's tasks are walked in order with their
 conditions evaluated by Ansible's templar against what spectrum_scale_facts returns (its RETURN shape, tested in
-tests/unit/library/test_spectrum_scale_facts.py against seed 001 and the lab's simulated mm commands); each task or
-loop item that runs a module on a node (the GPU node or, delegated, the member) is one remote call."""
+tests/unit/library/test_spectrum_scale_facts.py against IBM Redpaper REDP-5610 and the lab's simulated mm commands);
+each task or loop item that runs a module on a node (the GPU node or, delegated, the member) is one remote call."""
 
 from __future__ import annotations
 

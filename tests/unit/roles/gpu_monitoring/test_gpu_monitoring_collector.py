@@ -102,7 +102,7 @@ def test_healthy_dgx1(node, promtool):
     # V100 (Volta) retires pages; nvidia-smi answers [N/A] for remapped rows, so only page_retirement appears.
     repairs = named(text, "gpuforge_gpu_memory_repair_pending")
     assert len(repairs) == 8 and all('mechanism="page_retirement"' in key for key in repairs)
-    # seed 001: "16160MiB"
+    # IBM Redpaper REDP-5610: "16160MiB"
     memory = 'gpuforge_gpu_memory_total_bytes{gpu="0",uuid="' + _uuid(text, "0") + '"}'
     assert values[memory] == 16160 * 1048576
     ports = named(text, "gpuforge_ib_port_active")
