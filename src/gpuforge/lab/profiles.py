@@ -61,6 +61,10 @@ FAULT_PARAMS: dict[str, tuple[set[str], set[str]]] = {
     # The subnet's SMs as sminfo sees them (lab/sim/gpuforge_sim/sminfo.py): none answers / a second master.
     "sm_missing": (set(), set()),
     "sm_duplicate_master": (set(), {"guid", "lid"}),
+    # RoCE QoS (lab/sim/gpuforge_sim/mlnx_qos.py puts them back over what was set; the roce_qos module judges them)
+    "roce_trust_pcp": ({"hca", "port"}, set()),
+    "roce_pfc_off": ({"hca", "port"}, set()),
+    "roce_tos_wrong": ({"hca", "port"}, {"tos"}),
 }
 
 
@@ -295,6 +299,17 @@ def _validate_fault(fault: dict, i: int, profile: dict, c: _Checker) -> None:
             c.fail(f"{field}.hca", f"no HCA {fault['hca']!r} in profile {profile['name']}")
         if "port" in fault and fault["port"] not in [p["port"] for p in hca["ports"]]:
             c.fail(f"{field}.port", f"{fault['hca']} has no port {fault['port']!r}")
+    if kind.startswith("roce_"):
+        port = next(
+            p for h in profile["hcas"] if h["name"] == fault["hca"] for p in h["ports"] if p["port"] == fault["port"]
+        )
+        if port.get("link_layer") != "Ethernet" or not port.get("netdev"):
+            c.fail(
+                field, f"{kind} needs a RoCE port (Ethernet, with a netdev); {fault['hca']} port {fault['port']} is not"
+            )
+        tos = fault.get("tos", 0)
+        if kind == "roce_tos_wrong" and (isinstance(tos, bool) or not isinstance(tos, int) or not 0 <= tos <= 255):
+            c.fail(f"{field}.tos", "must be an IP ToS byte (0-255)")
     if kind == "ib_port_state" and fault["state"] not in FAULT_STATES:
         c.fail(f"{field}.state", f"must be one of {sorted(FAULT_STATES)}")
     if kind == "vgpu_unlicensed" and not gpu.get("vgpu"):

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
 import pcie_sim_helpers
 from gdr_sim_helpers import lab_args, run_module
 from node_sim_helpers import GPU_PROFILES, SimNode, expected_for
+from roce_qos_sim_helpers import roce_qos_checks
 
 ROOT = Path(__file__).resolve().parents[3]
 SPEC = from_file(ROOT / "lab/specs/all-faults.yml")
@@ -71,6 +72,10 @@ CHECK_OF_FAULT = {
     # InfiniBand nodes: sminfo and sminfo -G of each configured SM (module_utils/gpuforge_sminfo.py)
     "sm_missing": "subnet_manager",
     "sm_duplicate_master": "subnet_manager",
+    # RoCE ports: library/roce_qos.py state verify after the role's settings (roce_qos_sim_helpers.py)
+    "roce_trust_pcp": "roce_qos",
+    "roce_pfc_off": "roce_qos",
+    "roce_tos_wrong": "roce_qos",
 }
 # Judged by other modules than gpu_node_check (ib_port_counters around the benchmarks, fleet_consistency
 # across nodes): not part of this spec.
@@ -111,6 +116,7 @@ def _judge(tmp_path, monkeypatch, node):
     # gpu_node_check folds the check in when there is one (a system with peermem: false or no InfiniBand port has none)
     assert gdr["applicable"] is (node.profile not in NO_GDR_PROFILES), (node.profile, gdr["reason"])
     checks = result["checks"] + ([gdr["check"]] if gdr.get("check") else []) + _subnet_manager(monkeypatch, tmp_path)
+    checks += roce_qos_checks(monkeypatch, tmp_path)
     return {"checks": checks, **node_report(checks, node.name, node.profile)}
 
 

@@ -138,3 +138,15 @@ def test_each_fault_wins_over_a_configured_port_and_only_its_part(node, capsys, 
     )
     expected_count = 2 if fault["type"] == "roce_tos_wrong" else 1  # the ToS fault: RDMA-CM ToS and traffic class
     assert len(problems) == expected_count, problems
+
+
+def test_profile_faults_need_a_roce_port():
+    from gpuforge.lab.profiles import hardware_document, load_profile
+
+    profile = load_profile(PROFILE)
+    document = hardware_document(profile, [{"type": "roce_tos_wrong", "hca": "mlx5_0", "port": 1, "tos": 0}])
+    assert document["faults"][0]["tos"] == 0
+    with pytest.raises(ValueError, match="roce_pfc_off needs a RoCE port"):
+        hardware_document(load_profile("dgx1-v100-edr"), [{"type": "roce_pfc_off", "hca": "mlx5_0", "port": 1}])
+    with pytest.raises(ValueError, match="must be an IP ToS byte"):
+        hardware_document(profile, [{"type": "roce_tos_wrong", "hca": "mlx5_0", "port": 1, "tos": 300}])
