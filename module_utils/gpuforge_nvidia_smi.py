@@ -75,7 +75,10 @@ def _sum(values):
 
 
 def gpu_product_label(name: str) -> str:
-    """Node label value from a GPU product name: spaces to dashes (seed 000: Tesla-V100-SXM2-16GB)."""
+    """Node label value from a GPU product name: spaces to dashes.
+
+    The Red Hat/Supermicro MLPerf paper labels its nodes Tesla-V100-SXM2-16GB.
+    """
     return re.sub(r"\s+", "-", (name or "").strip())
 
 

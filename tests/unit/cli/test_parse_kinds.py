@@ -1,5 +1,6 @@
 """`gpuforge parse` knows every kind the modules parse: `--list` shows them, and each kind reads a real output
-through the CLI (tests/fixtures/<tool>/SOURCES.md or ../shared/real-outputs/SOURCES.md says where each came from).
+through the CLI (tests/fixtures/<tool>/SOURCES.md, or the SOURCES.md of the real-output test inputs, REAL_OUTPUTS in
+tests/conftest.py, says where each came from).
 
 Each case names one fact of the real output that the parser must return; a parser that reads nothing, or a kind
 registered to the wrong parser, fails it."""
@@ -19,7 +20,8 @@ FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 registry = collection_import("plugins.module_utils.gpuforge_registry")
 
 
-# kind -> (fixture under tests/fixtures, or "real:<name>" under ../shared/real-outputs, check of the JSON document)
+# kind -> (fixture under tests/fixtures, or "real:<name>" under REAL_OUTPUTS of tests/conftest.py, check of the JSON
+# document)
 CASES = {
     "nvidia-smi-xml": (
         "nvidia-smi/gpuforge-device_1xh200_drv580.159.04_q_x.xml",
@@ -38,7 +40,7 @@ CASES = {
         lambda d: d["gpus"][0]["uuid"].startswith("GPU-"),
     ),
     "nvidia-smi-topo": (
-        "nvidia-smi/seed001_dgx1_topo_m_drv440.txt",
+        "nvidia-smi/redp5610_dgx1_topo_m_drv440.txt",
         lambda d: len(d["gpus"]) == 8,
     ),
     "nvlink-status": (
@@ -61,7 +63,7 @@ CASES = {
         lambda d: len(d["cas"]) >= 2,
     ),
     "ibstatus": (
-        "ibstatus/dgx1_edr_4port_seed001.txt",
+        "ibstatus/dgx1_edr_4port_redp5610.txt",
         lambda d: d["cas"][0]["ports"][0]["rate_gbps"] == 100,
     ),
     "ibv-devinfo": (
@@ -120,11 +122,11 @@ CASES = {
         ),
     ),
     "nccl-tests": (
-        "nccl-tests/seed001_ex4-2_2x8xv100_ib_legacy.txt",
+        "nccl-tests/redp5610_ex4-2_2x8xv100_ib_legacy.txt",
         lambda d: d["avg_busbw"] == 12.3088,
     ),
     "ib-write-bw": (
-        "ib_write_bw/dgx1_edr_mlx5_1_client_seed001.txt",
+        "ib_write_bw/dgx1_edr_mlx5_1_client_redp5610.txt",
         lambda d: d["bw_average_mbps"] > 11000,
     ),
     "p2p": (
@@ -154,19 +156,19 @@ CASES = {
         lambda d: d[0]["cpus"] == 80,
     ),
     "mmlsconfig": (
-        "mmlsconfig/seed001_dgx_common.txt",
+        "mmlsconfig/redp5610_dgx_common.txt",
         lambda d: d["common"]["clusterName"] == "SpectrumScale.ocp4.scale.ibm.com",
     ),
     "mmlscluster-y": (
-        "mmlscluster/seed001_Y.txt",
+        "mmlscluster/redp5610_Y.txt",
         lambda d: d["id"] == "16217308676014575381" and d["nodes"][0]["number"] == 1,
     ),
     "mmgetstate-y": (
-        "mmgetstate/seed001_dgx01_Y.txt",
+        "mmgetstate/redp5610_dgx01_Y.txt",
         lambda d: d[0]["state"] == "active" and d[0]["nodes_up"] == 3,
     ),
     "mmlsmount": (
-        "mmlsmount/seed001_L.txt",
+        "mmlsmount/redp5610_L.txt",
         lambda d: d["ess3000_4M"]["count"] == 2,
     ),
     "apt-simulate": (

@@ -1,5 +1,5 @@
 """Simulated nvidia-smi: every profile and GPU fault, checked through the project's own parsers against
-the structure the real outputs parse to (../shared/real-outputs)."""
+the structure the real outputs parse to (the real-output test inputs (REAL_OUTPUTS in tests/conftest.py))."""
 
 from __future__ import annotations
 
@@ -274,7 +274,7 @@ def test_csv_query_header_units_noheader_nounits(lab, real_output):
     assert {"name", "uuid", "utilization.gpu", "temperature.gpu"} <= real_fields & set(parsed["fields"])
 
 
-def test_csv_seed000_node_label_query(lab):
+def test_csv_redhat_supermicro_node_label_query(lab):
     lab("dgx1-v100-edr")
     rc, out, _ = smi("--query-gpu=gpu_name", "--format=csv,noheader", "--id=0")
     assert (rc, out) == (0, "Tesla V100-SXM2-16GB\n")
