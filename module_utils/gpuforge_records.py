@@ -67,7 +67,9 @@ _EXTRA_OBSERVED = {
     "fio": {"mib_per_second": _NUMBER, "iops": _NUMBER, "clat_p99_us": _NUMBER},
     "p2p": {"gpus": (int, type(None)), "sku": (str, type(None)), "uni_min_ratio": _NUMBER, "bi_min_ratio": _NUMBER},
 }
-_STAGE_VERDICT = {"ok": PASS, "failed": FAIL, "skipped": UNKNOWN}
+# A demo stage is "faults" when its playbook failed only on its verdict over the cluster's faults
+# (src/gpuforge/demo.py): the toolkit ran, the cluster FAILs; "failed" is the toolkit's own failure.
+_STAGE_VERDICT = {"ok": PASS, "faults": FAIL, "failed": FAIL, "skipped": UNKNOWN}
 _K8S_VERDICT = {"ok": PASS, "warn": WARN, "fail": FAIL, "unknown": UNKNOWN}
 
 __all__ = [

@@ -1,16 +1,21 @@
 """`gpuforge demo`: lab up -> lab services -> provision -> validate (report only) -> benchmark -> alerts -> k8s
 render -> report.
 
-Every stage runs even when an earlier optional one failed, and is reported; only a failed lab or
-provisioning makes the demo exit non-zero. Re-running reuses the lab (cluster.up is idempotent).
+Every stage runs even when an earlier optional one failed, and is reported. The summary keeps apart what the
+toolkit did and what it found: a stage whose playbook failed only on a verdict - the benchmark's assert over runs
+without a result, each on a node whose fault was found - is ``faults``, not ``failed``; the cluster's faults are one
+verdict line, with the faults the lab injected on purpose (the spec's, and the link the benchmark degrades) said
+found or not. The demo exits non-zero when the toolkit failed (an Ansible error, an unreachable host, a stage that
+raised) or missed an injected fault; found faults alone exit 0. Re-running reuses the lab (cluster.up is idempotent).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpuforge import paths, report
@@ -27,17 +32,69 @@ BENCH_VARS = [f"gpuforge_bench_netem_node={DEGRADED_NODE}"]
 # Prometheus's /api/v1/alerts document (role gpu_monitoring).
 ALERTS_STAGE = "alerts"
 ALERTS_FILE = Path(ALERTS_STAGE) / "monitoring" / "alerts.json"  # relative to the demo's run directory
-# Stages whose failure fails the demo; the later ones are reported either way.
+# Stages without which the later ones have nothing to run on (the demo says so and goes on collecting).
 REQUIRED_STAGES = ("lab", "lab-services", "provision")
+# The asserts whose failure is the toolkit's verdict on the cluster, not a failure of the toolkit: validate.yml's
+# over the node verdicts (when not report-only) and roles/gpuforge_bench's over runs that produced no result.
+UNHEALTHY_TASK = "Fail when a node is unhealthy"
+NO_RESULT_TASK = "Fail when a benchmark run produced no result"
+# The checks that find each lab fault type beyond the registry's own entries (lab/profiles/SCHEMA.md, "Which
+# check fails for each fault"): the diagnostics' and the other modules' faults.
+OTHER_FAULT_CHECKS = {
+    "thermal_slowdown": ("throttle",),
+    "row_remap_failure": ("row_remap",),
+    "remapped_rows": ("row_remap",),
+    "gdr_slow": ("gdr_ib_write_bw",),
+    "gdr_unavailable": ("gdr_ib_write_bw",),
+    "dcgm_diag_failure": ("dcgm_diag",),
+    "host_bandwidth_degraded": ("nvbandwidth",),
+    "sm_missing": ("subnet_manager",),
+    "sm_duplicate_master": ("subnet_manager",),
+}
 
 
 @dataclass
 class Stage:
     name: str
-    status: str  # ok | failed | skipped
+    status: str  # ok | faults (ran; failed only on the cluster's verdict) | failed (the toolkit failed) | skipped
     rc: int
     detail: str = ""
     summary: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Injected:
+    """A fault the demo put there on purpose: on `node`, `what` (as the spec names it), found by a FAIL of one of
+    `checks` on that node, or (checks empty) by the benchmark attribution naming the node slow."""
+
+    node: str
+    what: str
+    checks: tuple = ()
+
+
+def fault_checks() -> dict:
+    """Lab fault type -> the checks that fail for it: the check registry's entries, then OTHER_FAULT_CHECKS."""
+    from gpuforge.paths import collection_import
+
+    registry = collection_import("plugins.module_utils.gpuforge_registry")
+    found = {check.lab_fault[0]: tuple(check.names) for check in registry.CHECKS if check.lab_fault}
+    return {**found, **OTHER_FAULT_CHECKS}
+
+
+def injected_faults(spec_path: Path, degraded_node: str | None = DEGRADED_NODE) -> list[Injected]:
+    """The spec's faults per node, and the link the benchmark degrades on degraded_node (BENCH_VARS)."""
+    from gpuforge.lab import spec
+
+    checks = fault_checks()
+    injected = []
+    for node in spec.from_file(spec_path).nodes:
+        for fault in node.faults:
+            kind = str(fault.get("type"))
+            where = ", ".join(f"{key} {value}" for key, value in fault.items() if key not in ("type", "message"))
+            injected.append(Injected(node.name, f"{kind} ({where})" if where else kind, checks.get(kind, ())))
+    if degraded_node:
+        injected.append(Injected(degraded_node, "link degraded during ib_write_bw (tc netem)"))
+    return injected
 
 
 def _lab_stage(spec_path: Path) -> Stage:
@@ -90,8 +147,9 @@ def run(options, view_factory: Callable, log: Callable[[str], None] = print) -> 
 
     log(f"demo: artifacts in {run_dir}")
     try:
+        injected = injected_faults(Path(options.spec))  # what the summary must report found
         stages.append(_lab_stage(Path(options.spec)))
-    except Exception as exc:  # podman/mirror errors: nothing else can run
+    except Exception as exc:  # podman/mirror errors, a bad spec: nothing else can run
         stages.append(Stage("lab", "failed", 1, str(exc)))
         return _finish(run_dir, stages, started, log)
     # The site's existing infrastructure (the Storage Scale cluster GPU nodes join), stood in for by the lab.
@@ -111,19 +169,43 @@ def run(options, view_factory: Callable, log: Callable[[str], None] = print) -> 
     # Last of the node stages: by now the monitoring installed by site.yml has scraped the faulty node for minutes.
     stages.append(_playbook_stage(ALERTS_STAGE, base("runbook alerts", "runbooks/alerts.yml"), run_dir, view_factory))
     stages.append(_k8s_stage(Path(options.inventory)))
-    return _finish(run_dir, stages, started, log)
+    return _finish(run_dir, stages, started, log, injected)
 
 
-def _finish(run_dir: Path, stages: list[Stage], started: float, log) -> int:
-    failed_hard = any(stage.status == "failed" for stage in stages if stage.name in REQUIRED_STAGES)
+def _finish(run_dir: Path, stages: list[Stage], started: float, log, injected=None) -> int:
+    _write_run_summary(run_dir, stages, started)
+    try:
+        # The records so far (validation, benchmark), to tell a stage that failed on found faults from one the
+        # toolkit failed; the summary is written again with what that says.
+        stages = judge_stages(stages, report.load(run_dir))
+        summary = _write_run_summary(run_dir, stages, started)
+        files = report.build(run_dir)
+    except ValueError as exc:  # gpuforge_records.RecordError: a result file the records do not read
+        log(f"demo: no report: {exc} (the stages' results are in {run_dir})")
+        return 1
+    summary["artifacts"].update(report_html=str(files.html), report_md=str(files.markdown))
+    verdict = cluster_verdict(files.data, injected or [])
+    summary["rc"] = demo_rc(stages, verdict)
+    summary["status"] = "failed" if summary["rc"] else "successful"
+    write_summary(run_dir, summary)
+    for line in summary_lines(
+        stages, files.data, files.html, bench_attribution(run_dir), firing_alerts(run_dir / ALERTS_FILE), verdict
+    ):
+        log(line)
+    return summary["rc"]
+
+
+def _write_run_summary(run_dir: Path, stages: list[Stage], started: float) -> dict:
+    """The demo's summary.json: rc 1 while a stage failed as the toolkit's failure (demo_rc decides at the end)."""
+    failed = any(stage.status == "failed" for stage in stages)
     finished = time.time()
     summary = {
         "schema_version": 1,
         "run_id": run_dir.name,
         "command": "demo",
         "playbook": None,
-        "rc": 1 if failed_hard else 0,
-        "status": "failed" if failed_hard else "successful",
+        "rc": 1 if failed else 0,
+        "status": "failed" if failed else "successful",
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finished)),
         "duration_s": round(finished - started, 3),
@@ -133,18 +215,143 @@ def _finish(run_dir: Path, stages: list[Stage], started: float, log) -> int:
         "artifacts": {"run_dir": str(run_dir)},
     }
     write_summary(run_dir, summary)
-    try:
-        files = report.build(run_dir)
-    except ValueError as exc:  # gpuforge_records.RecordError: a result file the records do not read
-        log(f"demo: no report: {exc} (the stages' results are in {run_dir})")
-        return 1
-    summary["artifacts"].update(report_html=str(files.html), report_md=str(files.markdown))
-    write_summary(run_dir, summary)
-    for line in summary_lines(
-        stages, files.data, files.html, bench_attribution(run_dir), firing_alerts(run_dir / ALERTS_FILE)
-    ):
-        log(line)
-    return summary["rc"]
+    return summary
+
+
+def found_faults(data) -> dict[str, list[str]]:
+    """Node -> the faults found on it: its failed checks that are root causes (validation), then what the benchmark
+    attribution names slow on a node with no failed check (a link or node validation cannot see)."""
+    found: dict[str, list[str]] = {}
+    failed = [check for check in data.checks or [] if check.status == "FAIL"]
+    names = {(check.host, check.name) for check in failed}
+    for check in failed:
+        if not any((check.host, cause) in names for cause in check.caused_by):
+            found.setdefault(check.host, []).append(check.name)
+    faulty = set(found)
+    for record in data.attributions:
+        if record["verdict"] == "FAIL" and not faulty & set(record["nodes"]):
+            for node in record["nodes"]:
+                found.setdefault(node, []).append(f"{record['benchmark']} slow {record['subject']} {record['name']}")
+    return found
+
+
+def _failed_by(data) -> dict[str, set[str]]:
+    """Node -> the names of its failed checks (root causes and consequences alike)."""
+    failed: dict[str, set[str]] = {}
+    for check in data.checks or []:
+        if check.status == "FAIL":
+            failed.setdefault(check.host, set()).add(check.name)
+    return failed
+
+
+def _names(message: str, name: str) -> bool:
+    """Whether message names the run `name` whole (p2p-gpu1 is not named by p2p-gpu10)."""
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", message) is not None
+
+
+def _verdict_failure(task: dict, data, found: dict) -> str | None:
+    """Why a failed task is the cluster's verdict (a one-line account), or None when the toolkit failed."""
+    if task.get("status") != "failed":
+        return None  # unreachable
+    if task.get("task") == UNHEALTHY_TASK:
+        return f"unhealthy nodes: {', '.join(sorted(found))}" if found else None  # none found: not a verdict
+    if task.get("task") != NO_RESULT_TASK:
+        return None
+    message = str(task.get("msg", ""))
+    runs = [run for run in data.runs if run["verdict"] == "FAIL" and _names(message, run["name"])]
+    if not runs:
+        return None
+    explained = []
+    for run in runs:
+        faulty = [node for node in run["nodes"] if node in found]
+        if not faulty:
+            return None  # a run without a result on healthy nodes: the toolkit's (or the lab's) failure
+        explained.append(f"{run['name']} ({', '.join(faulty)})")
+    return "runs without a result on nodes with faults found: " + ", ".join(explained)
+
+
+def judge_stages(stages: list[Stage], data) -> list[Stage]:
+    """The stages, a failed playbook stage made ``faults`` where every failed task is a verdict on faults found
+    (_verdict_failure) and no host was unreachable; any other failure stays ``failed`` - the toolkit's."""
+    found = found_faults(data)
+    judged = []
+    for stage in stages:
+        tasks = stage.summary.get("failed_tasks") or []
+        hosts = stage.summary.get("hosts") or {}
+        unreachable = any((counts or {}).get("unreachable") for counts in hosts.values())
+        if stage.status != "failed" or not tasks or unreachable:
+            judged.append(stage)
+            continue
+        accounts = [_verdict_failure(task, data, found) for task in tasks]
+        if any(account is None for account in accounts):
+            judged.append(stage)
+            continue
+        judged.append(replace(stage, status="faults", detail="; ".join(dict.fromkeys(accounts))))
+    return judged
+
+
+@dataclass
+class ClusterVerdict:
+    verdict: str  # FAIL when a fault was found, else PASS
+    found: dict  # node -> faults found (found_faults)
+    injected_found: list
+    injected_missed: list
+
+    @property
+    def count(self) -> int:
+        return sum(len(faults) for faults in self.found.values())
+
+
+def cluster_verdict(data, injected: list[Injected]) -> ClusterVerdict:
+    """The faults found, and which injected faults they found: a spec fault by a FAIL of its check on its node
+    (a fault type without a known check: any failed check there), the degraded link by the attribution."""
+    found = found_faults(data)
+    failed = _failed_by(data)
+    slow_nodes = {
+        node
+        for record in data.attributions
+        if record["verdict"] == "FAIL" and record["subject"] == "node"
+        for node in record["nodes"]
+    }
+    hits, misses = [], []
+    for fault in injected:
+        if fault.checks:
+            hit = bool(failed.get(fault.node, set()) & set(fault.checks))
+        elif fault.what.startswith("link degraded"):
+            hit = fault.node in slow_nodes
+        else:
+            hit = bool(failed.get(fault.node))
+        (hits if hit else misses).append(fault)
+    return ClusterVerdict("FAIL" if found else "PASS", found, hits, misses)
+
+
+def demo_rc(stages: list[Stage], verdict: ClusterVerdict) -> int:
+    """1 when the toolkit failed (a stage ``failed``) or missed an injected fault; found faults alone are 0."""
+    return 1 if any(stage.status == "failed" for stage in stages) or verdict.injected_missed else 0
+
+
+def verdict_lines(stages: list[Stage], verdict: ClusterVerdict) -> list[str]:
+    """The cluster's verdict (found faults, the injected ones found or missed), then the toolkit's own outcome."""
+    injected = len(verdict.injected_found) + len(verdict.injected_missed)
+    if verdict.verdict == "PASS":
+        line = "cluster verdict: PASS, no fault found"
+    else:
+        line = f"cluster verdict: FAIL, {verdict.count} fault{'s' if verdict.count != 1 else ''} found"
+    if injected:
+        state = "all found" if not verdict.injected_missed else f"{len(verdict.injected_missed)} not found"
+        line += f" ({injected} injected, {state})"
+    lines = [line]
+    lines += [f"  {node}: {', '.join(faults)}" for node, faults in sorted(verdict.found.items())]
+    lines += [f"  injected, not found: {fault.node}: {fault.what}" for fault in verdict.injected_missed]
+    failed = [stage for stage in stages if stage.status == "failed"]
+    if failed:
+        lines.append(f"toolkit: FAILED in {', '.join(stage.name for stage in failed)} (see the stages above)")
+    else:
+        lines.append(
+            "toolkit: every stage ran"
+            + (" (failures were the cluster's faults)" if any(stage.status == "faults" for stage in stages) else "")
+        )
+    return lines
 
 
 def bench_attribution(run_dir: Path) -> dict[str, str]:
@@ -186,9 +393,12 @@ def summary_lines(
     html_path: Path,
     attribution: dict[str, str] | None = None,
     alerts: dict[str, list[str]] | None = None,
+    verdict: ClusterVerdict | None = None,
 ) -> list[str]:
     lines = ["", "== gpuforge demo summary"]
     lines += [f"stage {stage.name:<10} {stage.status:<8} {stage.detail}" for stage in stages]
+    if verdict is not None:
+        lines += verdict_lines(stages, verdict)
     if data.checks is None:
         lines.append("nodes: validation not run")
     else:
