@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import leading_number
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_vgpu_license import license_state
 
 __all__ = [
     "CLOCK_EVENT_BITS",
@@ -173,6 +174,11 @@ def _normalise_gpu(get, sub, index: int, bus_attr) -> dict:
         "persistence_mode": _clean(get("persistence_mode", "Persistence Mode")),
         "virtualization_mode": _clean(
             get("gpu_virtualization_mode/virtualization_mode", "GPU Virtualization Mode/Virtualization Mode")
+        ),
+        # A vGPU guest's licence (gpuforge_vgpu_license.license_state; None: no vGPU software section).
+        "vgpu_license": license_state(
+            get("vgpu_software_licensed_product/licensed_product_name", "vGPU Software Licensed Product/Product Name"),
+            get("vgpu_software_licensed_product/license_status", "vGPU Software Licensed Product/License Status"),
         ),
         "mig_mode": {
             "current": _clean(get("mig_mode/current_mig", "MIG Mode/Current")),

@@ -25,6 +25,7 @@ import os
 from collections import namedtuple
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_health_checks as health_checks
+from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_vgpu_license as vgpu_license
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import (
     boolean,
     integer,
@@ -245,6 +246,17 @@ CHECKS += [
         {"kernel_taint_fail_bits": _TAINT_BITS, "kernel_taint_warn_bits": _TAINT_BITS},
         TAINT_REMEDY,
         ("kernel_taint", {"bits"}, set()),
+    ),
+    # A vGPU guest's licence (nvidia-smi's "vGPU Software Licensed Product"), judged only where the expected system
+    # says vgpu_guest: true; every GPU must be Licensed (module_utils/gpuforge_vgpu_license.py cites the states).
+    # Lab fault: the simulated nvidia-smi prints License Status "Unlicensed (Restricted)" for that GPU (or all).
+    Check(
+        ("vgpu_license",),
+        ("nvidia_smi",),
+        vgpu_license.judge_vgpu_license,
+        {"vgpu_guest": boolean()},
+        vgpu_license.REMEDY,
+        ("vgpu_unlicensed", set(), {"gpu", "status"}),
     ),
 ]
 

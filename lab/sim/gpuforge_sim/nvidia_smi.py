@@ -161,6 +161,7 @@ class Context:
         self.driver_major = int(self.driver_version.split(".")[0])
         self.arch = ARCH.get(self.gpu.get("architecture"), ARCH["Volta"])
         self.vgpu = self.gpu.get("vgpu")
+        self.unlicensed = [f for f in hw.get("faults") or [] if f.get("type") == "vgpu_unlicensed"]
         self.persistence = "Enabled" if driver_state.persistence_enabled() else "Disabled"
         self.ecc_mode = None if self.vgpu else "Enabled"
         self.mig_mode = "Disabled" if self.arch["remap"] else None
@@ -191,6 +192,16 @@ class Context:
 
         digest = hashlib.md5(f"{self.host}/{self.hw.get('name')}/{gpu['profile_index']}".encode()).hexdigest()
         return f"GPU-{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
+
+    def license_status(self, gpu) -> str:
+        """A vGPU guest GPU's License Status: Licensed with a lease expiring a day from now, in the driver's unpadded
+        GMT format ("2023-1-31 11:32:22 GMT" in a real capture, tests/fixtures/nvidia-smi-vgpu/SOURCES.md); fault
+        vgpu_unlicensed: its status (default "Unlicensed (Restricted)") on its GPU, or on every GPU."""
+        for fault in self.unlicensed:
+            if fault.get("gpu") in (None, gpu["index"]):
+                return fault.get("status", "Unlicensed (Restricted)")
+        t = time.gmtime(time.time() + 86400)
+        return f"Licensed (Expiry: {t.tm_year}-{t.tm_mon}-{t.tm_mday} {t.tm_hour}:{t.tm_min}:{t.tm_sec} GMT)"
 
     def serial(self, gpu) -> str:
         return f"{self.gpu.get('serial_prefix', '')}{gpu['profile_index']}"
@@ -453,8 +464,13 @@ def _gpu_model(ctx: Context, gpu: dict) -> list:
                 "vgpu_software_licensed_product",
                 "vGPU Software Licensed Product",
                 [
-                    ("product_name", "Product Name", ctx.vgpu.get("license", "NVIDIA Virtual Compute Server")),
-                    ("license_status", "License Status", "Licensed (Expiry: N/A)"),
+                    # <licensed_product_name> in -q -x, "Product Name" in -q (tests/fixtures/nvidia-smi-vgpu).
+                    (
+                        "licensed_product_name",
+                        "Product Name",
+                        ctx.vgpu.get("license", "NVIDIA Virtual Compute Server"),
+                    ),
+                    ("license_status", "License Status", ctx.license_status(gpu)),
                 ],
             )
         )

@@ -35,6 +35,15 @@ CASES = {
         "real:nvidia-smi-query-gpu-csv__netdata-go.d.plugin__tesla-p100.csv",
         lambda d: d["rows"][0]["name"] == "Tesla P100-PCIE-16GB" and d["rows"][0]["power.draw"] == 28.16,
     ),
+    "nvidia-smi-vgpu-license": (
+        "nvidia-smi-vgpu/gpu-operator-628_vcs_unlicensed-restricted_q_EXCERPT.txt",
+        lambda d: d["gpus"][0]["license"]["licensed"] is False and d["gpus"][0]["license"]["restricted"] is True,
+    ),
+    # a GPU passed through without vGPU software prints no licence section
+    "nvidia-smi-vgpu-license-xml": (
+        "nvidia-smi/gpuforge-device_1xh200_drv580.159.04_q_x.xml",
+        lambda d: d["driver_version"] == "580.159.04" and d["gpus"][0]["license"] is None,
+    ),
     "nvidia-smi-list": (
         "nvidia-smi/gpuforge-device_1xh200_drv580.159.04_list.txt",
         lambda d: d["gpus"][0]["uuid"].startswith("GPU-"),

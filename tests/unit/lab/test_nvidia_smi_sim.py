@@ -27,7 +27,9 @@ REAL_TOPO = "nvidia-smi-topo-m__sgl-project-sglang__issue30401__8xh100_8nic.txt"
 REAL_NVLINK = "nvidia-smi-nvlink-status__leptonai-gpud__a100.txt"
 VOLATILE_KEYS = {"format", "dtd_version", "timestamp"}
 DEVICE_NAMED = {"matrix", "links", "nics", "legend", "nic_legend"}
-OPTIONAL_SECTIONS = {"remapped_rows"}  # null before Ampere, a dict after (checked in the fault tests)
+# remapped_rows: null before Ampere, a dict after (checked in the fault tests); vgpu_license: null without vGPU
+# software, a dict in a vGPU guest (tests/unit/module_utils/test_gpuforge_vgpu_license.py).
+OPTIONAL_SECTIONS = {"remapped_rows", "vgpu_license"}
 # Captured on a real single-GPU H200 VM, driver 580.159.04 (tests/fixtures/nvidia-smi/SOURCES.md).
 H200_580 = "gpuforge-device_1xh200_drv580.159.04_{}"
 
