@@ -16,7 +16,7 @@ Formats: tests/fixtures/p2p/ (Dell EMC Ready Solutions for AI and a current publ
 Verdict: with P2P enabled a pair that can access its peer copies GPU to GPU instead of staging through host
 memory, so its P2P=Enabled bandwidth must exceed the P2P=Disabled one of the same pair. How much it must
 exceed it is a per-SKU figure: REFERENCES holds, per GPU product, the lowest enabled/disabled ratio over
-the peer pairs of a reference run (the seed's or a published one, named with it). A pair passes at
+the peer pairs of a reference run (a reference document's or a published one, named with it). A pair passes at
 ``tolerance`` (0.9) times that ratio; a SKU without a reference must at least not be slower with P2P than
 without it (ratio 1, a logical floor, not a vendor figure). A site threshold in GB/s (``min_uni_gbps``,
 ``min_bi_gbps``) is judged as well where given.

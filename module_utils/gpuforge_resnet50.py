@@ -1,5 +1,5 @@
 """Parse ResNet-50 throughput output (gpuforge's resnet50_bench.py and tf_cnn_benchmarks), compute scaling
-efficiency against linear scaling, and judge per-GPU throughput against per-SKU references from the seeds.
+efficiency against linear scaling, and judge per-GPU throughput against per-SKU references from the reference documents.
 
 Stdlib only, and the gpuforge_errors/gpuforge_options files Ansible ships with it.
 """
@@ -45,7 +45,7 @@ EXPECT = record(
     }
 )
 
-# Precisions that compute in a 16-bit type (mixed precision): the seeds' references are of this kind.
+# Precisions that compute in a 16-bit type (mixed precision): the reference documents' figures are of this kind.
 MIXED_PRECISIONS = ("amp", "fp16", "bf16")
 
 

@@ -1,4 +1,4 @@
-"""Shared pytest fixtures: paths to the seeds and to public real-tool outputs."""
+"""Shared pytest fixtures: paths to the CI inputs beside the checkout (public real-tool outputs) and to the fixtures."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The model is the bottleneck ResNet-50 (3-4-6-3 blocks, 25.6 M parameters at 1000 classes) defined here,
 trained with SGD on one fixed random batch per rank, like tf_cnn_benchmarks' synthetic mode used in
-the seeds: the number is compute plus gradient all-reduce, no input pipeline.
+the reference documents (docs/sources.md): the number is compute plus gradient all-reduce, no input pipeline.
 
 Launch with any of:
   torchrun --nproc_per_node=8 resnet50_bench.py            (RANK/WORLD_SIZE/LOCAL_RANK, env://)

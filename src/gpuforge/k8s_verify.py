@@ -10,7 +10,7 @@ gpuforge_kubeconfig). Four checks, each a ``k8s_check`` record (schemas/k8s-chec
    (``<rendered>/<cluster>/rdma_shared_device_plugin/configmap.yaml``, from ``gpuforge k8s render``);
 3. a CUDA vector-add pod (roles/k8s_addons_common/templates/verify/cuda-vector-add.yaml.j2) reaches Succeeded and
    its log says ``Test PASSED``;
-4. an MPIJob running nccl-tests all_reduce_perf with the RDMA resources (rendered from the seed jobs' template,
+4. an MPIJob running nccl-tests all_reduce_perf with the RDMA resources (rendered from the reference jobs' template,
    roles/mpi_operator/templates/mpijob.yaml.j2) gets its Succeeded condition, and its launcher log goes through the
    host benchmarks' nccl-tests parser and busbw threshold (gpuforge_bench_nccl_min_busbw);
 5. the in-pod RDMA test (roles/rdma_workload_access/templates/verify/rdma-perftest-pod.yaml.j2): a server and a
@@ -440,7 +440,7 @@ def vector_add_pod(name: str, namespace: str, image: str) -> dict:
 
 
 def nccl_mpijob(name: str, namespace: str, image: str, settings: dict, gpus: int, workers: int, rdma: list) -> dict:
-    """The verification MPIJob: the seed jobs' template with all_reduce_perf, one rank per GPU, every rail."""
+    """The verification MPIJob: the reference jobs' template with all_reduce_perf, one rank per GPU, every rail."""
     binary = settings.get("mpi_operator_nccl_tests_binary") or "all_reduce_perf"
     args = list(settings.get("mpi_operator_nccl_tests_args") or [])
     job = {
@@ -555,7 +555,7 @@ def _mpijob(cluster, options, settings, namespace, out, suffix, waiter, plan_: P
         remedy = (
             "no nccl-tests image: set gpuforge_workload_image (playbooks/workload_image.yml builds it) or "
             "gpuforge_k8s_verify_nccl_image (an image with all_reduce_perf built with MPI=1 and an SSH server, as the "
-            "seed MPIJobs need), or pass --nccl-image"
+            "reference MPIJobs need), or pass --nccl-image"
         )
         return [utils.check("mpijob_completed", "mpijob", "unknown", None, None, source, remedy)]
     if not cluster.has_mpijob_crd():

@@ -1,4 +1,4 @@
-"""mpi_operator: v2beta1 CRD and controller; MPIJobs in the seeds' shapes."""
+"""mpi_operator: v2beta1 CRD and controller; MPIJobs in the reference documents' shapes."""
 
 import json
 from pathlib import Path

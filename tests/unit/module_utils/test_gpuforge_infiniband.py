@@ -1,4 +1,5 @@
-"""Parsers for ibstat, ibstatus, ibv_devinfo, ibdev2netdev and ofed_info -s over real outputs and seed fixtures
+"""Parsers for ibstat, ibstatus, ibv_devinfo, ibdev2netdev and ofed_info -s over real outputs and fixtures
+from the reference documents
 (the `ofed_info -s` lines of the vendor facts registry: tests/unit/library/test_infiniband_facts.py, which may
 read YAML; these tests also run under the nodes' oldest Python, without PyYAML)."""
 

@@ -147,7 +147,7 @@ def test_redp5610_ib_transport_details(fixture_text):
 
 
 def test_redp5610_average_is_mean_of_both_runs(fixture_text):
-    # nccl-tests averages out-of-place and in-place busbw together; the seed's 12.3088 confirms it.
+    # nccl-tests averages out-of-place and in-place busbw together; the Redpaper's 12.3088 confirms it.
     result = parse_nccl_tests(fixture_text(SEED_2X8))
     cells = [run["busbw"] for row in result["rows"] for run in (row["out_of_place"], row["in_place"])]
     assert round(sum(cells) / len(cells), 4) == result["avg_busbw"]
@@ -235,7 +235,7 @@ def test_judge_redp5610_ib_gdr_passes(fixture_text):
     assert checks["small_message_latency"]["observed"] == 91.61  # max time up to 1 KiB
     assert checks["small_message_latency"]["expected"] == "< 100.0 us"
     assert checks["transport"]["status"] == "ok"
-    # The seed omits the summary lines: nothing says the values were checked.
+    # The Redpaper omits the summary lines: nothing says the values were checked.
     assert checks["wrong_values"]["status"] == "warn"
 
 

@@ -44,7 +44,7 @@ def test_dellemc_devices_and_matrices():
     ]
     assert matrices["connectivity"] == [[1] * 4] * 4
     assert matrices["uni_enabled"][1] == [47.86, 738.42, 34.18, 38.74]
-    # The second code block of the seed lost its leading spaces ("D\D   0 ...", "0 754.83 ..."): still read.
+    # The second code block of the Dell EMC guide lost its leading spaces ("D\D   0 ...", "0 754.83 ..."): still read.
     assert matrices["bi_enabled"][0] == [754.83, 75.25, 78.63, 78.80]
     assert matrices["latency_enabled"][3] == [6.44, 6.47, 6.48, 3.58]
 
