@@ -31,7 +31,6 @@ def _install_collection_loader() -> None:
 _install_collection_loader()
 SHARED = PROJECT_ROOT.parent / "shared"
 REAL_OUTPUTS = SHARED / "real-outputs"
-SEEDS = SHARED / "seeds"
 FIXTURES = PROJECT_ROOT / "tests" / "fixtures"
 
 
