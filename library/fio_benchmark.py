@@ -15,8 +15,9 @@ description:
     test file in I(directory), each for I(runtime) seconds (C(time_based)), in the C locale.
   - C(seq_read)/C(seq_write) use I(seq_block_size), C(rand_read)/C(rand_write) I(rand_block_size); the
     result has each job's bandwidth (MiB/s), IOPS and 99th-percentile completion latency.
-  - Each job is judged against I(expect), the site's thresholds for this directory; a job without a
-    threshold is reported, not judged. A job fio reports an error for, or that moved no data, fails.
+  - Each job is judged against I(expect), the site's thresholds for this directory, over the floors gpuforge
+    ships for I(storage_kind); a job without a threshold from either is reported, not judged. A job fio
+    reports an error for, or that moved no data, fails.
   - The test file is removed afterwards, whatever happened; it is named for this host and process, so
     nodes that share the directory (NFS, Spectrum Scale) do not share a file.
   - In check mode nothing runs; the command is returned.
@@ -94,10 +95,20 @@ options:
   expect:
     description:
       - The site's thresholds for this directory, each optional
-        C(seq_read_mib_s), C(seq_write_mib_s) (MiB/s floors), C(rand_read_iops), C(rand_write_iops) (IOPS
+        C(seq_read_mib_per_s), C(seq_write_mib_per_s) (MiB/s floors), C(rand_read_iops), C(rand_write_iops) (IOPS
         floors), C(rand_read_p99_us), C(rand_write_p99_us) (ceilings on the 99th-percentile completion latency).
+      - They win key by key over the floors gpuforge ships for O(storage_kind).
     type: dict
     default: {}
+  storage_kind:
+    description:
+      - What the directory is - C(nfs) (NFS, over IPoIB in the reference designs), C(gpfs) (IBM Spectrum Scale),
+        C(scratch) (local disk) or C(extra) (a site's own target) - whose floors gpuforge ships
+        (module_utils/gpuforge_fio.py DEFAULT_THRESHOLDS, each with its source - the sequential read one training
+        node of a reference design needed) judge the jobs O(expect) leaves without a threshold.
+      - Not given, or C(extra) - only O(expect) judges.
+    type: str
+    choices: [nfs, gpfs, scratch, extra]
 requirements:
   - fio (Debian/Ubuntu package C(fio), EPEL C(fio) on EL); coreutils C(timeout)
 notes:
@@ -111,8 +122,9 @@ EXAMPLES = r"""
     label: nfs:/home
     size: 4G
     runtime: 60
+    storage_kind: nfs
     expect:
-      seq_read_mib_s: 900
+      seq_read_mib_per_s: 900
       rand_read_iops: 20000
 
 - name: Local scratch, report only
@@ -139,6 +151,16 @@ results:
   returned: when fio ran
   type: list
   elements: dict
+thresholds:
+  description: The thresholds the jobs were judged against - O(expect) over the floors for O(storage_kind).
+  returned: when the options are valid
+  type: dict
+  sample: {seq_read_mib_per_s: 319}
+threshold_sources:
+  description: Threshold key to where it comes from - the site (O(expect)) or gpuforge's default for O(storage_kind).
+  returned: when the options are valid
+  type: dict
+  sample: {seq_read_mib_per_s: "gpuforge default for nfs: Dell EMC Ready Solutions for AI, section 3.1.5 ..."}
 checks:
   description: Each C({name, status, observed, expected, remedy}).
   returned: when fio ran
@@ -167,10 +189,12 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors i
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_fio import (
     EXPECT,
     JOBS,
+    STORAGE_KINDS,
     fio_command,
     judge_fio,
     overall_status,
     parse_fio,
+    thresholds_for,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool
 
@@ -218,6 +242,7 @@ def main():
             "iodepth": {"type": "int", "default": 16},
             "direct": {"type": "bool", "default": True},
             "output_path": {"type": "path"},
+            "storage_kind": {"type": "str", "choices": list(STORAGE_KINDS)},
             **COMMON_OPTIONS,
             "timeout": {"type": "int", "default": 0},
         },
@@ -229,6 +254,9 @@ def main():
         check_common_options(params, EXPECT)
     except OptionError as exc:
         module.fail_json(msg=str(exc), **result)
+    # The site's thresholds over the floors shipped for the storage kind (one precedence: site > default).
+    expect, result["threshold_sources"] = thresholds_for(params["expect"], params["storage_kind"])
+    result["thresholds"] = expect
     if params["runtime"] < 1 or params["iodepth"] < 1:
         module.fail_json(msg="runtime and iodepth must be at least 1", **result)
     if not params["jobs"]:
@@ -275,7 +303,7 @@ def main():
             module.warn(f"could not remove the test file {path}: {exc}")
 
     def judge(parsed):
-        checks = judge_fio(parsed, params["expect"], label)
+        checks = judge_fio(parsed, expect, label)
         result["results"] = _results(parsed, checks, params["node"] or host, label, directory)
         if run.rc != 0 and overall_status(checks) == "ok":
             remedy = "; ".join(parsed["notices"]) or "fio exited with an error"

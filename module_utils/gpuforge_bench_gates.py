@@ -28,7 +28,7 @@ not a failure). Stdlib only, Python 3.8.
 
 from __future__ import annotations
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_fio import JOBS
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_fio import JOBS, SITE_SOURCE, thresholds_for
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_number
 
 __all__ = ["FIO_SOURCE", "P2P_SOURCE", "fio_results", "judged_block", "p2p_results"]
@@ -45,21 +45,25 @@ def _label_name(node, label, job=None):
     return f"fio-{node}-{label}" + (f"-{job}" if job else "")
 
 
-def _thresholds_for(thresholds, label):
-    """The thresholds of one target and the key they came from (its label, else ``default``)."""
+def _thresholds_for(thresholds, label, kind=None):
+    """The thresholds of one target, the site key they came from (its label, else ``default``; None when the site
+    sets none) and each threshold's source: the site's over gpuforge's floors for the storage kind
+    (gpuforge_fio.thresholds_for, as fio_benchmark judges with them)."""
     thresholds = thresholds if isinstance(thresholds, dict) else {}
+    site, key = {}, None
     if isinstance(thresholds.get(label), dict):
-        return thresholds[label], label
-    if isinstance(thresholds.get("default"), dict):
-        return thresholds["default"], "default"
-    return {}, None
+        site, key = thresholds[label], label
+    elif isinstance(thresholds.get("default"), dict):
+        site, key = thresholds["default"], "default"
+    expect, sources = thresholds_for(site, kind)
+    return expect, key, sources
 
 
 def _measure(job):
     """(result key of the gated value, unit, floor key, ceiling key) of a fio job (gpuforge_fio's EXPECT keys)."""
     kind = JOBS[job][1] if job in JOBS else "seq"
     if kind == "seq":
-        return "mib_per_second", "MiB/s", f"{job}_mib_s", None
+        return "mib_per_second", "MiB/s", f"{job}_mib_per_s", None
     return "iops", "IOPS", f"{job}_iops", f"{job}_p99_us"
 
 
@@ -104,7 +108,14 @@ def _fio_job(node, item, result, base, expect, source):
     if ceiling is not None:
         entry["clat_p99_us_max"] = ceiling
     if floor is not None or ceiling is not None:
-        entry["threshold_source"] = f"{source}[{entry['threshold_key']!r}]"
+        used = [key for key in (floor_key, ceiling_key) if key and expect.get(key) is not None]
+        named = [
+            f"{source}[{entry['threshold_key']!r}]"
+            if base["threshold_sources"].get(key) == SITE_SOURCE
+            else base["threshold_sources"].get(key, source)
+            for key in used
+        ]
+        entry["threshold_source"] = "; ".join(dict.fromkeys(named))
     else:
         entry["threshold_source"] = f"{source}: none for {base['target']} (reported, not judged)"
     remedy = "; ".join(str(c.get("remedy") or "") for c in bad if c.get("remedy"))
@@ -145,7 +156,9 @@ def fio_results(loop_results, node, thresholds=None) -> list:
             continue
         target = item["item"]
         label = str(target.get("label") or target.get("path") or "")
-        expect, key = _thresholds_for(thresholds, label)
+        expect, key, sources = _thresholds_for(thresholds, label, target.get("kind"))
+        if isinstance(item.get("thresholds"), dict):  # what the module judged the jobs against
+            expect, sources = item["thresholds"], item.get("threshold_sources") or sources
         base = {
             "group": label,
             "nodes": [str(node)],
@@ -154,6 +167,7 @@ def fio_results(loop_results, node, thresholds=None) -> list:
             "threshold": None,
             "op": ">=",
             "threshold_key": key,
+            "threshold_sources": sources,
         }
         if not isinstance(item.get("results"), list):
             if item.get("skipped") or item.get("msg") or item.get("failed"):
@@ -164,6 +178,7 @@ def fio_results(loop_results, node, thresholds=None) -> list:
                 found.append(_fio_job(str(node), item, result, base, expect, FIO_SOURCE))
     for entry in found:
         entry.pop("threshold_key", None)
+        entry.pop("threshold_sources", None)
     return found
 
 

@@ -8,8 +8,10 @@ value is reported in 1024 bytes per second units" (KiB/s); latencies are in nano
 ``fio: pid=..., err=2/file:...`` on stdout before the JSON document (captured in
 tests/fixtures/fio/fio-3.33_ext4_job_error_unlink.txt), so the parser reads from the first ``{``.
 
-The thresholds are site data (what the site measured on its own storage, or its vendor's figures for it);
-gpuforge ships none: a job without a threshold is reported, not judged.
+Thresholds: the site's (what it measured on its own storage, or its vendor's figures for it) win key by key over
+the floors gpuforge ships per storage kind (DEFAULT_THRESHOLDS: the sequential read a reference design's training
+node needed, from the documents docs/sources.md names); a job with no threshold from either is reported, not
+judged.
 
 Stdlib only, Python 3.8; gpuforge_errors and gpuforge_options ship with it.
 """
@@ -25,12 +27,15 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_number
 
 __all__ = [
+    "DEFAULT_THRESHOLDS",
     "EXPECT",
     "JOBS",
+    "STORAGE_KINDS",
     "fio_command",
     "judge_fio",
     "overall_status",
     "parse_fio",
+    "thresholds_for",
 ]
 
 
@@ -47,8 +52,8 @@ JOBS = {
 # completion latency of each random job, in microseconds. Every key is optional.
 EXPECT = record(
     {
-        "seq_read_mib_s": number(above=0),
-        "seq_write_mib_s": number(above=0),
+        "seq_read_mib_per_s": number(above=0),
+        "seq_write_mib_per_s": number(above=0),
         "rand_read_iops": number(above=0),
         "rand_write_iops": number(above=0),
         "rand_read_p99_us": number(above=0),
@@ -57,12 +62,60 @@ EXPECT = record(
 )
 # job -> (the floor's key, the measured field it bounds, unit)
 _FLOORS = {
-    "seq_read": ("seq_read_mib_s", "bw_mib_s", "MiB/s"),
-    "seq_write": ("seq_write_mib_s", "bw_mib_s", "MiB/s"),
+    "seq_read": ("seq_read_mib_per_s", "bw_mib_s", "MiB/s"),
+    "seq_write": ("seq_write_mib_per_s", "bw_mib_s", "MiB/s"),
     "rand_read": ("rand_read_iops", "iops", "IOPS"),
     "rand_write": ("rand_write_iops", "iops", "IOPS"),
 }
 _CEILINGS = {"rand_read": "rand_read_p99_us", "rand_write": "rand_write_p99_us"}
+
+# The storage kinds of the benchmark's targets (roles/gpuforge_bench, filter gpuforge_bench_fio_targets): NFS
+# (over IPoIB in the reference designs), IBM Spectrum Scale, local scratch, a site's extra target.
+STORAGE_KINDS = ("nfs", "gpfs", "scratch", "extra")
+# The floors gpuforge ships per storage kind: what one training node of a reference design read from that storage
+# while its GPUs ran at full speed, so a node below it starves its GPUs. Only sequential reads have such a figure in
+# the documents; the other jobs stay the site's to set (reported, not judged, until it does). Each entry: the
+# thresholds (units in the names) and their source, cited by the document's title (docs/sources.md).
+DEFAULT_THRESHOLDS = {
+    # Dell EMC Ready Solutions for AI, section 3.1.5: ResNet-50 on one PowerEdge C4140 (4x V100-SXM2) trained at
+    # 2,940 images/s reading 2,680 Mb/s (Table 7, profiled on the Isilon F800: 335 MB/s = 319.6 MiB/s), and trained
+    # at the same rate from the NFS share the head node exports over IPoIB ("no perceptible difference").
+    "nfs": (
+        {"seq_read_mib_per_s": 319},
+        "Dell EMC Ready Solutions for AI, section 3.1.5 and Table 7: ResNet-50 on one node reads 2,680 Mb/s, "
+        "the same from NFS over IPoIB",
+    ),
+    # IBM Redpaper REDP-5610, section 4.5: ResNet-50 on one DGX-1 (8x V100) at 7,096 images/s (synthetic data: the
+    # GPUs' own rate, which the Spectrum Scale file system must keep up with), at 0.113 MB per ILSVRC2012 image
+    # (Dell EMC Ready Solutions for AI, section 3.1.5): 7,096 x 0.113 MB/s = 801.8 MB/s = 764.7 MiB/s.
+    "gpfs": (
+        {"seq_read_mib_per_s": 764},
+        "IBM Redpaper REDP-5610, section 4.5: ResNet-50 at 7,096 images/s on one DGX-1, x 0.113 MB per ILSVRC2012 "
+        "image (Dell EMC Ready Solutions for AI, section 3.1.5)",
+    ),
+    # Local scratch (the NVMe scratch option of Dell EMC Ready Solutions for AI, section 3.1.5) feeds the same node
+    # as the shared storage it stands in for: the same per-node read.
+    "scratch": (
+        {"seq_read_mib_per_s": 319},
+        "Dell EMC Ready Solutions for AI, section 3.1.5 and Table 7: ResNet-50 on one node reads 2,680 Mb/s "
+        "(local NVMe scratch among the storage compared)",
+    ),
+}
+SITE_SOURCE = "site threshold gpuforge_bench_fio_thresholds"
+
+
+def thresholds_for(site=None, kind=None):
+    """(expect, {key: source}) of one target: the site's thresholds (``site``, already the target's own or the
+    site's ``default``) over the floors gpuforge ships for the storage ``kind``, key by key (one precedence:
+    site > default)."""
+    shipped, source = DEFAULT_THRESHOLDS.get(kind or "", ({}, ""))
+    expect = dict(shipped)
+    sources = {key: f"gpuforge default for {kind}: {source}" for key in shipped}
+    for key, value in (site or {}).items():
+        if value is not None:
+            expect[key] = value
+            sources[key] = SITE_SOURCE
+    return expect, sources
 
 
 def fio_command(
@@ -219,7 +272,7 @@ def judge_fio(result: dict, expect: dict | None = None, target: str = "") -> lis
                     f">= {floor:g} {unit} ({floor_key})",
                     ""
                     if status == "ok"
-                    else f"{name}{where} is below the site's threshold: check the mount options (NFS rsize/wsize, "
+                    else f"{name}{where} is below the threshold: check the mount options (NFS rsize/wsize, "
                     "proto=rdma), the network path (IPoIB link, ib_write_bw) and the server's load",
                 )
             )

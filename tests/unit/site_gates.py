@@ -29,7 +29,7 @@ FIO_FIXTURES = ROOT / "tests" / "fixtures" / "fio"
 P2P_FIXTURES = ROOT / "tests" / "fixtures" / "p2p"
 DEMO_BENCH = ROOT / "tests" / "fixtures" / "records" / "demo-run" / "benchmark" / "bench" / "20261126T151133Z"
 SITE_GATES_RUN_ID = "20261126T090000Z"
-FIO_THRESHOLDS = {"scratch:/var/tmp": {"seq_read_mib_s": 600, "rand_read_iops": 40000, "rand_read_p99_us": 2000}}
+FIO_THRESHOLDS = {"scratch:/var/tmp": {"seq_read_mib_per_s": 600, "rand_read_iops": 40000, "rand_read_p99_us": 2000}}
 NODES = ("gpu01", "gpu02", "gpu03")
 
 

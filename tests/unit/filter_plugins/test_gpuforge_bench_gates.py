@@ -59,7 +59,7 @@ def test_fio_one_result_per_node_target_and_job_with_the_unit_it_holds(site_gate
     slow = results["fio-gpu03-scratch:/var/tmp-seq_read"]
     assert (slow["value"], slow["verdict"], slow["module_verdict"]) == (340.25, "slow", "fail")
     assert slow["reason"].startswith("340.25 MiB/s is below 600 MiB/s")
-    assert "below the site's threshold" in slow["remedy"]
+    assert "is below the threshold" in slow["remedy"]
     failed = results["fio-gpu03-data-rand_read"]
     assert (failed["verdict"], failed["reason"]) == ("failed", "fio_rand_read: fio error 2 (expected no error)")
     assert "errno 2" in failed["remedy"]
@@ -84,7 +84,7 @@ def test_fio_a_run_that_could_not_start_is_one_failed_result_for_its_target(tmp_
 
 
 def test_fio_default_thresholds_apply_to_targets_without_their_own(tmp_path):
-    thresholds = {"default": {"seq_write_mib_s": 2000}, "nfs:/home": {"seq_write_mib_s": 1}}
+    thresholds = {"default": {"seq_write_mib_per_s": 2000}, "nfs:/home": {"seq_write_mib_per_s": 1}}
     item = _fio_item(tmp_path, expect=thresholds["default"])
     results = _by_name(filters.gpuforge_bench_fio_results([item], "gpu01", thresholds))
     write = results["fio-gpu01-scratch:/var/tmp-seq_write"]
@@ -208,3 +208,35 @@ def test_bench_summary_yml_builds_the_blocks_and_fails_the_play_on_a_failed_fio_
     assert failed == [*down_port, "fio-gpu03-data-rand_read: fio_rand_read: fio error 2 (expected no error)"]
     shown = _task("Show the attribution")["loop"]
     assert shown == ["ib_write_bw", "nccl", "resnet50", "slurm", "fio", "p2p"]
+
+
+def test_fio_storage_kind_floors_judge_what_the_site_leaves_unset(tmp_path):
+    """Issue 48 item 5: a scratch target without site thresholds is judged on sequential read by the floor gpuforge
+    ships for local scratch, its source the document it comes from; the other jobs stay unjudged (no published
+    figure). A site threshold for the same key wins (site > default), the others keep the default."""
+    item = _fio_item(tmp_path, storage_kind="scratch")
+    assert item["thresholds"] == {"seq_read_mib_per_s": 319}
+    results = _by_name(filters.gpuforge_bench_fio_results([item], "gpu01", {}))
+    seq = results["fio-gpu01-scratch:/var/tmp-seq_read"]
+    assert (seq["value"], seq["threshold"], seq["verdict"]) == (680.49, 319, "ok")
+    assert seq["threshold_source"].startswith("gpuforge default for scratch: Dell EMC Ready Solutions for AI")
+    assert results["fio-gpu01-scratch:/var/tmp-seq_write"]["verdict"] == "unjudged"
+
+    site = {"scratch:/var/tmp": {"seq_read_mib_per_s": 700, "seq_write_mib_per_s": 100}}
+    item = _fio_item(tmp_path, expect=site["scratch:/var/tmp"], storage_kind="scratch")
+    results = _by_name(filters.gpuforge_bench_fio_results([item], "gpu01", site))
+    seq = results["fio-gpu01-scratch:/var/tmp-seq_read"]
+    assert (seq["threshold"], seq["verdict"]) == (700, "slow")
+    assert seq["threshold_source"] == "site threshold gpuforge_bench_fio_thresholds['scratch:/var/tmp']"
+    assert results["fio-gpu01-scratch:/var/tmp-seq_write"]["verdict"] == "ok"
+
+
+def test_fio_gates_apply_the_kind_floor_of_a_target_the_module_did_not_report():
+    """A skipped or failed target carries no module thresholds: the gates take them from the same function."""
+    from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_gates import _thresholds_for
+
+    expect, key, sources = _thresholds_for({}, "gpfs:/gpfs/fs1", "gpfs")
+    assert (expect, key) == ({"seq_read_mib_per_s": 764}, None)
+    assert sources["seq_read_mib_per_s"].startswith("gpuforge default for gpfs: IBM Redpaper REDP-5610, section 4.5")
+    expect, key, _ = _thresholds_for({"default": {"seq_read_mib_per_s": 50}}, "nfs:/home", "nfs")
+    assert (expect, key) == ({"seq_read_mib_per_s": 50}, "default")

@@ -333,7 +333,7 @@ def run_resnet50_benchmark(ansible_module, tmp_path, change, args=None, check_mo
 def run_fio_benchmark(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
     output = change(fixture("fio/fio-3.33_ext4_seq_rand_4jobs.json"))
     runner = Runner(answer or (lambda argv: (0, output, "")))
-    base = {"directory": str(tmp_path), "expect": {"seq_read_mib_s": 100}}
+    base = {"directory": str(tmp_path), "expect": {"seq_read_mib_per_s": 100}}
     paths = paths or bins("timeout", "fio")
     result = ansible_module(fio_benchmark, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
     return result, runner

@@ -50,7 +50,7 @@ def test_really_runs_fio_on_a_temp_dir(ansible_module, tmp_path):
             "direct": False,
             "ioengine": "psync",
             "output_path": str(tmp_path / "out" / "fio.json"),
-            "expect": {"seq_read_mib_s": 0.001, "rand_write_iops": 0.001},
+            "expect": {"seq_read_mib_per_s": 0.001, "rand_write_iops": 0.001},
         },
     )
     assert result["rc"] == 0
@@ -73,7 +73,7 @@ def test_really_runs_fio_on_a_temp_dir(ansible_module, tmp_path):
 def test_captured_output_judged_and_test_file_removed(run_module, tmp_path):
     fake = FakeFio(0, FOUR_JOBS)
     result = run_module(
-        {"directory": str(tmp_path), "node": "gpu01", "label": "nfs:/home", "expect": {"seq_read_mib_s": 700}},
+        {"directory": str(tmp_path), "node": "gpu01", "label": "nfs:/home", "expect": {"seq_read_mib_per_s": 700}},
         fake,
         expect_failure=True,
         bin_path="/usr/bin/{}".format,

@@ -59,7 +59,12 @@ def test_job_error_and_the_line_fio_printed_before_the_json():
 
 def test_thresholds_floor_and_latency_ceiling():
     result = parse_fio(FOUR_JOBS)
-    expect = {"seq_read_mib_s": 700, "seq_write_mib_s": "1000", "rand_read_iops": 40000, "rand_write_p99_us": 500}
+    expect = {
+        "seq_read_mib_per_s": 700,
+        "seq_write_mib_per_s": "1000",
+        "rand_read_iops": 40000,
+        "rand_write_p99_us": 500,
+    }
     checks = {check["name"]: check for check in judge_fio(result, expect)}
     assert checks["fio_seq_read"]["status"] == "fail"  # 680.49 < 700
     assert checks["fio_seq_write"]["status"] == "ok"  # "1000" from -e is a number
@@ -92,3 +97,32 @@ def test_command_runs_the_jobs_one_after_another():
     ]
     with pytest.raises(ValueError):
         fio_command("fio", "/scratch", "f", "1G", 30, ["seq_rw"])
+
+
+def test_default_thresholds_per_storage_kind_have_units_and_sources():
+    """The floors gpuforge ships: each key a threshold of EXPECT (unit in its name), each entry a source that names
+    a document of docs/sources.md by its title, never a seed file."""
+    from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_fio import (
+        DEFAULT_THRESHOLDS,
+        EXPECT,
+        STORAGE_KINDS,
+        thresholds_for,
+    )
+
+    sources_md = (Path(__file__).resolve().parents[3] / "docs" / "sources.md").read_text(encoding="utf-8")
+    assert set(DEFAULT_THRESHOLDS) == {"nfs", "gpfs", "scratch"} and set(DEFAULT_THRESHOLDS) < set(STORAGE_KINDS)
+    for kind, (floors, source) in DEFAULT_THRESHOLDS.items():
+        assert EXPECT("expect", floors) == floors, kind
+        assert all(key.endswith(("_mib_per_s", "_iops", "_us")) for key in floors), kind
+        assert "seed" not in source.lower()
+        assert any(
+            title in source and title in sources_md
+            for title in ("Dell EMC Ready Solutions for AI", "IBM Redpaper REDP-5610")
+        )
+    # One precedence, key by key: the site's value over the kind's floor; a kind without floors (extra) has none.
+    assert thresholds_for({"seq_read_mib_per_s": 5, "rand_read_iops": 9}, "nfs")[0] == {
+        "seq_read_mib_per_s": 5,
+        "rand_read_iops": 9,
+    }
+    assert thresholds_for({}, "extra") == ({}, {})
+    assert thresholds_for(None, None) == ({}, {})
