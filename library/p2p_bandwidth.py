@@ -16,9 +16,11 @@ description:
   - A pair passes when its P2P=Enabled bandwidth reaches I(expect.tolerance) (0.9) times the per-SKU
     enabled/disabled ratio of a reference run (gpuforge_p2p REFERENCES; the SKU is the devices' name unless
     I(expect.sku) says otherwise) or I(expect.min_ratio); without either, P2P=Enabled must not be slower
-    than P2P=Disabled. I(expect.min_uni_gbps) and I(expect.min_bi_gbps) are site floors in GB/s.
-  - When I(binary) is absent the task is reported skipped with the reason (gpuforge does not build the
-    CUDA samples; the operator's build is expected there).
+    than P2P=Disabled. I(expect.min_unidirectional_gbyte_per_s) and I(expect.min_bidirectional_gbyte_per_s)
+    are site floors in GB/s (GB = 10^9 bytes, as the test prints).
+  - I(binary) defaults to where the benchmark_tools role installs its build of the CUDA sample
+    (C(gpuforge_benchmark_tools_prefix)/bin); when it is absent the task is reported skipped with the reason
+    and the fix (the role, or C(gpuforge_bench_p2p_binary) for a site's own build).
   - In check mode nothing runs; the command is returned.
 version_added: "0.1.0"
 extends_documentation_fragment:
@@ -31,9 +33,11 @@ attributes:
     details: Returns the command it would run; the test is not run and nothing is written.
 options:
   binary:
-    description: Path of the p2pBandwidthLatencyTest program.
+    description:
+      - Path of the p2pBandwidthLatencyTest program; by default the benchmark_tools role's build (its default
+        C(gpuforge_benchmark_tools_prefix), C(/opt/gpuforge/benchmark-tools)).
     type: path
-    required: true
+    default: /opt/gpuforge/benchmark-tools/bin/p2pBandwidthLatencyTest
   node:
     description: Name of this node in C(results) (the playbook passes C(inventory_hostname)); defaults to the host name.
     type: str
@@ -56,7 +60,8 @@ options:
   expect:
     description:
       - C(sku), C(gpus) (at least this many devices), C(require_p2p) (every pair must have peer access),
-        C(min_ratio) (overrides the SKU reference), C(tolerance) (0.9), C(min_uni_gbps), C(min_bi_gbps).
+        C(min_ratio) (overrides the SKU reference), C(tolerance) (0.9), C(min_unidirectional_gbyte_per_s),
+        C(min_bidirectional_gbyte_per_s).
     type: dict
     default: {}
 requirements:
@@ -68,9 +73,8 @@ notes:
 """
 
 EXAMPLES = r"""
-- name: P2P between the GPUs of each node (Dell EMC Ready Solutions for AI ran it through sbatch)
+- name: P2P between the GPUs of each node with the benchmark_tools role's build (Dell EMC Ready Solutions for AI)
   gpuforge.cluster.p2p_bandwidth:
-    binary: /opt/cuda-samples/build/Samples/5_Domain_Specific/p2pBandwidthLatencyTest/p2pBandwidthLatencyTest
     expect:
       gpus: 4
       require_p2p: true
@@ -128,11 +132,15 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_p2p impo
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, this_host
 
+# Where the benchmark_tools role installs p2pBandwidthLatencyTest: <gpuforge_benchmark_tools_prefix>/bin, the prefix's
+# default (roles/gpuforge/defaults/main/benchmark_tools.yml); roles/gpuforge_bench passes gpuforge_bench_p2p_binary.
+DEFAULT_BINARY = "/opt/gpuforge/benchmark-tools/bin/p2pBandwidthLatencyTest"
+
 
 def main():
     module = AnsibleModule(
         argument_spec={
-            "binary": {"type": "path", "required": True},
+            "binary": {"type": "path", "default": DEFAULT_BINARY},
             "node": {"type": "str"},
             "args": {"type": "list", "elements": "str", "default": []},
             "output_path": {"type": "path"},
@@ -154,8 +162,9 @@ def main():
         module.fail_json(msg=f"timeout must be at least 1 second, got {params['timeout']}", **result)
     if not os.path.isfile(binary):
         reason = (
-            f"p2pBandwidthLatencyTest not found at {binary} on {this_host()}: build the CUDA samples "
-            "(github.com/NVIDIA/cuda-samples) and set its path"
+            f"p2pBandwidthLatencyTest not found at {binary} on {this_host()}: build it with the benchmark_tools "
+            "role (playbooks/benchmark_tools.yml, benchmark_tools_enabled: true), or set gpuforge_bench_p2p_binary to "
+            "the site's build"
         )
         summary.update(verdict="skipped", reason=reason)
         module.exit_json(skipped=True, skip_reason=reason, msg=reason, **result)

@@ -16,7 +16,8 @@ that gpuforge_records makes benchmark_run records of them. Each result names its
   on the node is one ``skipped`` result, a run that failed (missing directory, fio absent, timeout,
   unreadable output) one ``failed`` result per target.
 * p2p: one result per node; the value is the lowest bidirectional P2P=Enabled bandwidth over the peer pairs
-  (GB/s), the threshold the site's ``min_bi_gbps`` where set; the verdict is the module's, whose checks also
+  (GB/s), the threshold the site's ``min_bidirectional_gbyte_per_s`` where set; the verdict is the module's, whose
+  checks also
   hold each pair's enabled/disabled ratio against the SKU reference. A node without the binary is ``skipped``
   with the module's reason.
 
@@ -207,7 +208,7 @@ def p2p_results(registered, node, expect=None) -> list:
     summary = summaries[0] if summaries else {}
     if not summary and not registered:
         return []
-    floor = to_number(expect.get("min_bi_gbps"))
+    floor = to_number(expect.get("min_bidirectional_gbyte_per_s"))
     entry = {
         "name": str(summary.get("name") or f"p2p-{node}"),
         "group": "p2p",

@@ -18,8 +18,8 @@ memory, so its P2P=Enabled bandwidth must exceed the P2P=Disabled one of the sam
 exceed it is a per-SKU figure: REFERENCES holds, per GPU product, the lowest enabled/disabled ratio over
 the peer pairs of a reference run (a reference document's or a published one, named with it). A pair passes at
 ``tolerance`` (0.9) times that ratio; a SKU without a reference must at least not be slower with P2P than
-without it (ratio 1, a logical floor, not a vendor figure). A site threshold in GB/s (``min_uni_gbps``,
-``min_bi_gbps``) is judged as well where given.
+without it (ratio 1, a logical floor, not a vendor figure). A site threshold in GB/s
+(``min_unidirectional_gbyte_per_s``, ``min_bidirectional_gbyte_per_s``) is judged as well where given.
 
 Stdlib only, Python 3.8; gpuforge_errors and gpuforge_options ship with it.
 """
@@ -56,8 +56,8 @@ EXPECT = record(
         "gpus": integer(minimum=1),
         "min_ratio": number(above=0),
         "tolerance": number(above=0, maximum=1),
-        "min_uni_gbps": number(above=0),
-        "min_bi_gbps": number(above=0),
+        "min_unidirectional_gbyte_per_s": number(above=0),
+        "min_bidirectional_gbyte_per_s": number(above=0),
         "require_p2p": boolean(),
     }
 )
@@ -263,7 +263,7 @@ def judge_p2p(result: dict, expect: dict | None = None) -> list:
     sku = expect.get("sku") or result.get("sku")
     reference = REFERENCES.get(sku or "")
     tolerance = expect.get("tolerance", DEFAULT_TOLERANCE)
-    for kind, floor_key in (("uni", "min_uni_gbps"), ("bi", "min_bi_gbps")):
+    for kind, floor_key in (("uni", "min_unidirectional_gbyte_per_s"), ("bi", "min_bidirectional_gbyte_per_s")):
         rows = pair_ratios(result, kind)
         if not rows:
             continue

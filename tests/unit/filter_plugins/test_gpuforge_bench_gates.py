@@ -158,14 +158,20 @@ def _p2p(tmp_path, rc, out, expect=None):
             "p2p_uni_ratio fail",
         ),
         (0, DELLEMC_C4140, {"gpus": 8}, "fail", "p2p_gpus fail: 4 (expected >= 8)"),
-        (0, DELLEMC_C4140, {"min_bi_gbps": 80}, "slow", "p2p_bi_gbps fail: lowest pair 0->1 75.25 GB/s"),
+        (
+            0,
+            DELLEMC_C4140,
+            {"min_bidirectional_gbyte_per_s": 80},
+            "slow",
+            "p2p_bi_gbps fail: lowest pair 0->1 75.25 GB/s",
+        ),
     ],
 )
 def test_p2p_verdicts(tmp_path, rc, out, expect, verdict, reason):
     (result,) = _p2p(tmp_path, rc, out, expect)
     assert result["verdict"] == verdict
     assert result["reason"].startswith(reason)
-    assert result["threshold"] == expect.get("min_bi_gbps")
+    assert result["threshold"] == expect.get("min_bidirectional_gbyte_per_s")
 
 
 def test_judged_block_counts_and_quotes_the_worst():

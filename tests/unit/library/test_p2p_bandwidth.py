@@ -45,6 +45,29 @@ def test_absent_binary_is_skipped_with_the_reason(run_module, tmp_path):
         {"name": "p2p-gpu01", "nodes": ["gpu01"], "verdict": "skipped", "reason": result["skip_reason"]}
     ]
     assert runner.calls == []
+    assert result["skip_reason"].endswith(
+        ": build it with the benchmark_tools role (playbooks/benchmark_tools.yml, benchmark_tools_enabled: true), "
+        "or set gpuforge_bench_p2p_binary to the site's build"
+    )
+
+
+def test_the_default_binary_is_the_benchmark_tools_build(run_module, monkeypatch):
+    """Issue 48 item 5: without a binary the module runs the benchmark_tools role's build, at the prefix the role
+    installs to (roles/gpuforge/defaults/main/benchmark_tools.yml), which gpuforge_bench_p2p_binary also names."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[3]
+    prefix = yaml.safe_load((root / "roles/gpuforge/defaults/main/benchmark_tools.yml").read_text(encoding="utf-8"))
+    role_default = yaml.safe_load((root / "roles/gpuforge_bench/defaults/main.yml").read_text(encoding="utf-8"))
+    assert f"{prefix['gpuforge_benchmark_tools_prefix']}/bin/p2pBandwidthLatencyTest" == p2p_bandwidth.DEFAULT_BINARY
+    assert (
+        role_default["gpuforge_bench_p2p_binary"] == "{{ gpuforge_benchmark_tools_prefix }}/bin/p2pBandwidthLatencyTest"
+    )
+    seen = []
+    monkeypatch.setattr(p2p_bandwidth.os.path, "isfile", lambda path: seen.append(path) or False)
+    result = run_module({"node": "gpu01"}, answer(0, DELLEMC_C4140))
+    assert seen == [p2p_bandwidth.DEFAULT_BINARY] and result["cmd"] == [p2p_bandwidth.DEFAULT_BINARY]
+    assert result["skip_reason"].startswith(f"p2pBandwidthLatencyTest not found at {p2p_bandwidth.DEFAULT_BINARY} on ")
 
 
 def test_dellemc_output_passes(run_module, binary, tmp_path):
