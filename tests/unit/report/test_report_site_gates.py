@@ -101,7 +101,7 @@ def test_junit_fails_the_missed_fio_threshold_and_skips_the_missing_p2p_binary(s
     (failure,) = slow.result
     assert isinstance(failure, Failure)
     assert failure.message.startswith("340.25 MiB/s is below 600 MiB/s")
-    assert "remedy: seq_read on scratch:/var/tmp is below the site's threshold" in failure.text
+    assert "remedy: seq_read on scratch:/var/tmp is below the threshold" in failure.text
     (skipped,) = cases[("p2p.p2p", "p2p-gpu02")].result
     assert isinstance(skipped, Skipped) and skipped.message.startswith("p2pBandwidthLatencyTest not found at ")
     assert cases[("p2p.p2p", "p2p-gpu01")].result == []
