@@ -2,8 +2,9 @@
 
 Facts recorded from the real OSes (real_os_facts.yml, sources there) are compared with those the converge gathered
 on each node. On RHEL 9 the driver comes through dnf from the mirror's signed RPM repository, its nvidia-driver
-module stream enabled and the driver packages version-locked; on Ubuntu 22.04 through apt from NVIDIA's ubuntu2204
-repository subset, pinned although newer builds are published. Names and versions: vendor_facts/nvidia-cuda/<os>.yml.
+module stream enabled and the driver packages version-locked; on Ubuntu 22.04 and 24.04 through apt from NVIDIA's
+ubuntu2204 and ubuntu2404 repository subsets, pinned although newer builds are published. Names and versions:
+vendor_facts/nvidia-cuda/<os>.yml.
 """
 
 import json
@@ -88,11 +89,13 @@ def test_rhel_module_stream_enabled_and_versions_locked(host):
 
 
 def test_ubuntu_sources_are_the_ubuntu_archive_and_nvidia_repository(host):
-    if _shape(host) != "ubuntu2204":
+    shape = _shape(host)
+    if not shape.startswith("ubuntu"):
         pytest.skip("Ubuntu only")
+    codename = REAL_FACTS[shape]["facts"]["distribution_release"]
     assert not host.file("/etc/apt/sources.list.d/debian.sources").exists
-    assert host.file("/etc/apt/sources.list").contains(" jammy-security ")
-    assert host.file("/etc/apt/sources.list.d/cuda.sources").contains("/cuda/repos/ubuntu2204/x86_64/")
+    assert host.file("/etc/apt/sources.list").contains(f" {codename}-security ")
+    assert host.file("/etc/apt/sources.list.d/cuda.sources").contains(f"/cuda/repos/{shape}/x86_64/")
     assert host.run("apt-get update").rc == 0
 
 

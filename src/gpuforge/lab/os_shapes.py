@@ -40,6 +40,11 @@ from simkernel import update_initramfs_main  # noqa: E402
 sys.exit(update_initramfs_main(["dracut", *sys.argv[1:]]))
 """
 EXECUTABLE_PREFIXES = ("/usr/local/sbin/",)
+# RHEL 8 (shape option dnf_bindings_private): dnf's Python packages, importable by the dnf command alone, from here.
+DNF_PRIVATE_SITE = "/usr/lib/gpuforge-lab/dnf-site"
+# The Python packages of Debian's python3-dnf, -libdnf, -hawkey, -rpm, -libcomps, -gpg and -dnf-plugins-core: what
+# RHEL 8 builds for platform-python 3.6 only.
+DNF_BINDINGS = ("dnf", "libdnf", "hawkey", "rpm", "libcomps", "gpg", "dnfpluginscore")
 
 
 def load() -> dict[str, dict]:
@@ -131,10 +136,33 @@ def containerfile(base_tag: str, spec: dict, has_release_package: bool) -> str:
             # A RHEL host has no apt sources: its packages come from dnf alone.
             "rm -f /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list.d/gpuforge-lab-tools.sources",
         ]
+        if spec.get("dnf_bindings_private"):
+            steps += _dnf_bindings_private_steps()
         if has_release_package:
             lines.insert(2, "COPY release.rpm /tmp/release.rpm")
         lines.append("RUN " + " && ".join(steps))
     return "\n".join(lines) + "\n"
+
+
+def _dnf_bindings_private_steps() -> list[str]:
+    """Move dnf's Python packages out of python3's path; /usr/bin/dnf-3 (the dnf and yum commands) finds them through
+    PYTHONPATH, as RHEL 8's dnf finds them in platform-python's site-packages. ansible.builtin.dnf then fails on the
+    node's python3 ("Could not import the dnf python module"), and finds no /usr/libexec/platform-python to respawn
+    on: on RHEL 8 that interpreter is Python 3.6, which ansible-core 2.17 and later refuse."""
+    site = "/usr/lib/python3/dist-packages"
+    moves = " ".join(f"{site}/{name}" for name in DNF_BINDINGS)
+    return [
+        f"mkdir -p {DNF_PRIVATE_SITE}",
+        f"for package in {moves}; do if [ -e $package ]; then mv $package {DNF_PRIVATE_SITE}/; fi; done",
+        "mv /usr/bin/dnf-3 /usr/lib/gpuforge-lab/dnf-3",
+        f"printf '#!/bin/sh\\nPYTHONPATH={DNF_PRIVATE_SITE} exec /usr/bin/python3 /usr/lib/gpuforge-lab/dnf-3"
+        ' "$@"\\n\' > /usr/bin/dnf-3',
+        "chmod 0755 /usr/bin/dnf-3",
+        "ln -sf dnf-3 /usr/bin/dnf",
+        # What the layer claims: python3 cannot import dnf, the dnf command still runs.
+        "! python3 -c 'import dnf'",
+        "dnf --version >/dev/null",
+    ]
 
 
 def _hash(base_tag: str, shape: str, files: dict, release: Path | None, text: str) -> str:

@@ -33,42 +33,50 @@ def pockets(repo: vendor_facts.Repository, suites: list[str], package: dict) -> 
 
 def publish_archive(path: str, spec: dict, definitions: dict, staging_root: Path, next_root: Path,
                     key: mirror.SigningKey) -> None:  # fmt: skip
-    """An Ubuntu archive subset: pool/<pocket>/<component>/*.deb, dists/<pocket>/<component>/binary-amd64."""
+    """An Ubuntu archive subset holding one or more releases, as archive.ubuntu.com does:
+    pool/<pocket>/<component>/*.deb, dists/<pocket>/<component>/binary-amd64 for every pocket of every release."""
     root = next_root / path
-    suites = [str(suite) for suite in vendor_facts.repository(spec["suites_from"]).fact("suites")]
     components = list(spec["components"])
-    for registry_key in spec["registry"]:
-        repo, packages = _registry_packages(registry_key, definitions)
-        for package in packages:
-            component = next((p.component for p in repo.packages if p.name == package["name"]), "") or "main"
-            if component not in components:
-                raise mirror.MirrorError(f"vendor_facts/{registry_key}.yml: {package['name']} in unknown {component}")
-            for pocket in pockets(repo, suites, package):
-                output = root / "pool" / pocket / component
-                output.mkdir(parents=True, exist_ok=True)
-                mirror.build_deb(package, staging_root / f"{package['name']}_{package['version']}", output)
-    for pocket in suites:
-        suite_dir = root / "dists" / pocket
-        for component in components:
-            binary = suite_dir / component / "binary-amd64"
-            binary.mkdir(parents=True, exist_ok=True)
-            pool = root / "pool" / pocket / component
-            packages = (
-                mirror._run(["apt-ftparchive", "packages", f"pool/{pocket}/{component}"], cwd=root).stdout
-                if pool.is_dir()
-                else b""
-            )
-            (binary / "Packages").write_bytes(packages)
-            (binary / "Packages.gz").write_bytes(gzip.compress(packages, mtime=0))
-        options = {
-            "Origin": "Ubuntu",
-            "Label": "Ubuntu (gpuforge lab subset)",
-            "Suite": pocket,
-            "Codename": suites[0],
-            "Architectures": "amd64",
-            "Components": " ".join(components),
-        }
-        mirror._release(suite_dir, options, key)
+    for release in spec["releases"]:
+        suites = [str(suite) for suite in vendor_facts.repository(release["suites_from"]).fact("suites")]
+        for registry_key in release["registry"]:
+            repo, packages = _registry_packages(registry_key, definitions)
+            for package in packages:
+                component = next((p.component for p in repo.packages if p.name == package["name"]), "") or "main"
+                if component not in components:
+                    raise mirror.MirrorError(
+                        f"vendor_facts/{registry_key}.yml: {package['name']} in unknown {component}"
+                    )
+                for pocket in pockets(repo, suites, package):
+                    output = root / "pool" / pocket / component
+                    output.mkdir(parents=True, exist_ok=True)
+                    mirror.build_deb(package, staging_root / f"{package['name']}_{package['version']}", output)
+        for pocket in suites:
+            _index_pocket(root, pocket, suites[0], components, key)
+
+
+def _index_pocket(root: Path, pocket: str, codename: str, components: list[str], key: mirror.SigningKey) -> None:
+    suite_dir = root / "dists" / pocket
+    for component in components:
+        binary = suite_dir / component / "binary-amd64"
+        binary.mkdir(parents=True, exist_ok=True)
+        pool = root / "pool" / pocket / component
+        packages = (
+            mirror._run(["apt-ftparchive", "packages", f"pool/{pocket}/{component}"], cwd=root).stdout
+            if pool.is_dir()
+            else b""
+        )
+        (binary / "Packages").write_bytes(packages)
+        (binary / "Packages.gz").write_bytes(gzip.compress(packages, mtime=0))
+    options = {
+        "Origin": "Ubuntu",
+        "Label": "Ubuntu (gpuforge lab subset)",
+        "Suite": pocket,
+        "Codename": codename,
+        "Architectures": "amd64",
+        "Components": " ".join(components),
+    }
+    mirror._release(suite_dir, options, key)
 
 
 def publish(definitions: dict, key: mirror.SigningKey, staging_root: Path, next_root: Path, log=print) -> None:

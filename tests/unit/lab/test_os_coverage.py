@@ -15,7 +15,11 @@ LOG = """\
 
 def test_included_os_task_files_are_recorded_per_shape():
     shapes = os_coverage.platform_shapes("os_shapes")
-    assert shapes == {"gpuforge-mol-os-rhel9": "rhel9", "gpuforge-mol-os-ubuntu2204": "ubuntu2204"}
+    assert shapes == {
+        "gpuforge-mol-os-rhel9": "rhel9",
+        "gpuforge-mol-os-ubuntu2204": "ubuntu2204",
+        "gpuforge-mol-os-ubuntu2404": "ubuntu2404",
+    }
     assert os_coverage.executed_task_files(LOG, shapes) == {
         ("roles/nvidia_driver/tasks/setup-RedHat.yml", "rhel9"),
         ("roles/nvidia_driver/tasks/setup-Debian.yml", "ubuntu2204"),

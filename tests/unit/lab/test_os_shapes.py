@@ -42,6 +42,65 @@ def test_ubuntu2204_layer_names_the_os_and_lists_the_three_pockets():
     assert all("signed-by=" in line and "http://mirror/ubuntu/" in line for line in sources)
 
 
+def test_rhel8_layer_names_the_os_as_red_hat_does():
+    files = os_shapes.layer_files("rhel8", os_shapes.load()["rhel8"], KEY)
+    release = _os_release(files["/usr/lib/os-release"])
+    assert (release["ID"], release["VERSION_ID"], release["PLATFORM_ID"]) == ("rhel", "8.10", "platform:el8")
+    assert release["VERSION"] == "8.10 (Ootpa)"
+    repo = files["/etc/yum.repos.d/redhat.repo"]
+    assert "[rhel-8-for-x86_64-baseos-rpms]" in repo
+    assert "baseurl = http://mirror/rhel/8/x86_64/baseos/" in repo
+
+
+def test_rhel8_keeps_dnf_bindings_from_the_modules_python():
+    # RHEL 8's python3-dnf is built for platform-python 3.6, which ansible-core >= 2.17 cannot run modules on.
+    text = os_shapes.containerfile("localhost/gpuforge-lab-node:abc", os_shapes.load()["rhel8"], True)
+    run = next(line for line in text.splitlines() if line.startswith("RUN "))
+    assert f"/usr/lib/python3/dist-packages/dnf {os_shapes.DNF_PRIVATE_SITE}" not in run  # moved one by one
+    assert "mv $package /usr/lib/gpuforge-lab/dnf-site/" in run
+    assert f"PYTHONPATH={os_shapes.DNF_PRIVATE_SITE} exec /usr/bin/python3" in run
+    assert "! python3 -c 'import dnf'" in run
+    assert "platform-python" not in run
+    rhel9 = os_shapes.containerfile("localhost/gpuforge-lab-node:abc", os_shapes.load()["rhel9"], True)
+    assert os_shapes.DNF_PRIVATE_SITE not in rhel9
+
+
+def test_ubuntu2404_layer_names_the_os_and_lists_the_three_noble_pockets():
+    files = os_shapes.layer_files("ubuntu2404", os_shapes.load()["ubuntu2404"], KEY)
+    release = _os_release(files["/etc/os-release"])
+    assert (release["ID"], release["VERSION_ID"], release["VERSION_CODENAME"]) == ("ubuntu", "24.04", "noble")
+    assert "DISTRIB_RELEASE=24.04" in files["/etc/lsb-release"]
+    sources = files["/etc/apt/sources.list"].splitlines()
+    assert [line.split()[3] for line in sources] == ["noble", "noble-updates", "noble-security"]
+
+
+def test_one_ubuntu_archive_serves_every_release():
+    archive = mirror.load_definitions()["publish_os_shapes"]["archives"]["ubuntu"]
+    shapes = os_shapes.load()
+    ubuntu = {name: spec for name, spec in shapes.items() if spec["family"] == "ubuntu"}
+    assert {spec["archive"] for spec in ubuntu.values()} == {"ubuntu"}
+    assert sorted(r["suites_from"] for r in archive["releases"]) == sorted(s["release_facts"] for s in ubuntu.values())
+
+
+def test_every_rhel_shape_has_its_cuda_epel_and_baseos_repositories_and_key():
+    shapes_defs = mirror.load_definitions()["publish_os_shapes"]
+    for name, shape in os_shapes.load().items():
+        if shape["family"] != "rhel":
+            continue
+        major = name.removeprefix("rhel")
+        assert {f"nvidia-cuda/{name}", f"rhel-baseos/{name}", f"epel/el{major}"} <= set(shapes_defs["rpm"]), name
+        assert f"epel/RPM-GPG-KEY-EPEL-{major}" in shapes_defs["key_copies"], name
+
+
+def test_rhel8_module_streams_default_to_open_dkms_as_nvidia_repository_lists():
+    repo, packages = _packages("nvidia-cuda/rhel8")
+    documents = list(yaml.safe_load_all(rpm_repo.module_streams(repo, packages)))
+    defaults = next(doc for doc in documents if doc["document"] == "modulemd-defaults")
+    assert defaults["data"]["stream"] == "open-dkms"
+    dkms = next(doc for doc in documents if doc.get("data", {}).get("stream") == "535-dkms")
+    assert "nvidia-driver-3:535.183.01-1.el8.x86_64" in dkms["data"]["artifacts"]["rpms"]
+
+
 def test_every_shape_env_name():
     assert os_shapes.env_name("debian12") == "GPUFORGE_LAB_IMAGE"
     assert os_shapes.env_name("rhel9") == "GPUFORGE_LAB_IMAGE_RHEL9"
@@ -154,5 +213,5 @@ def test_lab_spec_node_os_is_checked(tmp_path: Path):
     nodes = spec.from_file(path).nodes
     assert [node.os for node in nodes] == ["rhel9", "debian12"]
     path.write_text("nodes:\n  - {name: gpu01, profile: dgx1-v100-edr, os: rhel7}\n")
-    with pytest.raises(ValueError, match="os must be one of debian12, ubuntu2204, rhel9"):
+    with pytest.raises(ValueError, match="os must be one of debian12, ubuntu2204, ubuntu2404, rhel8, rhel9"):
         spec.from_file(path)
