@@ -42,11 +42,18 @@ def test_opensm_master_and_subnet_up(host):
 
 def test_opensm_started_with_the_options_file(host):
     # tasks/opensm.yml: the lab's OpenSM is DOCA's opensmd, which reads upstream's default /etc/opensm/opensm.conf
-    # (linux-rdma/opensm@3.3.23:include/opensm/osm_base.h); the lab host is the only SM, at the default priority 0.
+    # (linux-rdma/opensm@3.3.23:include/opensm/osm_base.h); the lab host is the preferred SM of converge.yml:
+    # priority 14, bound to mlx5_0 port 1, fat-tree routing with minhop behind it.
     conf = host.file("/etc/opensm/opensm.conf")
     assert conf.exists and conf.user == "root" and conf.mode == 0o644
     options = [line.split("#", 1)[0].split() for line in conf.content_string.splitlines()]
-    assert [o for o in options if o] == [["sm_priority", "0"]]
+    assert [o for o in options if o] == [
+        ["sm_priority", "14"],
+        ["guid", "0x248a07030029e1fa"],
+        ["routing_engine", "ftree,minhop"],
+    ]
+    # the bound GUID is a port of this node, as ibstat -p lists them
+    assert "0x248a07030029e1fa" in host.check_output("ibstat -p").split()
     # OpenSM reads the file only at start: it must have (re)started after the file was last written.
     unit = DOCA.fact("opensm_service")
     started = host.check_output(f"systemctl show -P ActiveEnterTimestamp --timestamp=unix {unit}").lstrip("@")
