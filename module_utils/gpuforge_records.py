@@ -10,7 +10,7 @@ Six kinds, one verdict vocabulary (PASS / WARN / FAIL / UNKNOWN, gpuforge_checks
 * ``attribution``    a node or link the attribution names as slow (``slow_nodes`` / ``slow_links`` there);
 * ``stage_result``   one stage of a CLI run: a ``stages[]`` entry of ``<run-id>/summary.json``;
 * ``k8s_check``      one post-deploy check of the Kubernetes add-ons: a ``checks[]`` entry of ``k8s/verify.json``
-                     (``gpuforge k8s verify``, module_utils/gpuforge_k8s_verify.py);
+                     (``gpuforge k8s verify``, src/gpuforge/k8s_verify_judge.py);
 * ``burnin_round``   one burn-in round of one node (``gpuforge burnin``).
 
 ``node_verdicts`` is the one place a node's verdict is computed: gpu_node_check's result (``verdict``,
@@ -629,7 +629,7 @@ _BURNIN_KEYS = {
 
 
 def burnin_round_records(burnin_summary: dict, run_id=None) -> list:
-    """Records of ``burnin/summary.json`` (``gpuforge burnin``, module_utils/gpuforge_burnin.py): its ``records[]``,
+    """Records of ``burnin/summary.json`` (``gpuforge burnin``, src/gpuforge/burnin_judge.py): its ``records[]``,
     one ``burnin_round`` per node per round (schemas/burnin-round.schema.json), checked key by key."""
     where = "burnin/summary.json"
     run_id = run_id or _get(burnin_summary, "run_id", (str, type(None)), where)

@@ -16,7 +16,7 @@ node below the sequential-read floor) and p2pBandwidthLatencyTest per node (one 
 
 Burn-in (--burnin-rounds, 6 by default; 0 leaves it out): per round a bench summary (NCCL per node, ib_write_bw on a
 ring of pairs per rail), counters/<host>.json (the real perfquery fixture's counters per rail) and a DCGM result per
-node go through module_utils/gpuforge_burnin.py (round_records, judge_trend) into burnin/summary.json, as
+node go through src/gpuforge/burnin_judge.py (round_records, judge_trend) into burnin/summary.json, as
 `gpuforge burnin` writes it; one node's counters grow in round 2, one node gets slower from round 4 on.
 
 Usage: python benchmarks/report/bench_report.py [--nodes 256] [--rails 4] [--pairs all|ring] [--runs 3]
@@ -40,13 +40,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
+from gpuforge import burnin_judge as burnin_mod  # noqa: E402
 from gpuforge.paths import collection_import  # noqa: E402
 from gpuforge.report import html, markdown  # noqa: E402
 from gpuforge.report.model import BurninView, ReportData  # noqa: E402
 
 records_mod = collection_import("plugins.module_utils.gpuforge_records")
 gates_mod = collection_import("plugins.module_utils.gpuforge_bench_gates")
-burnin_mod = collection_import("plugins.module_utils.gpuforge_burnin")
 perfquery_mod = collection_import("plugins.module_utils.gpuforge_perfquery")
 
 TEMPLATE = ROOT / "tests" / "fixtures" / "records" / "demo-run" / "validate" / "validation" / "gpu01.json"
@@ -284,7 +284,7 @@ def fio_and_p2p(nodes: list[str], rng: random.Random) -> tuple[list, list]:
 
 def burnin_run(nodes: list[str], rails: list[str], rounds: int, rng: random.Random, run_id: str):
     """(burnin/summary.json, {relative path: round file}) of a burn-in of ``rounds`` rounds, judged by
-    module_utils/gpuforge_burnin.py from files in the shapes playbooks/burnin.yml writes."""
+    src/gpuforge/burnin_judge.py from files in the shapes playbooks/burnin.yml writes."""
     counters = perfquery_mod.parse_perfquery(PERFQUERY.read_text(encoding="utf-8"))[0]["counters"]
     state = {node: {f"{rail}/1": dict(counters) for rail in rails} for node in nodes}
     grows, slows = nodes[len(nodes) // 4], nodes[len(nodes) // 5]

@@ -5,7 +5,7 @@ after them, DCGM diagnostics level 3) through the same runner as `gpuforge bench
 ``<run_dir>/burnin/round-<n>/`` (its summary.json, runner/ output, bench/<id>/summary.json, counters/, dcgm/).
 Rounds start while the duration is not spent (the last round may end after it; at least one round runs) and
 stop early at --rounds-max. Per round a line per round with every node's verdict; at the end the per-node
-trend table (module_utils/gpuforge_burnin.py judges). Writes ``<run_dir>/burnin/summary.json`` (the
+trend table (src/gpuforge/burnin_judge.py judges). Writes ``<run_dir>/burnin/summary.json`` (the
 ``burnin_round`` records, schemas/burnin-round.schema.json, and the trend) and ``<run_dir>/summary.json`` (the
 versioned run summary, one stage per round). Exit code 1 when a node fails the burn-in, else 0. docs/burnin.md.
 """
@@ -116,7 +116,9 @@ def add_parser(commands, default_inventory) -> argparse.ArgumentParser:
 
 
 def _burnin_module():
-    return paths.collection_import("plugins.module_utils.gpuforge_burnin")
+    from gpuforge import burnin_judge
+
+    return burnin_judge
 
 
 def _iso(timestamp: float) -> str:

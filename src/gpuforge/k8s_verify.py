@@ -16,11 +16,11 @@ gpuforge_kubeconfig). Four checks, each a ``k8s_check`` record (schemas/k8s-chec
 5. the in-pod RDMA test (roles/rdma_workload_access/templates/verify/rdma-perftest-pod.yaml.j2): a server and a
    client pod on two RDMA nodes, unprivileged with IPC_LOCK and one RDMA resource each, print ibv_devinfo and
    ibstatus (``rdma_pod_port`` checks) and run ib_write_bw between them. The pair is judged like a host benchmark
-   pair (module_utils/gpuforge_k8s_rdma_test.py: the same parsers, gpuforge_expected_ib_write_bw through
+   pair (src/gpuforge/k8s_rdma_test.py: the same parsers, gpuforge_expected_ib_write_bw through
    gpuforge_bench_ib_pair_threshold and gpuforge_bench_attribution_floors) and written as the host benchmark writes
    it, to ``<run dir>/bench/k8s-rdma-<id>/summary.json``, so the report shows it as an ib_write_bw benchmark_run.
 
-The judging is in module_utils/gpuforge_k8s_verify.py; this module fetches and submits objects with the
+The judging is in src/gpuforge/k8s_verify_judge.py; this module fetches and submits objects with the
 ``kubernetes`` Python client and keeps every response as the API server's JSON. It has only been run against
 recorded API responses served by a local HTTPS server (tests/unit/k8s/test_verify_cli.py), never a real cluster.
 """
@@ -106,7 +106,15 @@ class Plan:
 
 
 def _k8s_verify_utils():
-    return paths.collection_import("plugins.module_utils.gpuforge_k8s_verify")
+    from gpuforge import k8s_verify_judge
+
+    return k8s_verify_judge
+
+
+def _k8s_rdma_test():
+    from gpuforge import k8s_rdma_test
+
+    return k8s_rdma_test
 
 
 # -- the inventory ---------------------------------------------------------------------------------------------
@@ -595,7 +603,7 @@ def judge_rdma_pair(server: str, client: str, logs: dict, pods: dict, settings: 
     judges a pair: the link speed of each end (its expected system's port, else the in-pod ibstatus rate) picks the
     gpuforge_expected_ib_write_bw entry (gpuforge_bench_ib_pair_threshold), gpuforge_bench_attribution_floors judges.
     ``logs`` and ``pods``: {"server": ..., "client": ...}. Returns (checks, block)."""
-    rdma = paths.collection_import("plugins.module_utils.gpuforge_k8s_rdma_test")
+    rdma = _k8s_rdma_test()
     bench = paths.collection_import("plugins.filter.gpuforge_bench")
     port = rdma_test_arguments(settings)["port"]
     splits = {role: rdma.split_log(logs.get(role) or "") for role in ("server", "client")}
@@ -638,7 +646,7 @@ def judge_rdma_pair(server: str, client: str, logs: dict, pods: dict, settings: 
 def _rdma_test(cluster, options, settings, namespace, out, suffix, waiter, plan_: Plan, run_dir: Path):
     """Run the in-pod RDMA test; returns (checks, bench summary path or None)."""
     utils = _k8s_verify_utils()
-    rdma = paths.collection_import("plugins.module_utils.gpuforge_k8s_rdma_test")
+    rdma = _k8s_rdma_test()
     if settings.get("rdma_workload_access_rdma_test") is False:
         plan_.notes.append("in-pod RDMA test off (rdma_workload_access_rdma_test: false)")
         return [], None

@@ -199,12 +199,12 @@ def fio_target(target: str, runs: list) -> list[tuple[str, str]]:
     return charts
 
 
-NCCL_METRIC = "nccl single-node busbw"  # gpuforge_burnin's metric names: its single-node run, then "ib_write_bw <hca>"
+NCCL_METRIC = "nccl single-node busbw"  # burnin_judge's metric names: its single-node run, then "ib_write_bw <hca>"
 
 
 def burnin_metrics(record) -> dict:
     """{metric: Gb/s} of one burnin_round record: the node's single-node NCCL busbw and its best pair per rail (what
-    module_utils/gpuforge_burnin.py compares across the rounds, under the same names)."""
+    src/gpuforge/burnin_judge.py compares across the rounds, under the same names)."""
     found = {}
     if record["nccl"]["busbw_gbps"] is not None:
         found[NCCL_METRIC] = float(record["nccl"]["busbw_gbps"])

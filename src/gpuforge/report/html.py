@@ -475,7 +475,7 @@ def p2p_table(runs: list) -> str:
 # -- burn-in -----------------------------------------------------------------------------------------------------
 def burnin_section(data: ReportData, expected: list[str]) -> str:
     """gpuforge burnin: what ran, the trend verdict per node, node x round verdicts, counters that grew, DCGM per
-    round and the rates per round (module_utils/gpuforge_burnin.py judged all of it; the page only shows it)."""
+    round and the rates per round (src/gpuforge/burnin_judge.py judged all of it; the page only shows it)."""
     view = data.burnin
     if view is None:
         return _not_run("Burn-in (gpuforge burnin)")

@@ -207,7 +207,7 @@ _NUM = (int, float, type(None))
 
 @dataclass
 class BurninView:
-    """One ``gpuforge burnin`` run: its rounds, the per-node trend (module_utils/gpuforge_burnin.judge_trend) and
+    """One ``gpuforge burnin`` run: its rounds, the per-node trend (src/gpuforge/burnin_judge.judge_trend) and
     its ``burnin_round`` records (those of the run folder: one burn-in per run).
 
     ``counter_values[(node, round, port, counter)] = (before, after)`` for every counter that grew, from

@@ -1,4 +1,4 @@
-"""module_utils/gpuforge_k8s_verify.py against recorded API responses (tests/fixtures/k8s/api/, SOURCES.md)."""
+"""src/gpuforge/k8s_verify_judge.py against recorded API responses (tests/fixtures/k8s/api/, SOURCES.md)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_k8s_verify as verify
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_nccl_tests as nccl
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_records as records
+
+from gpuforge import k8s_verify_judge as verify
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 API = FIXTURES / "k8s" / "api"

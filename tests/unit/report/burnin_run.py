@@ -1,7 +1,7 @@
 """A `gpuforge burnin` run folder for the report tests, written by the real code from real-format inputs.
 
 ``build_burnin_run(root, faults, rounds)`` runs ``gpuforge.burnin.run`` (the CLI's round loop, which judges through
-module_utils/gpuforge_burnin.py and writes ``burnin/summary.json`` and the run's ``summary.json``) with a stand-in
+src/gpuforge/burnin_judge.py and writes ``burnin/summary.json`` and the run's ``summary.json``) with a stand-in
 for ansible-runner that writes, per round, what playbooks/burnin.yml leaves in ``burnin/round-<n>/``:
 
 * ``bench/<id>/summary.json``: the real lab run's benchmark summary (tests/fixtures/records/demo-run/, see its

@@ -1,5 +1,5 @@
 """The burn-in section of the HTML and Markdown report, from run folders the real `gpuforge burnin` loop wrote
-(conftest.py, burnin_run.py: module_utils/gpuforge_burnin.py judged real-format round files)."""
+(conftest.py, burnin_run.py: src/gpuforge/burnin_judge.py judged real-format round files)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Burn-in judgement (module_utils/gpuforge_burnin.py) on rounds built from a real lab run's bench summary.
+"""Burn-in judgement (src/gpuforge/burnin_judge.py) on rounds built from a real lab run's bench summary.
 
 The rounds start from tests/fixtures/records/demo-run/.../summary.json (a 3-node lab run: gpu02's links were
 degraded, gpu03's mlx5_2 was down) and change only what a burn-in would see change between rounds: a node's rates,
@@ -13,9 +13,10 @@ import json
 from pathlib import Path
 
 import pytest
-from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_burnin as burnin
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_perfquery as pq
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_records as records_mod
+
+from gpuforge import burnin_judge as burnin
 
 ROOT = Path(__file__).resolve().parents[3]
 BENCH = (

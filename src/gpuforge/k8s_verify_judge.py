@@ -28,7 +28,8 @@ Shapes and names, with their sources:
   https://github.com/Mellanox/k8s-rdma-shared-dev-plugin), registered under the ``rdma/`` prefix unless an entry
   sets ``resourcePrefix``; each node offers ``rdmaHcaMax`` of each.
 
-Stdlib and gpuforge_errors only, Python 3.8 (shipped in the collection beside the other module_utils).
+Stdlib and the collection's gpuforge_errors only. Only the CLI uses it, so it lives in the CLI's package, not in the
+collection's module_utils (docs/architecture.md, "module_utils by concern").
 """
 
 from __future__ import annotations
@@ -36,7 +37,9 @@ from __future__ import annotations
 import json
 import re
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
+from gpuforge.paths import collection_import
+
+ParseError = collection_import("plugins.module_utils.gpuforge_errors").ParseError
 
 GPU_RESOURCE = "nvidia.com/gpu"
 RDMA_PREFIX = "rdma"

@@ -1,6 +1,7 @@
 """Burn-in (``gpuforge burnin``): one record per node per round, and the per-node trend over the rounds.
 
-Stdlib only, Python 3.8 (pure functions: the CLI in src/gpuforge/burnin.py reads the files, this module judges).
+Pure functions: the CLI in src/gpuforge/burnin.py reads the files, this module judges. Only the CLI uses it, so it
+lives in the CLI's package, not in the collection's module_utils (docs/architecture.md, "module_utils by concern").
 
 A round is one run of playbooks/burnin.yml: nccl-tests and ib_write_bw (playbooks/benchmark.yml, tags nccl,
 ib_write_bw, with the InfiniBand port error counters read before and after them) and DCGM diagnostics level 3
@@ -47,10 +48,12 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perfquery import (
-    ERROR_COUNTERS,
-    counter_growth,
-)
+from gpuforge.paths import collection_import
+
+# The perfquery parser is the collection's (library/ib_port_counters.py runs it on the nodes); this judge is the CLI's.
+_perfquery = collection_import("plugins.module_utils.gpuforge_perfquery")
+ERROR_COUNTERS = _perfquery.ERROR_COUNTERS
+counter_growth = _perfquery.counter_growth
 
 __all__ = [
     "DCGM_LEVEL",

@@ -8,19 +8,21 @@ ib_write_bw) and the pair becomes an ``ib_write_bw`` result in the shape the hos
 same threshold table judges it (gpuforge_bench_attribution_floors, the caller's step) and the report shows it as a
 ``benchmark_run`` record of benchmark ib_write_bw. The ports' state is a ``k8s_check`` per node (``rdma_pod_port``).
 
-Pure functions over the pods' JSON and logs; src/gpuforge/k8s_verify.py fetches them.
+Pure functions over the pods' JSON and logs; src/gpuforge/k8s_verify.py fetches them. Only the CLI uses it, so it lives
+in the CLI's package, not in the collection's module_utils (docs/architecture.md, "module_utils by concern").
 """
 
 from __future__ import annotations
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_infiniband import (
-    parse_ibstatus,
-    parse_ibv_devinfo,
-)
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_k8s_verify import check, pod_problems
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_localize import pair_name
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perftest import parse_perftest_bw
+from gpuforge.k8s_verify_judge import check, pod_problems
+from gpuforge.paths import collection_import
+
+# The parsers are the collection's (the host checks run them on the nodes); this judge is the CLI's.
+ParseError = collection_import("plugins.module_utils.gpuforge_errors").ParseError
+parse_ibstatus = collection_import("plugins.module_utils.gpuforge_infiniband").parse_ibstatus
+parse_ibv_devinfo = collection_import("plugins.module_utils.gpuforge_infiniband").parse_ibv_devinfo
+pair_name = collection_import("plugins.module_utils.gpuforge_localize").pair_name
+parse_perftest_bw = collection_import("plugins.module_utils.gpuforge_perftest").parse_perftest_bw
 
 MARKER = "### gpuforge-rdma-test "
 SECTIONS = ("ibv_devinfo", "ibstatus", "ib_write_bw")
