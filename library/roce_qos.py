@@ -118,7 +118,9 @@ ports:
   type: list
   elements: dict
 check:
-  description: The C(roce_qos) node check (gpuforge_checks.node_check) of the state read back.
+  description:
+    - The C(roce_qos) node check (gpuforge_checks.node_check) of the state read back.
+    - In check mode with I(state=present), of the state before the changes listed in C(changes).
   returned: always
   type: dict
 """
@@ -226,6 +228,7 @@ class RoceQos:
         wanted = {
             "roce_trust": self.params["trust"],
             "roce_pfc_priority": self.params["pfc_priority"],
+            "roce_ecn": self.params["ecn"],
             "roce_tos": self.params["tos"],
         }
         if self.params["gid_index"] is not None:
@@ -282,7 +285,6 @@ class RoceQos:
     def main(self):
         self.tool.require()  # a host without mlnx_qos fails here, naming the package
         expected = self.expected()
-        wanted_ecn = self.params["ecn"]
         problems = []
         for port in self.params["ports"]:
             reading = self.read(port)
@@ -291,12 +293,8 @@ class RoceQos:
                 if not self.module.check_mode:
                     reading = self.read(port)
             self.result["ports"].append(reading)
-            if self.params["state"] == "present" and self.module.check_mode:
-                continue  # what is read is the state before the changes listed
-            found = judge_roce_port(reading, expected)
-            if not wanted_ecn:
-                found = [problem for problem in found if " ECN " not in problem]
-            problems.extend(found)
+            # In check mode with state present this judges the state before the changes listed.
+            problems.extend(judge_roce_port(reading, expected))
         observed = {
             f"{r['netdev']}": {
                 "trust": r["qos"]["trust"],
@@ -309,7 +307,7 @@ class RoceQos:
         }
         status = FAIL if problems else PASS
         self.result["check"] = node_check("roce_qos", status, observed, expected, "; ".join(problems), REMEDY)
-        if problems and self.params["state"] == "present":
+        if problems and self.params["state"] == "present" and not self.module.check_mode:
             self.fail("RoCE QoS settings did not take: " + "; ".join(problems))
         self.module.exit_json(**self.result)
 

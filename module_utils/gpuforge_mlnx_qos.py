@@ -228,8 +228,8 @@ def judge_roce_port(port: dict, expected: dict) -> list:
 
     port: {"netdev", "hca", "port", "qos": parse_mlnx_qos result, "ecn_np": {prio: 0/1}, "ecn_rp": {prio: 0/1},
     "roce_tos": int or None, "traffic_class": int or None, "gid_type": str or None (the type at the expected index)}.
-    expected: {"roce_trust" ("dscp"), "roce_pfc_priority" (0-7), "roce_tos" (0-255), "roce_gid_index"}; a key
-    not given is not judged.
+    expected: {"roce_trust" ("dscp"), "roce_pfc_priority" (0-7), "roce_ecn" (bool, default true: ECN on that
+    priority), "roce_tos" (0-255), "roce_gid_index"}; a key not given is not judged.
     """
     name = f"{port['netdev']} ({port['hca']} port {port['port']})"
     problems = []
@@ -245,7 +245,7 @@ def judge_roce_port(port: dict, expected: dict) -> list:
             shown = ",".join(str(p) for p in qos["pfc_priorities"]) or "none"
             fix = f"mlnx_qos -i {port['netdev']} --pfc {wanted}"
             problems.append(f"{name}: PFC enabled on priority {shown}, expected only {prio}: {fix}")
-        for point in ("np", "rp"):
+        for point in ("np", "rp") if expected.get("roce_ecn", True) else ():
             enabled = port.get(f"ecn_{point}", {}).get(prio)
             if enabled != 1:
                 problems.append(

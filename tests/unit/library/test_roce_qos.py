@@ -161,3 +161,17 @@ def test_missing_mlnx_qos_names_the_package(ansible_module, node):
         roce_qos, {**ARGS, "sysfs_root": str(root)}, lambda argv, **kw: (0, "", ""), True, bin_path=lambda name: None
     )
     assert "mlnx-tools" in result["msg"]
+
+
+def test_check_mode_judges_the_state_before_the_changes(run):
+    result = run(check_mode=True)
+    assert result["check"]["status"] == "FAIL" and "trust state pcp, expected dscp" in result["check"]["fault"]
+    assert not result.get("failed")
+
+
+def test_ecn_false_does_not_judge_ecn(run, node):
+    root, _faults, _calls = node
+    run()
+    (root / "class/net/ens224/ecn/roce_np/enable/3").write_text("0\n")
+    assert run(state="verify", ecn=False)["check"]["status"] == "PASS"
+    assert "ECN roce_np on priority 3 is 0" in run(state="verify")["check"]["fault"]
