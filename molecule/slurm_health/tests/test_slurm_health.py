@@ -88,6 +88,19 @@ def test_the_epilog_catches_an_xid_raised_during_the_job(timings):
     assert _field(timings["epilog_drain"]["line"], "Reason").startswith("gpuforge: xid: ")
 
 
+def test_the_epilog_catches_a_process_left_on_a_gpu_and_the_drain_waits_for_the_operator(timings):
+    record = timings["process_record"]
+    assert record["profile"] == "epilog" and record["failed_checks"] == ["gpu_processes_exited"]
+    left = next(r for r in record["records"] if r["check"] == "gpu_processes_exited")
+    assert left["verdict"] == "FAIL" and left["node"] == "sh-gpu1"
+    reason = _field(timings["process_drain"]["line"], "Reason")
+    assert reason.startswith("gpuforge: gpu_processes_exited: process(es) left on the GPUs after the job: ")
+    assert "31337 /usr/bin/python3" in reason
+    # Two health check intervals later the node is still drained (the periodic check does not judge GPU processes).
+    assert _field(timings["process_drain_kept"]["line"], "Reason") == reason
+    assert timings["process_drain_kept"]["seconds"] >= 2 * INTERVAL_SECONDS
+
+
 def test_final_states(host):
     if not _on(host, "sh-head"):
         pytest.skip("checked from the controller")
