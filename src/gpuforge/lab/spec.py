@@ -24,7 +24,7 @@ class NodeSpec:
     profile: str
     faults: list[dict] = field(default_factory=list)
     groups: list[str] = field(default_factory=list)
-    # The OS shape of the node (lab/image/shapes.yml): debian12, ubuntu2204, rhel9, ...
+    # The OS shape of the node (lab/image/shapes.yml): debian12, ubuntu2204, ubuntu2404, rhel8, rhel9.
     os: str = "debian12"
 
 
