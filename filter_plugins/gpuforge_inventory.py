@@ -953,13 +953,14 @@ class InventoryChecker:
     # -- the managed node's Python ----------------------------------------------------------------------
     # gpuforge's ansible-core (2.19, meta/runtime.yml) runs its modules on Python 3.8 or newer on the node: ansible-core
     # 2.17 removed Python 2.7 and 3.6 as target Pythons (ansible/ansible PR 81866, "ansible-core 2.17 changelog and
-    # porting guide", ansible/ansible issue 83054). RHEL 7 has only Python 2.7 and 3.6; RHEL 8's python3 and
-    # /usr/libexec/platform-python are 3.6 (Red Hat, "Using Python in Red Hat Enterprise Linux 8"), with newer Pythons
-    # installable beside them from AppStream (Red Hat Developer, "How RHEL provides secure and stable Python streams",
-    # 2025: Python 3.12 for RHEL 8).
-    SUPPORTED_RELEASES = "Debian 12, Ubuntu 22.04 and 24.04, RHEL 8 (with a Python 3.8 or newer installed) and RHEL 9"
+    # porting guide", ansible/ansible issue 83054). RHEL 7 has only Python 2.7 and 3.6. RHEL 8's python3 and
+    # /usr/libexec/platform-python are 3.6 (Red Hat, "Using Python in Red Hat Enterprise Linux 8"); a newer Python
+    # from AppStream runs the other modules but has no dnf bindings (python3-dnf is built for platform-python only),
+    # and ansible.builtin.dnf's respawn on platform-python cannot run either: "Could not import the dnf python module"
+    # (ansible/ansible issues 82068, 83357, 83597; AlmaLinux cloud-images issue 236: ansible-core 2.16 is the last
+    # that manages EL 8 packages). The lab's rhel8 shape reproduces that failure (tests/lab/test_rhel8_shape.py).
+    SUPPORTED_RELEASES = "Debian 12, Ubuntu 22.04 and 24.04, and RHEL 9"
     _OLD_INTERPRETER = re.compile(r"(^|/)(python2(\.[0-9]+)?|python3\.[0-7]|platform-python)$")
-    _RHEL8_PYTHON36 = re.compile(r"(^|/)(python3|platform-python)$")
 
     def _fact(self, view, name):
         """A fact the inventory or the fact cache holds for the host (ansible_facts.<name>, or ansible_<name>)."""
@@ -972,8 +973,8 @@ class InventoryChecker:
         return None
 
     def check_target_python(self, view):
-        """A host ansible-core cannot run modules on is refused before any play touches it: RHEL 7 (known from the
-        fact cache or the inventory), or an interpreter the inventory names that is older than Python 3.8."""
+        """A host ansible-core cannot run modules on is refused before any play touches it: RHEL 7 and RHEL 8 (known
+        from the fact cache or the inventory), or an interpreter the inventory names that is older than Python 3.8."""
         host = view.name
         family, major = self._fact(view, "os_family"), self._fact(view, "distribution_major_version")
         interpreter = (
@@ -988,19 +989,26 @@ class InventoryChecker:
                 f"gpuforge supports {self.SUPPORTED_RELEASES}: upgrade the host, or leave it out of the inventory",
             )
             return
+        if family == "RedHat" and major == "8":
+            self.error(
+                host,
+                "ansible_facts.distribution_major_version",
+                "is 8 (RHEL 8 or a rebuild): its dnf Python bindings exist only for platform-python 3.6, which "
+                "ansible-core 2.17 and later cannot run modules on, so gpuforge's package installs "
+                "(ansible.builtin.dnf) fail there even with a newer Python installed",
+                f"gpuforge supports {self.SUPPORTED_RELEASES}: upgrade the host to RHEL 9, or leave it out of the "
+                "inventory",
+            )
+            return
         if not isinstance(interpreter, str):
             return
-        if self._OLD_INTERPRETER.search(interpreter.strip()) or (
-            family == "RedHat" and major == "8" and self._RHEL8_PYTHON36.search(interpreter.strip())
-        ):
+        if self._OLD_INTERPRETER.search(interpreter.strip()):
             self.error(
                 host,
                 "ansible_python_interpreter",
-                f"is {_q(interpreter)}, a Python older than 3.8 (RHEL 8's python3 and platform-python are 3.6; RHEL 7 "
-                "has 2.7 and 3.6): gpuforge's ansible-core 2.19 cannot run modules on it",
-                "on RHEL 8 install a newer Python from AppStream (dnf install python3.12, or python3.11) and set "
-                "ansible_python_interpreter to it (/usr/bin/python3.12), or unset it so that ansible-core finds it; "
-                f"gpuforge supports {self.SUPPORTED_RELEASES}",
+                f"is {_q(interpreter)}, a Python older than 3.8: gpuforge's ansible-core 2.19 cannot run modules on it",
+                "set ansible_python_interpreter to the host's Python 3.8 or newer (/usr/bin/python3 on "
+                f"{self.SUPPORTED_RELEASES}), or unset it so that ansible-core finds it",
             )
 
     def check_typos(self, view):

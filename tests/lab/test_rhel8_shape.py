@@ -2,7 +2,8 @@
 facts on it are those recorded from RHEL 8 (molecule/os_shapes/tests/real_os_facts.yml, sources there), the dnf
 command resolves the mirror's rhel8 CUDA repository with its module streams, and ansible.builtin.dnf fails as it does
 on a real RHEL 8 host managed by ansible-core 2.17 or later: RHEL 8 builds dnf's Python bindings for platform-python
-3.6 only, where ansible-core runs no module. Run with make smoke (lab marker)."""
+3.6 only, where ansible-core runs no module. So gpuforge refuses RHEL 8: a host role run on the shape stops in its
+first check, before any change, naming the supported releases. Run with make smoke (lab marker)."""
 
 from __future__ import annotations
 
@@ -80,3 +81,17 @@ def test_dnf_module_fails_as_on_rhel_8(node):
     # The node's python3 cannot import dnf, and there is no platform-python to respawn the module on.
     probe = "import importlib.util as u, os; print(u.find_spec('dnf'), os.path.exists('/usr/libexec/platform-python'))"
     assert podman("exec", node, "python3", "-c", probe).split() == ["None", "False"]
+
+
+def test_a_host_role_refuses_rhel_8_before_any_change_naming_the_supported_releases(node, tmp_path):
+    playbook = tmp_path / "rhel8.yml"
+    playbook.write_text("- hosts: all\n  roles:\n    - gpuforge.cluster.nvidia_driver\n", encoding="utf-8")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PROJECT_ROOT / "ansible.cfg"), CONTAINERS_CONF=str(CONTAINERS_CONF))
+    command = ["ansible-playbook", "-i", f"{node},", "-c", "containers.podman.podman", str(playbook)]
+    command += ["-e", "ansible_python_interpreter=/usr/bin/python3"]
+    done = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, env=env)
+    output = " ".join(done.stdout.split())
+    assert done.returncode == 2, output[-3000:]
+    assert "runs RedHat 8.10: its dnf Python bindings exist only for platform-python 3.6" in output, output[-3000:]
+    assert "support Debian 12, Ubuntu 22.04 and 24.04, and RHEL 9" in output, output[-3000:]
+    assert "changed=0" in output and "failed=1" in output, output[-3000:]

@@ -1,6 +1,7 @@
 """The inventory check refuses hosts ansible-core cannot run modules on (issue 46 item 6): RHEL 7 (its Pythons are 2.7
-and 3.6, which ansible-core 2.17 removed as targets) and an interpreter older than 3.8, e.g. RHEL 8's python3 and
-platform-python (3.6); each names why, what to do and the supported releases."""
+and 3.6, which ansible-core 2.17 removed as targets), RHEL 8 (dnf's Python bindings exist for its platform-python 3.6
+only, so ansible.builtin.dnf cannot run even beside a newer Python) and an interpreter older than 3.8; each names
+why, what to do and the supported releases."""
 
 from __future__ import annotations
 
@@ -38,10 +39,28 @@ def test_rhel7_is_refused_naming_the_python_floor_and_the_supported_releases(fac
     assert problem["variable"] == "ansible_facts.distribution_major_version"
     assert "2.7 and 3.6" in problem["problem"] and "ansible-core 2.17" in problem["problem"]
     assert "Python 3.8 or newer" in problem["problem"]
-    for release in ("Debian 12", "Ubuntu 22.04 and 24.04", "RHEL 8", "RHEL 9"):
+    for release in ("Debian 12", "Ubuntu 22.04 and 24.04", "RHEL 9"):
         assert release in problem["fix"]
+    assert "RHEL 8" not in problem["fix"]
     report = gpuforge_inventory_report([problem], "error")
     assert report[0].startswith("gpu01: ansible_facts.distribution_major_version is 7")
+
+
+@pytest.mark.parametrize(
+    ("interpreter", "facts"),
+    [
+        (None, {"ansible_facts": {"os_family": "RedHat", "distribution": "RedHat", "distribution_major_version": "8"}}),
+        ("/usr/bin/python3.12", {"ansible_facts": {"os_family": "RedHat", "distribution_major_version": "8"}}),
+        ("/usr/bin/python3", {"ansible_os_family": "RedHat", "ansible_distribution_major_version": "8"}),
+    ],
+)
+def test_rhel8_is_refused_whatever_its_interpreter_naming_dnf_and_the_supported_releases(interpreter, facts):
+    host = {**facts, **({"ansible_python_interpreter": interpreter} if interpreter else {})}
+    (problem,) = problems(**host)
+    assert problem["variable"] == "ansible_facts.distribution_major_version"
+    assert "dnf Python bindings" in problem["problem"] and "platform-python 3.6" in problem["problem"]
+    assert "ansible.builtin.dnf" in problem["problem"]
+    assert "RHEL 9" in problem["fix"] and "Debian 12" in problem["fix"] and "RHEL 8" not in problem["fix"]
 
 
 @pytest.mark.parametrize(
@@ -51,22 +70,21 @@ def test_rhel7_is_refused_naming_the_python_floor_and_the_supported_releases(fac
         ("/usr/bin/python3.6", {}),
         ("/usr/bin/python2", {}),
         ("/usr/bin/python2.7", {}),
-        ("/usr/bin/python3", {"ansible_facts": {"os_family": "RedHat", "distribution_major_version": "8"}}),
+        ("/usr/bin/python3.7", {"ansible_facts": {"os_family": "Debian", "distribution_major_version": "12"}}),
     ],
 )
-def test_an_interpreter_older_than_38_is_refused_with_what_to_install(interpreter, facts):
+def test_an_interpreter_older_than_38_is_refused_with_what_to_set(interpreter, facts):
     (problem,) = problems(ansible_python_interpreter=interpreter, **facts)
     assert problem["variable"] == "ansible_python_interpreter"
     assert interpreter in problem["problem"] and "older than 3.8" in problem["problem"]
-    assert "dnf install python3.12" in problem["fix"] and "/usr/bin/python3.12" in problem["fix"]
+    assert "Python 3.8 or newer" in problem["fix"] and "RHEL 9" in problem["fix"]
 
 
 @pytest.mark.parametrize(
     ("interpreter", "facts"),
     [
-        (None, {"ansible_facts": {"os_family": "RedHat", "distribution_major_version": "8"}}),
-        ("/usr/bin/python3.12", {"ansible_facts": {"os_family": "RedHat", "distribution_major_version": "8"}}),
         ("/usr/bin/python3", {"ansible_facts": {"os_family": "RedHat", "distribution_major_version": "9"}}),
+        ("/usr/bin/python3.12", {"ansible_facts": {"os_family": "RedHat", "distribution_major_version": "9"}}),
         ("/usr/bin/python3", {"ansible_facts": {"os_family": "Debian", "distribution_major_version": "12"}}),
         ("/usr/bin/python3.11", {}),
         (None, {}),

@@ -82,3 +82,15 @@ def test_rhel_and_debian_are_not_image_based(role, tasks_file, name, os_name):
     task = render_os.find_task(tasks_file, name)
     assert render_os.module_of(task) == "ansible.builtin.fail"
     assert "gpuforge_host_problems" in str(task["when"]) + str(task.get("vars"))
+
+
+@pytest.mark.parametrize(("role", "tasks_file", "name"), REFUSALS)
+def test_rhel8_is_refused_first_naming_dnf_and_the_supported_releases(role, tasks_file, name):
+    """RHEL 8's dnf bindings exist for platform-python 3.6 only, where ansible-core 2.17+ runs no module: every host
+    role refuses it in the same first check (the lab's rhel8 shape shows ansible.builtin.dnf failing there)."""
+    rhel8 = render(role, "rhel8")
+    assert rhel8.refused(tasks_file, name)
+    message = rhel8.message(tasks_file, name)
+    assert message.startswith("gpu01 runs RedHat 8."), message
+    assert "platform-python 3.6" in message and "ansible.builtin.dnf" in message
+    assert "support Debian 12, Ubuntu 22.04 and 24.04, and RHEL 9" in message

@@ -35,7 +35,7 @@ def test_release_files_and_url(os_name, files):
     assert role.var("apptainer_files") == files
     assert role.var("apptainer_file_url") == "https://github.com/apptainer/apptainer/releases/download/v1.5.3"
     assert role.var("apptainer_supported_versions") == (
-        ["8", "9"] if os_name.startswith("rhel") else ["12"] if os_name == "debian12" else ["22"]
+        ["9"] if os_name.startswith("rhel") else ["12"] if os_name == "debian12" else ["22"]
     )
 
 

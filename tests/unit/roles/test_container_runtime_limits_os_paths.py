@@ -6,7 +6,7 @@ import pytest
 from gpu_stack_render import RoleRender
 
 
-@pytest.mark.parametrize("os_name", ["debian12", "ubuntu2204", "rhel8", "rhel9"])
+@pytest.mark.parametrize("os_name", ["debian12", "ubuntu2204", "ubuntu2404", "rhel9"])
 def test_dropin_text(os_name):
     render = RoleRender("container_runtime_limits", os_name)
     assert render.var("ansible_facts.distribution_major_version") in render.var(

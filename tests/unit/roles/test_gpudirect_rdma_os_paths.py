@@ -133,7 +133,7 @@ def test_ofed_and_driver_are_read_only_when_no_role_read_them_in_this_run(same_r
     [
         ("rhel9", {"nvidia_driver_rhel_install": "precompiled"}, True),
         ("rhel9", {"gpuforge_nvidia_driver_rhel_install": "precompiled"}, True),
-        ("rhel8", {"nvidia_driver_rhel_install": "dkms"}, False),
+        ("rhel9", {"nvidia_driver_rhel_install": "dkms"}, False),
         ("rhel9", {}, False),
         # the legacy nv_peer_mem path is built on the host by this role, not shipped in the kmod
         ("rhel9", {"nvidia_driver_rhel_install": "precompiled", "gpudirect_rdma_method": "nv_peer_mem"}, False),
