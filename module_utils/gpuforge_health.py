@@ -126,13 +126,7 @@ class LocalRunner(LocalHost):
     command runner's stand-in for AnsibleModule (gpuforge_run.LocalHost), every run bounded by timeout_seconds."""
 
     def __init__(self, timeout_seconds: float = 30):
-        super().__init__(timeout_seconds)
-        self.outputs = {}  # (arguments after the program) -> (rc, stdout) of its last run
-
-    def run_command(self, args, **kwargs):
-        rc, out, err = super().run_command(args, **kwargs)
-        self.outputs[tuple(str(a) for a in args[1:])] = (rc, out)  # the -q -x document the readers parsed
-        return rc, out, err
+        super().__init__(timeout_seconds)  # LocalHost keeps each run's output (outputs): the -q -x document read
 
     def fail_json(self, msg, **_partial):
         raise HealthError(msg)

@@ -271,6 +271,10 @@ class LocalHost:
 
     def __init__(self, timeout_seconds=None):
         self.timeout_seconds = timeout_seconds
+        # (arguments after the program) -> (rc, stdout) of its last completed run: a caller that judges more than
+        # the readers returned (gpuforge-health's Epilog reads the processes from the same nvidia-smi -q -x) reuses
+        # the output instead of running the tool twice.
+        self.outputs = {}
 
     @staticmethod
     def get_bin_path(name, required=False, opt_dirs=None):
@@ -315,6 +319,7 @@ class LocalHost:
             process.kill()
             out, err = process.communicate()
             return 124, out, f"{err}{argv[0]} did not finish within {self.timeout_seconds} s\n"
+        self.outputs[tuple(argv[1:])] = (process.returncode, out)
         return process.returncode, out, err
 
     @staticmethod
