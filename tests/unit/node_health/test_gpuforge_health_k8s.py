@@ -1,5 +1,6 @@
 """gpuforge-health's verdict as NodeConditions and a taint (module_utils/gpuforge_health_k8s.py), against the recorded
-Node responses of tests/fixtures/k8s/api/ (SOURCES.md there: their shapes and sources)."""
+Node responses of tests/fixtures/k8s/api/: the hand-written DGX nodes (nodes-*.json, in the API's shape) and the real
+responses of node-health/ (SOURCES.md of tests/fixtures/k8s/api, "Node-condition updates": which is which, sources)."""
 
 from __future__ import annotations
 
@@ -94,18 +95,13 @@ class Server:
         return io.BytesIO(data)
 
 
-def conflict(name):
-    """A 409 in the Status shape of the recorded errors (status-404.json)."""
-    status = json.loads((API / "status-404.json").read_text(encoding="utf-8"))
-    message = f'Operation cannot be fulfilled on nodes "{name}": the object has been modified'
-    return dict(status, reason="Conflict", code=409, message=message)
-
-
 def test_update_patches_the_status_then_retries_a_conflicting_taint_once():
     dgx02 = node("dgx02", "nodes-faulty.json")
     fresh = copy.deepcopy(dgx02)
     fresh["metadata"]["resourceVersion"] = "999999"
-    server = Server([(200, dgx02), (200, dgx02), (409, conflict("dgx02")), (200, fresh), (200, fresh)])
+    server = Server(
+        [(200, dgx02), (200, dgx02), (409, real("status-409-conflict-node.json")), (200, fresh), (200, fresh)]
+    )
     api = k8s.NodeApi("https://10.0.0.1:6443", "token", opener=server)
     done = api.update("dgx02", record(("gpu_count", "nvidia-smi lists 7 GPU(s), the spec has 8")), NOW, taint=True)
     assert done == ["conditions", "taint"]
@@ -127,3 +123,90 @@ def test_an_api_error_names_the_code_and_message():
     with pytest.raises(k8s.ApiError, match=r"HTTP 401: ") as caught:
         api.update("dgx01", record(), NOW, taint=False)
     assert caught.value.code == 401
+
+
+# Real API server responses (tests/fixtures/k8s/api/SOURCES.md, "Node-condition updates"): a Node as `kubectl get node
+# -o json` printed it from a minikube v1.23.1 cluster, the same node after `kubectl taint` (resourceVersion 9432 ->
+# 9871, taint key1:NoSchedule), and a 403 Status body an API server returned for a user without RBAC on nodes.
+REAL = API / "node-health"
+
+
+def real(name: str) -> dict:
+    return json.loads((REAL / name).read_text(encoding="utf-8"))
+
+
+def test_a_real_node_keeps_the_kubelet_conditions_out_of_the_patch_and_gets_gpuforges_two():
+    minikube = real("node-minikube-v1.23.1.json")
+    kubelet = copy.deepcopy(minikube["status"]["conditions"])
+    patch = k8s.status_patch(k8s.conditions(record(), minikube, NOW))
+    # A strategic merge patch merges status.conditions on `type`: only gpuforge's types may be in it, or it would
+    # overwrite what the kubelet reported (Ready, MemoryPressure, DiskPressure, PIDPressure).
+    assert [c["type"] for c in patch["status"]["conditions"]] == ["GpuHealthy", "IbHealthy"]
+    assert {c["type"] for c in kubelet} == {"MemoryPressure", "DiskPressure", "PIDPressure", "Ready"}
+    assert minikube["status"]["conditions"] == kubelet  # the node as read is not modified
+    assert all(c["lastTransitionTime"] == NOW for c in patch["status"]["conditions"])
+
+
+def test_a_real_untainted_node_is_tainted_at_the_resource_version_it_was_read_at():
+    minikube = real("node-minikube-v1.23.1.json")
+    assert "taints" not in minikube["spec"]
+    patch = k8s.taint_patch(minikube, record(("ib_port_state", "mlx5_0/1 Down")))
+    assert patch == {
+        "metadata": {"resourceVersion": "9432"},
+        "spec": {"taints": [{"key": k8s.TAINT_KEY, "value": "ib_port_state", "effect": "NoSchedule"}]},
+    }
+    assert k8s.taint_patch(minikube, record()) is None
+
+
+def test_a_real_node_with_someone_elses_taint_keeps_it():
+    tainted = real("node-minikube-v1.23.1-tainted.json")
+    assert tainted["spec"]["taints"] == [{"effect": "NoSchedule", "key": "key1", "value": ""}]
+    patch = k8s.taint_patch(tainted, record(("xid", "Xid 79")))
+    assert patch["metadata"] == {"resourceVersion": "9871"}
+    assert patch["spec"]["taints"] == [
+        {"effect": "NoSchedule", "key": "key1", "value": ""},
+        {"key": k8s.TAINT_KEY, "value": "xid", "effect": "NoSchedule"},
+    ]
+    # Healthy: nothing of gpuforge's to take away, and key1 is not gpuforge's to touch.
+    assert k8s.taint_patch(tainted, record()) is None
+
+
+def test_update_against_real_responses_then_a_real_conflict_and_a_reread():
+    """GET answers the real node; PATCH .../status and PATCH of the node answer a Node, as the API server does (the
+    real node, then the real tainted node); the 409 carries the real conflict message."""
+    minikube = real("node-minikube-v1.23.1.json")
+    tainted = real("node-minikube-v1.23.1-tainted.json")
+    conflict_body = real("status-409-conflict-node.json")
+    server = Server([(200, minikube), (200, minikube), (409, conflict_body), (200, tainted), (200, tainted)])
+    api = k8s.NodeApi("https://10.0.0.1:6443", "token", opener=server)
+    done = api.update("danielg-minikube", record(("xid", "Xid 79")), NOW, taint=True)
+    assert done == ["conditions", "taint"]
+    assert [(m, url.split(":6443")[1]) for m, url, _, _ in server.requests] == [
+        ("GET", "/api/v1/nodes/danielg-minikube"),
+        ("PATCH", "/api/v1/nodes/danielg-minikube/status"),
+        ("PATCH", "/api/v1/nodes/danielg-minikube"),
+        ("GET", "/api/v1/nodes/danielg-minikube"),
+        ("PATCH", "/api/v1/nodes/danielg-minikube"),
+    ]
+    first, retry = server.requests[2][3], server.requests[4][3]
+    assert first["metadata"]["resourceVersion"] == "9432" and retry["metadata"]["resourceVersion"] == "9871"
+    # The re-read node carries key1 (someone else's taint added meanwhile): the retry keeps it.
+    assert {"effect": "NoSchedule", "key": "key1", "value": ""} in retry["spec"]["taints"]
+
+
+def test_a_second_conflict_is_an_error_naming_the_code_and_the_servers_message():
+    minikube = real("node-minikube-v1.23.1.json")
+    conflict_body = real("status-409-conflict-node.json")
+    server = Server([(200, minikube), (200, minikube), (409, conflict_body), (200, minikube), (409, conflict_body)])
+    api = k8s.NodeApi("https://10.0.0.1:6443", "token", opener=server)
+    with pytest.raises(k8s.ApiError, match=r"HTTP 409: Operation cannot be fulfilled on nodes") as caught:
+        api.update("danielg-minikube", record(("xid", "Xid 79")), NOW, taint=True)
+    assert caught.value.code == 409
+
+
+def test_a_real_forbidden_answer_names_the_rbac_problem():
+    forbidden = real("status-403-nodes.json")
+    api = k8s.NodeApi("https://10.0.0.1:6443", "token", opener=Server([(403, forbidden)]))
+    with pytest.raises(k8s.ApiError, match=r'HTTP 403: nodes is forbidden: User "test-username" cannot') as caught:
+        api.update("danielg-minikube", record(), NOW, taint=False)
+    assert caught.value.code == 403
