@@ -68,6 +68,7 @@ __all__ = [
     "PROFILES",
     "HealthConfig",
     "LocalRunner",
+    "await_gpu_processes",
     "drain_reason",
     "judge_health",
     "main",
@@ -115,6 +116,11 @@ PROFILES = {
 SEEN_LINES_MAX = 4096
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
 SCONTROL_FIX = "install the Slurm client (the slurm role does)"
+# The Epilog's re-reads of a GPU process left after the job: one every second while the grace lasts
+# (HealthConfig.epilog_process_grace_seconds). The driver tears a killed process's context down asynchronously, so
+# nvidia-smi can list it for a moment after slurmstepd has reaped it; a process still there after the grace is one
+# that escaped the job's cleanup.
+EPILOG_REREAD_INTERVAL_SECONDS = 1.0
 
 
 class HealthError(Exception):
@@ -137,8 +143,8 @@ class HealthConfig:
 
     {system, expected (the spec validation judges against), mounts [paths], gpu_bus_ids [bus IDs, optional],
     clock_event_samples, clock_event_interval_ms, gpu_memory_used_max_mib, gpu_process_names_allowed [process names
-    that may stay on a GPU after a job], root (where the check registry's file
-    sources are read: / on a node)}."""
+    that may stay on a GPU after a job], epilog_process_grace_seconds [how long the Epilog re-reads a process it found
+    before it fails; 0: no re-read], root (where the check registry's file sources are read: / on a node)}."""
 
     KEYS = {
         "system": (str, type(None)),
@@ -149,6 +155,7 @@ class HealthConfig:
         "clock_event_interval_ms": int,
         "gpu_memory_used_max_mib": int,
         "gpu_process_names_allowed": list,
+        "epilog_process_grace_seconds": (int, float),
         "root": str,
     }
 
@@ -168,6 +175,12 @@ class HealthConfig:
         self.clock_event_interval_ms = data.get("clock_event_interval_ms", 100)
         self.gpu_memory_used_max_mib = data.get("gpu_memory_used_max_mib", 16)
         self.gpu_process_names_allowed = [str(n) for n in data.get("gpu_process_names_allowed") or []]
+        self.epilog_process_grace_seconds = data.get("epilog_process_grace_seconds", 5)
+        if not 0 <= self.epilog_process_grace_seconds <= 60:
+            raise HealthError(
+                f"{where}: epilog_process_grace_seconds must be 0 to 60 (a bound on the Epilog's wait); re-run the "
+                "node_health role with node_health_epilog_process_grace_seconds in that range"
+            )
         self.root = data.get("root", "/")  # the registry's file sources are read under it (/ on a node)
 
     @classmethod
@@ -349,6 +362,34 @@ def judge_health(
         baseline = sorted(gpu_key(g) for g in gpus)
     result["state"]["baseline_gpu_bus_ids"] = baseline or []
     return result
+
+
+def _processes_left(result: dict) -> bool:
+    """Whether gpu_processes_exited failed on processes it saw (not on an unreadable process list)."""
+    return any(
+        c["name"] == "gpu_processes_exited" and c["status"] == FAIL and c.get("observed") for c in result["checks"]
+    )
+
+
+def await_gpu_processes(
+    result: dict,
+    judge_again,
+    grace_seconds: float,
+    sleep=time.sleep,
+    interval_seconds: float = EPILOG_REREAD_INTERVAL_SECONDS,
+):
+    """(result, re-reads): while the Epilog's result fails gpu_processes_exited on a process it saw and the grace
+    lasts, wait interval_seconds and judge again (judge_again(): gather and judge_health once more, through the same
+    runner). At most ceil(grace / interval) re-reads: a bounded wait, and none at all on a node with no process
+    left, so the Epilog of a healthy node costs nothing more."""
+    waited, rereads = 0.0, 0
+    while _processes_left(result) and waited < grace_seconds:
+        step = min(interval_seconds, grace_seconds - waited)
+        sleep(step)
+        waited += step
+        rereads += 1
+        result = judge_again()
+    return result, rereads
 
 
 def drain_reason(result: dict, limit: int = 200) -> str:
@@ -614,7 +655,7 @@ def _arguments(argv):
     return parser.parse_args(argv)
 
 
-def run(argv=None, runner=None, out=sys.stdout, err=sys.stderr, now=None) -> int:
+def run(argv=None, runner=None, out=sys.stdout, err=sys.stderr, now=None, sleep=time.sleep) -> int:
     args = _arguments(argv)
     runner = runner or LocalRunner()
     node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
@@ -633,24 +674,40 @@ def run(argv=None, runner=None, out=sys.stdout, err=sys.stderr, now=None) -> int
             lsmod = _read_text(runner, ["lsmod"], unreadable, "lsmod") if "peermem_loaded" in names else None
             mountinfo = _read_file("/proc/self/mountinfo") if "mounts_present" in names else None
             checked_at = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ")
-            try:
-                result = judge_health(
-                    args.profile,
-                    config,
-                    facts,
-                    kernel,
-                    lsmod,
-                    mountinfo,
-                    state,
-                    boot_id(),
-                    unreadable,
-                    node=node,
-                    checked_at=checked_at,
-                    file_root=config.root,
-                    smi_xml=_query_xml(runner),
+            booted = boot_id()
+
+            def judge(facts):
+                try:
+                    return judge_health(
+                        args.profile,
+                        config,
+                        facts,
+                        kernel,
+                        lsmod,
+                        mountinfo,
+                        state,
+                        booted,
+                        unreadable,
+                        node=node,
+                        checked_at=checked_at,
+                        file_root=config.root,
+                        smi_xml=_query_xml(runner),
+                    )
+                except OptionError as exc:
+                    raise HealthError(
+                        f"{args.config}: {exc}; fix the inventory and re-run the node_health role"
+                    ) from exc
+
+            result = judge(facts)
+            if args.profile == "epilog":  # the kernel log and the state as read: only nvidia-smi is read again
+                result, rereads = await_gpu_processes(
+                    result,
+                    lambda: judge(gather(runner, args.profile, config)),
+                    config.epilog_process_grace_seconds,
+                    sleep,
                 )
-            except OptionError as exc:
-                raise HealthError(f"{args.config}: {exc}; fix the inventory and re-run the node_health role") from exc
+                if rereads:
+                    err.write(f"gpuforge-health: read the GPU processes again {rereads} time(s) after the job\n")
             _write_json(args.state, result.pop("state"))
         run_id = f"gpuforge-health-{args.profile}"
         record = {

@@ -4,6 +4,7 @@ programs, benchmarks/node_health/simnode.py), its state between runs, its record
 from __future__ import annotations
 
 import ast
+import io
 import json
 import sys
 from pathlib import Path
@@ -367,7 +368,9 @@ def test_the_lab_prints_a_left_process_as_the_real_driver_does(tmp_path, real_ou
 
 
 def test_the_epilog_drains_for_a_process_left_on_a_gpu(tmp_path):
-    node = Node(tmp_path)
+    # One re-read a second after the first (the grace is tested without waiting in the tests below): the process
+    # is still there, so the Epilog fails.
+    node = Node(tmp_path, epilog_process_grace_seconds=1)
     assert node.run("epilog").returncode == 0
     node.sim.write_hardware(SYSTEM, [LEFT])
     done = node.run("epilog")
@@ -383,3 +386,79 @@ def test_the_epilog_drains_for_a_process_left_on_a_gpu(tmp_path):
     # The process exits: the next Epilog passes (the periodic check, which does not judge a job's end, passes too).
     node.sim.write_hardware(SYSTEM, [])
     assert node.run("epilog").returncode == 0
+
+
+class LeavingRunner(health.LocalRunner):
+    """The command's one runner, on the simulated node, whose GPU process exits after the `leaves_after`-th
+    nvidia-smi -q -x read (None: it never does), as a killed job's process leaves the GPU a moment after slurmstepd
+    reaped it."""
+
+    def __init__(self, sim, leaves_after):
+        super().__init__()
+        self.sim, self.leaves_after, self.reads = sim, leaves_after, 0
+
+    def run_command(self, args, **kwargs):
+        done = super().run_command(args, **kwargs)
+        if [str(a) for a in args[1:]] == ["-q", "-x"]:
+            self.reads += 1
+            if self.reads == self.leaves_after:
+                self.sim.write_hardware(SYSTEM, [])
+        return done
+
+
+def _run_in_process(tmp_path, monkeypatch, profile, leaves_after, **config):
+    """gpuforge-health's run() in this process on the simulated node with a LeavingRunner; sleeps are recorded, not
+    slept. Returns (exit status, stdout, stderr, the runner, the sleeps, the record)."""
+    node = Node(tmp_path, [LEFT], **config)
+    for key, value in node.sim.env().items():
+        monkeypatch.setenv(key, value)
+    runner, sleeps = LeavingRunner(node.sim, leaves_after), []
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["--profile", profile, "--config", str(tmp_path / "health.json"), "--node", "n1"]
+    argv += ["--state", str(tmp_path / "var" / "state.json"), "--record", str(tmp_path / "var" / "last.json")]
+    rc = health.run(argv, runner=runner, out=out, err=err, sleep=sleeps.append)
+    return rc, out.getvalue(), err.getvalue(), runner, sleeps, node.record(profile)
+
+
+def test_the_epilog_reads_again_and_passes_when_the_process_leaves_within_the_grace(tmp_path, monkeypatch):
+    rc, out, err, runner, sleeps, record = _run_in_process(
+        tmp_path, monkeypatch, "epilog", leaves_after=1, epilog_process_grace_seconds=5
+    )
+    assert (rc, out) == (0, ""), err
+    assert runner.reads == 2 and sleeps == [1.0]  # the first read saw it, one re-read a second later did not
+    assert "read the GPU processes again 1 time(s)" in err
+    by_name = {c["name"]: c["status"] for c in record["checks"]}
+    assert by_name["gpu_processes_exited"] == by_name["gpu_memory_released"] == "PASS"
+
+
+def test_the_epilog_fails_when_the_process_outlasts_the_grace_and_waits_no_longer(tmp_path, monkeypatch):
+    rc, out, _err, runner, sleeps, record = _run_in_process(
+        tmp_path, monkeypatch, "epilog", leaves_after=None, epilog_process_grace_seconds=2.5
+    )
+    assert rc == 1 and out.startswith("FAIL n1 gpu_processes_exited: ")
+    assert sleeps == [1.0, 1.0, 0.5] and runner.reads == 4  # bounded: the grace, then the verdict
+    assert record["failed_checks"] == ["gpu_processes_exited"]
+
+
+def test_no_reread_without_a_grace_nor_outside_the_epilog(tmp_path, monkeypatch):
+    rc, _, _, runner, sleeps, _ = _run_in_process(
+        tmp_path / "a", monkeypatch, "epilog", leaves_after=None, epilog_process_grace_seconds=0
+    )
+    assert (rc, runner.reads, sleeps) == (1, 1, [])
+    # The Prolog and the periodic check do not judge a job's leftovers: they never wait for them.
+    for profile in ("prolog", "full"):
+        rc, _, err, runner, sleeps, _ = _run_in_process(tmp_path / profile, monkeypatch, profile, leaves_after=None)
+        assert (rc, sleeps) == (0, []), err
+
+
+def test_await_gpu_processes_is_bounded_and_ignores_an_unreadable_process_list():
+    left = {"checks": [{"name": "gpu_processes_exited", "status": "FAIL", "observed": {"bus": ["1 python"]}}]}
+    unknown = {"checks": [{"name": "gpu_processes_exited", "status": "FAIL", "observed": {}}]}
+    sleeps = []
+    result, rereads = health.await_gpu_processes(left, lambda: left, 3, sleep=sleeps.append)
+    assert (result, rereads, sleeps) == (left, 3, [1.0, 1.0, 1.0])
+    assert health.await_gpu_processes(unknown, lambda: left, 3, sleep=sleeps.append) == (unknown, 0)
+    with pytest.raises(health.HealthError, match="epilog_process_grace_seconds must be 0 to 60"):
+        health.HealthConfig({"expected": {}, "epilog_process_grace_seconds": 600}, "health.json")
+    with pytest.raises(health.HealthError, match="epilog_process_grace_seconds has the wrong type"):
+        health.HealthConfig({"expected": {}, "epilog_process_grace_seconds": True}, "health.json")
