@@ -10,10 +10,9 @@ Stdlib only, Python 3.8+: it runs on the node without Ansible.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_smi_xml import document_root
 
 __all__ = [
     "REMEDY_BUS_IDS",
@@ -57,14 +56,7 @@ def parse_gpu_processes(text: str) -> dict:
     listed (an empty list: none). Each <gpu> holds <processes> with one <process_info> per process: pid, type
     (C compute, G graphics, M+C both), process_name, used_memory ("9212 MiB", or "N/A" without the permission to
     read it); drivers with MIG support add gpu_instance_id and compute_instance_id (N/A outside MIG)."""
-    if not text or "<nvidia_smi_log" not in text:
-        raise ParseError("nvidia-smi -q -x: no <nvidia_smi_log> document in the output")
-    if "<!ENTITY" in text:
-        raise ParseError("nvidia-smi -q -x: refusing XML that declares entities")
-    try:
-        root = ET.fromstring(text.strip())
-    except ET.ParseError as exc:
-        raise ParseError(f"nvidia-smi -q -x: not well-formed XML ({exc}); output truncated?") from exc
+    root = document_root(text)
     found = {}
     for gpu in root.findall("gpu"):
         listed = []

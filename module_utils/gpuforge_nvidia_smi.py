@@ -9,9 +9,9 @@ ParseError; values nvidia-smi reports as N/A, [N/A] or [Not Supported] become No
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_smi_xml import document_root
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import leading_number
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_vgpu_license import license_state
 
@@ -248,16 +248,7 @@ def _normalise_gpu(get, sub, index: int, bus_attr) -> dict:
 
 def parse_query_xml(text: str) -> dict:
     """Parse `nvidia-smi -q -x` (DTD v10 .. v12 and newer) into {driver_version, cuda_version, gpus, ...}."""
-    if not text or "<nvidia_smi_log" not in text:
-        raise ParseError("nvidia-smi -q -x: no <nvidia_smi_log> document in the output")
-    if "<!ENTITY" in text:
-        raise ParseError("nvidia-smi -q -x: refusing XML that declares entities")
-    try:
-        root = ET.fromstring(text.strip())
-    except ET.ParseError as exc:
-        raise ParseError(f"nvidia-smi -q -x: not well-formed XML ({exc}); output truncated?") from exc
-    if root.tag != "nvidia_smi_log":
-        raise ParseError(f"nvidia-smi -q -x: root element is <{root.tag}>, expected <nvidia_smi_log>")
+    root = document_root(text)
     dtd = re.search(r"nvsmi_device_(v\d+)\.dtd", text)
     gpus = []
     for index, node in enumerate(root.findall("gpu")):

@@ -16,10 +16,10 @@ documentation, same page: a 20-minute grace period for an unlicensed vGPU for Co
 from __future__ import annotations
 
 import re
-import xml.etree.ElementTree as ET
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_smi_xml import document_root
 
 __all__ = [
     "REMEDY",
@@ -121,14 +121,7 @@ def parse_license_text(text: str) -> dict:
 
 def parse_license_xml(text: str) -> dict:
     """The licence of each GPU in `nvidia-smi -q -x`, in parse_license_text's shape."""
-    if not text or "<nvidia_smi_log" not in text:
-        raise ParseError("nvidia-smi -q -x: no <nvidia_smi_log> document in the output")
-    if "<!ENTITY" in text:
-        raise ParseError("nvidia-smi -q -x: refusing XML that declares entities")
-    try:
-        root = ET.fromstring(text.strip())
-    except ET.ParseError as exc:
-        raise ParseError(f"nvidia-smi -q -x: not well-formed XML ({exc}); output truncated?") from exc
+    root = document_root(text)
     gpus = []
     for node in root.findall("gpu"):
         section = node.find("vgpu_software_licensed_product")
