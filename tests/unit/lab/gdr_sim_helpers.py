@@ -9,7 +9,9 @@ inventories/lab/group_vars/all/validation.yml.
 
 from __future__ import annotations
 
+import random
 import shutil
+import socket
 import sys
 from pathlib import Path
 
@@ -31,6 +33,28 @@ def _yaml(path: Path) -> dict:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
+def free_tcp_ports(count: int = 32) -> int:
+    """The first of `count` consecutive loopback TCP ports that are free now. The simulated ib_write_bw server and
+    client really meet over TCP on 127.0.0.1, and make test runs the unit suite on two ansible-cores at once: with
+    the module's default port (18510) both runs' loopbacks collided ("Couldn't bind to port 18510")."""
+    rng = random.Random()
+    for _ in range(200):
+        first = rng.randrange(20000, 60000 - count)
+        sockets = []
+        try:
+            for port in range(first, first + count):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise RuntimeError(f"no {count} consecutive free TCP ports on 127.0.0.1")
+
+
 def lab_args(profile: str) -> dict:
     """The module arguments validate.yml builds for a lab node of this profile (its facts and node checks are
     added by the caller)."""
@@ -50,6 +74,7 @@ def lab_args(profile: str) -> dict:
         ),
         "iterations": value("gpuforge_gdr_iterations"),
         "numactl": value("gpuforge_gdr_numactl"),
+        "tcp_port": free_tcp_ports(),
     }
 
 
