@@ -2,8 +2,10 @@
 
 The margin: a fault is seen at the next health check (at most HealthCheckInterval later), which takes a few seconds
 to judge the node and drain it, and side_effect.yml polls once a second. Measured (docs/slurm.md, "Health checks,
-Prolog and Epilog"): fault to drain and repair to resume took 7-16.5 s with HealthCheckInterval 15 s, at most 1.5 s
-over the interval; MARGIN_SECONDS leaves room for a loaded CI machine.
+Prolog and Epilog"): fault to drain and repair to resume took 7-16.5 s with HealthCheckInterval 15 s on a quiet lab,
+at most 1.5 s over the interval; in a CI run with the unit suites of both ansible-cores beside three Molecule lanes
+on the two cores they took 26.2-34.2 s, 19.2 s over it (gpuforge-health's own run is several times slower there).
+MARGIN_SECONDS is that measured worst case with some room.
 """
 
 import json
@@ -12,7 +14,7 @@ import re
 import pytest
 
 INTERVAL_SECONDS = 15  # host_vars/: slurm_health_check_interval_seconds
-MARGIN_SECONDS = 10
+MARGIN_SECONDS = 30
 
 
 def _on(host, name):
