@@ -30,11 +30,13 @@ demo: setup
 
 # The lab image and mirror build (mostly downloads) beside the lint; the unit tests and ansible-test sanity
 # (CPU-bound) beside the Molecule lanes (mostly waiting on podman, systemd and apt): CI stays under an hour on
-# two cores. The unit tests and sanity on the oldest supported ansible-core queue behind them (4 at a time), so
-# they run beside the Molecule lanes too.
+# two cores. Sanity on the oldest supported ansible-core queues behind them (4 at a time), beside the lanes too.
+# The unit suite on the oldest (make unit-oldest, 13 min alone; it no longer hangs since the floor is 2.19.4) is
+# left out: beside the unit suite and the 21 Molecule lanes it took CI past an hour (a run of 2026-12-02: CPU load
+# 12 on the two cores, lanes 1.5x their quiet times). Run it by hand before changing the ansible-core range.
 test: setup
 	$(MAKE) --no-print-directory -j 2 lint lab-prepare
-	$(MAKE) --no-print-directory -j 4 unit sanity ee molecule unit-oldest sanity-oldest
+	$(MAKE) --no-print-directory -j 4 unit sanity ee molecule sanity-oldest
 	$(MAKE) --no-print-directory smoke
 	@echo "make test: all stages passed"
 
