@@ -7,21 +7,15 @@ reads must carry the check."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import yaml
-from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_records as records
+from validate_play import check_records, local_host, run_validate_tasks, sim_tool, validate_play
 
 from gpuforge.lab.profiles import hardware_document, load_profile
 
-ROOT = Path(__file__).resolve().parents[2]
 TASKS = (
     "Ask the subnet manager which SM is master",
     "Add the subnet manager check to the node's records",
-    "Write every node's records and its diagnostics' results on the controller",
 )
 CHECKED_AT = "2026-12-02T12:00:00Z"
 NODES = {
@@ -45,85 +39,36 @@ def _tools(tmp_path: Path, name: str, profile: str, faults: list) -> Path:
     hardware = tmp_path / name / "hardware.json"
     hardware.write_text(json.dumps(hardware_document(load_profile(profile), faults)), encoding="utf-8")
     for tool in ("ibstat", "sminfo"):
-        script = tmp_path / name / tool
-        script.write_text(
-            f"#!/bin/sh\nGPUFORGE_LAB_HARDWARE={hardware} GPUFORGE_LAB_RUN={tmp_path / name / 'run'} "
-            f"GPUFORGE_LAB_PROC={tmp_path / 'no-proc'} PYTHONPATH={ROOT / 'lab' / 'sim'} "
-            f'exec {sys.executable} -m gpuforge_sim.{tool} "$@"\n',
-            encoding="ascii",
+        environment = (
+            f"GPUFORGE_LAB_HARDWARE={hardware} GPUFORGE_LAB_RUN={tmp_path / name / 'run'} "
+            f"GPUFORGE_LAB_PROC={tmp_path / 'no-proc'}"
         )
-        script.chmod(0o755)
+        sim_tool(tmp_path / name, tool, environment)
     return tmp_path / name
 
 
 def _host(tmp_path: Path, name: str) -> dict:
     profile, faults = NODES[name]
     tools = _tools(tmp_path, name, profile, faults)
-    check = {"name": "gpu_count", "status": "PASS", "observed": 8, "expected": 8}
-    return {
-        "ansible_connection": "local",
-        "ansible_python_interpreter": sys.executable,
-        "gpuforge_sminfo_executable": str(tools / ("no-sminfo" if name == "gpu05" else "sminfo")),
-        "sim_bin": str(tools),
-        "gpuforge_node_check": {
-            **records.node_report([check], name, profile, CHECKED_AT),
-            "system": profile,
-            "node": name,
-            "checked_at": CHECKED_AT,
-            "diagnostics": {},
-        },
-    }
+    return local_host(
+        name,
+        profile,
+        CHECKED_AT,
+        8,
+        gpuforge_sminfo_executable=str(tools / ("no-sminfo" if name == "gpu05" else "sminfo")),
+        sim_bin=str(tools),
+    )
 
 
 def test_validate_records_the_subnet_manager_check(tmp_path):
-    plays = yaml.safe_load((ROOT / "playbooks" / "validate.yml").read_text(encoding="utf-8"))
-    validate = next(play for play in plays if play.get("name") == "Validate GPU nodes")
-    tasks = {task["name"]: task for task in validate["tasks"]}
-    play = {
-        "name": "Subnet manager",
-        "hosts": "gpu_nodes",
-        "gather_facts": False,
-        "vars": {
-            **validate["vars"],
-            "gpuforge_artifacts_dir": str(tmp_path / "artifacts"),
-            "gpuforge_expected_system": "dgx1-v100-edr",
-            "gpuforge_validate_dcgm": False,
-            "gpuforge_dcgm_level": 1,
-        },
-        "tasks": [GATHER] + [tasks[name] for name in TASKS],
-    }
-    playbook = tmp_path / "sm.yml"
-    playbook.write_text(yaml.safe_dump([play], sort_keys=False), encoding="utf-8")
+    _, tasks = validate_play()
     # The preferred SM host names its port: the configured SM is asked too (sminfo -G).
     sm_host = {"ansible_connection": "local", "mlnx_ofed_opensm_port_guid": "0x98039b0300a4c600"}
-    inventory = {
-        "all": {
-            "children": {
-                "gpu_nodes": {"hosts": {name: _host(tmp_path, name) for name in NODES}},
-                "ib_subnet_manager": {"hosts": {"head01": sm_host}},
-            }
-        }
-    }
-    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory), encoding="utf-8")
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
-    done = subprocess.run(
-        [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(tmp_path / "hosts.yml"), str(playbook)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
+    groups = {"gpu_nodes": {name: _host(tmp_path, name) for name in NODES}, "ib_subnet_manager": {"head01": sm_host}}
+    done, written = run_validate_tasks(
+        tmp_path, "Subnet manager", "dgx1-v100-edr", [GATHER] + [tasks[name] for name in TASKS], groups
     )
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
-    written = {
-        name: json.loads((tmp_path / "artifacts" / "validation" / f"{name}.json").read_text(encoding="utf-8"))
-        for name in NODES
-    }
-    sm = {
-        name: next((r for r in document["records"] if r["check"] == "subnet_manager"), None)
-        for name, document in written.items()
-    }
+    sm = check_records(written, "subnet_manager")
     assert sm["gpu04"] is None  # RoCE only: no InfiniBand subnet, no check
     assert sm["gpu05"] is None and "sminfo not found" in done.stdout + done.stderr  # a warning
     assert sm["gpu01"]["verdict"] == "PASS", sm["gpu01"]
