@@ -1,4 +1,4 @@
-"""gpuforge-health on the lab's RHEL 9 and Ubuntu 22.04 shapes (molecule/node_health_os): the role installed the
+"""gpuforge-health on the lab's RHEL 9, Ubuntu 22.04 and 24.04 shapes (molecule/node_health_os): the role installed the
 collection's module_utils unchanged and a launcher on the OS's Python; the prolog judges the node's 8 simulated GPUs
 and writes records that validate against schemas/node-check.schema.json; the epilog fails a node on which a process
 outlived its job (lab fault gpu_process_left) and passes once it is gone."""
