@@ -12,7 +12,9 @@ from role_requests import apt_pins
 
 from gpuforge import vendor_facts
 
-DCGM_OSES = ["debian12", "ubuntu2204"]
+DCGM_OSES = ["debian12", "ubuntu2204", "ubuntu2404"]
+# The newest DCGM 4 release the registry lists per repository: what apt takes for a package nothing pins.
+NEWEST_DCGM = {"debian12": "1:4.7.0-1", "ubuntu2204": "1:4.7.0-1", "ubuntu2404": "1:4.6.0-1"}
 
 
 def _render(os_name: str, **extra) -> RoleRender:
@@ -57,8 +59,9 @@ def test_naming_only_the_cuda_plugin_package_fails_as_apt_does(os_name):
     # and the repository publishes newer DCGM releases, so apt takes the newest core and refuses the transaction.
     repos = _repos(os_name)
     assert len(repos[0].versions("datacenter-gpu-manager-4-core")) > 1
+    newest = NEWEST_DCGM[os_name]
     with pytest.raises(
-        vendor_facts.ResolveError, match=re.escape("datacenter-gpu-manager-4-core 1:4.7.0-1 is to be installed")
+        vendor_facts.ResolveError, match=re.escape(f"datacenter-gpu-manager-4-core {newest} is to be installed")
     ):
         vendor_facts.resolve(repos, ["datacenter-gpu-manager-4-cuda12=1:4.4.1-1"])
 
@@ -72,7 +75,7 @@ def test_the_pin_holds_every_dcgm_package_through_an_upgrade(os_name):
     upgrade = vendor_facts.resolve(_repos(os_name), sorted(installed.names()), pins)
     assert {p.version for p in upgrade.chosen.values()} == {"1:4.4.1-1"}
     floated = vendor_facts.resolve(_repos(os_name), sorted(installed.names()), [])
-    assert floated.version("datacenter-gpu-manager-4-core") == "1:4.7.0-1"
+    assert floated.version("datacenter-gpu-manager-4-core") == NEWEST_DCGM[os_name]
 
 
 def test_dcgm_4_7_moves_the_host_engine_into_its_own_package():
@@ -84,7 +87,9 @@ def test_dcgm_4_7_moves_the_host_engine_into_its_own_package():
     assert owner == ["nv-hostengine"]
 
 
-@pytest.mark.parametrize(("os_name", "version"), [("debian12", "1:3.3.5"), ("ubuntu2204", "1:3.2.6")])
+@pytest.mark.parametrize(
+    ("os_name", "version"), [("debian12", "1:3.3.5"), ("ubuntu2204", "1:3.2.6"), ("ubuntu2404", "1:3.3.6")]
+)
 def test_dcgm3_can_be_chosen_instead(os_name, version):
     render = _render(os_name, nvidia_driver_dcgm_package="datacenter-gpu-manager", nvidia_driver_dcgm_version=version)
     resolution = vendor_facts.resolve(_repos(os_name), _requests(render))
