@@ -14,13 +14,14 @@ lab/profiles/SCHEMA.md are applied in every view. Exit codes: 9 when the nvidia 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
 import time
 
 from gpuforge_sim import driver_state
-from gpuforge_sim.hardware import load_hardware, run_dir, visible_gpus, visible_hcas
+from gpuforge_sim.hardware import lib_dir, load_hardware, run_dir, visible_gpus, visible_hcas
 
 NO_DRIVER = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
@@ -196,10 +197,20 @@ class Context:
     def license_status(self, gpu) -> str:
         """A vGPU guest GPU's License Status: Licensed with a lease expiring a day from now, in the driver's unpadded
         GMT format ("2023-1-31 11:32:22 GMT" in a real capture, tests/fixtures/nvidia-smi-vgpu/SOURCES.md); fault
-        vgpu_unlicensed: its status (default "Unlicensed (Restricted)") on its GPU, or on every GPU."""
+        vgpu_unlicensed: its status (default "Unlicensed (Restricted)") on its GPU, or on every GPU. On a node with
+        the lab's stand-in guest driver (<lib dir>/vgpu-guest-driver.json) the lease is nvidia-gridd's: what the
+        simulated daemon wrote to <run dir>/vgpu-license.json (nvidia_gridd.py), Unlicensed while it has not run."""
         for fault in self.unlicensed:
             if fault.get("gpu") in (None, gpu["index"]):
                 return fault.get("status", "Unlicensed (Restricted)")
+        if os.path.isfile(os.path.join(lib_dir(), "vgpu-guest-driver.json")):
+            try:
+                with open(os.path.join(run_dir(), "vgpu-license.json"), encoding="utf-8") as handle:
+                    status = str(json.load(handle).get("status") or "")
+            except (OSError, ValueError, AttributeError):
+                status = ""
+            if status != "Licensed":
+                return status or "Unlicensed (Restricted)"
         t = time.gmtime(time.time() + 86400)
         return f"Licensed (Expiry: {t.tm_year}-{t.tm_mon}-{t.tm_mday} {t.tm_hour}:{t.tm_min}:{t.tm_sec} GMT)"
 
