@@ -336,6 +336,7 @@ class InventoryChecker:
             self.check_slurm(view, groups)
             self.check_benchmark_tools(view, groups)
             self.check_subnet_manager(view, groups)
+            self.check_roce_gid_index(view)
             self.check_spectrum_scale(view, groups)
             self.check_ipoib(view)
             self.check_urls(view)
@@ -746,6 +747,26 @@ class InventoryChecker:
                     "installs it on this host",
                     f"set {variable} to the path of the site's own {tool} build, or set benchmark_tools_enabled: true",
                 )
+
+    def check_roce_gid_index(self, view):
+        """One GID index on a host with RoCE ports: the one the GDR loopback benchmark gives ib_write_bw -x
+        (gpuforge_gdr_gid_index; null: validate.yml uses roce_qos_gid_index) is the one validation checks is RoCE v2
+        (roce_qos_gid_index, default the roce_qos role's). Two values would benchmark a GID nothing checked."""
+        ports = self.value(view, "roce_qos_ports", report=False)
+        benchmark = as_int(self.value(view, "gpuforge_gdr_gid_index", report=False))
+        if not ports or benchmark is None:
+            return
+        roce_defaults = _load_yaml(PROJECT_ROOT / "roles" / "roce_qos" / "defaults" / "main.yml") or {}
+        checked = as_int(self.value(view, "roce_qos_gid_index", roce_defaults.get("roce_qos_gid_index")))
+        if checked is not None and benchmark != checked:
+            self.error(
+                view.name,
+                "gpuforge_gdr_gid_index",
+                f"is {benchmark}, but roce_qos_gid_index (the GID index validation checks is RoCE v2) is {checked}: "
+                "the benchmark would use a GID nothing checked",
+                f"set gpuforge_gdr_gid_index to {checked} or leave it null (validation then uses roce_qos_gid_index), "
+                "or set roce_qos_gid_index to the index the benchmarks use",
+            )
 
     def check_subnet_manager(self, view, groups):
         sm_group = self._group_setting(view, "mlnx_ofed_subnet_manager_group", "ib_subnet_manager")
