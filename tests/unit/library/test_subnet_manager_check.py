@@ -6,11 +6,13 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import subprocess
 
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.modules import subnet_manager_check
 from gpuforge_sim import sminfo
 
+from gpuforge.lab import mirror
 from gpuforge.lab.profiles import hardware_document, load_profile
 
 LAB_SM = {"host": "head01", "guid": "0x98039b0300a4c600", "priority": 0}
@@ -86,3 +88,42 @@ def test_without_sminfo_and_not_required_no_check_and_a_warning(lab_node, ansibl
     assert (result["check"], result["runs"], result["changed"]) == (None, [], False)
     warned = capsys.readouterr().err
     assert "sminfo not found" in warned and "infiniband-diags" in warned and "was not checked" in warned
+
+
+@pytest.fixture
+def doca_sminfo(tmp_path, monkeypatch):
+    """/usr/sbin/sminfo of the lab mirror's DOCA infiniband-diags (vendor_facts/nvidia-doca/debian12.yml), built as the
+    mirror builds it and unpacked: the command a DOCA lab node runs."""
+    definitions = mirror.load_definitions()
+    definitions["publish"] = ["nvidia-doca/debian12"]
+    package = next(
+        p for p in mirror.expand(definitions) if p["name"] == "infiniband-diags" and p["repo"] == "nvidia-doca/debian12"
+    )
+    assert package["commands"].get("/usr/sbin/sminfo") == "gpuforge_sim.sminfo", package["commands"]
+    (tmp_path / "debs").mkdir()
+    deb = mirror.build_deb(package, tmp_path / "staging", tmp_path / "debs")
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(tmp_path / "root")], check=True)
+    # The wrapper runs /usr/bin/python3, which finds gpuforge_sim where the lab's gpuforge-lab-sim would put it.
+    monkeypatch.setenv("PYTHONPATH", str(mirror.SIM_DIR.parent))
+    return str(tmp_path / "root" / "usr" / "sbin" / "sminfo")
+
+
+@pytest.mark.parametrize(
+    ("faults", "status", "fault"),
+    [
+        ([], "PASS", ""),
+        ([{"type": "sm_missing"}], "FAIL", "no subnet manager answers"),
+        ([{"type": "sm_duplicate_master"}], "FAIL", "2 SMs are master at equal priority 0"),
+    ],
+)
+def test_a_doca_lab_node_judges_the_subnet_manager_instead_of_warning(
+    lab_node, ansible_module, doca_sminfo, faults, status, fault
+):
+    """validate.yml passes require_sminfo=false: without sminfo a DOCA lab node got a warning and no check. With the
+    DOCA package's sminfo the check judges the fabric, and catches both subnet manager faults."""
+    lab_node(faults)
+    args = {"subnet_managers": [LAB_SM], "require_sminfo": False}
+    result = ansible_module(subnet_manager_check, args, bin_path={"sminfo": doca_sminfo}.get)
+    assert result["check"] is not None and result["check"]["status"] == status, result
+    assert fault in result["check"]["fault"]
+    assert result["runs"][0]["argv"][0] == doca_sminfo
