@@ -141,7 +141,7 @@ def test_noble_canonical_535_builds_are_transitional_and_the_role_has_no_canonic
     # Second vendor review, F4: the archive's only 535-server build on 24.04 pulls the 580 server branch, so a
     # canonical 535 pin there installs R580 (or, with the 580 packages absent here, cannot resolve at all).
     archive = vendor_facts.repository("ubuntu-drivers/ubuntu2404")
-    assert archive.fact("transitional_server_branches") == {"535": "580"}
+    assert archive.fact("transitional_server_branches")["535"] == "580"
     for name in ("nvidia-headless-535-server", "nvidia-headless-535-server-open", "nvidia-utils-535-server"):
         (build,) = [p for p in archive.packages if p.name == name]
         assert any("-580-server" in relation for relation in build.depends), build
@@ -260,3 +260,34 @@ def test_ubuntu_branch_590_names_are_refused(os_name):
     assert render.refused("main.yml", refuse)
     assert "drop the branch from their names from branch 590" in " ".join(render.message("main.yml", refuse).split())
     assert not _render(os_name, "cuda", "open").refused("main.yml", refuse)
+
+
+@pytest.mark.parametrize(("os_name", "release"), [("ubuntu2204", "22.04"), ("ubuntu2404", "24.04")])
+def test_the_roles_transitional_server_branches_are_the_archives(os_name, release):
+    # Second vendor review, F4, beyond 535 on 24.04: every server branch whose archive builds are transitional
+    # packages (packages.ubuntu.com) is one the canonical source refuses, on the Ubuntu release that has them; the
+    # branch the role pins by default on 22.04 is not one of them.
+    archive = vendor_facts.repository(f"ubuntu-drivers/{os_name}")
+    transitional = archive.fact("transitional_server_branches")
+    render = _render(os_name, "canonical", "proprietary")
+    assert render.var("nvidia_driver_os_version") == release
+    assert render.var("nvidia_driver_canonical_transitional_branches") == transitional
+    for branch, target in transitional.items():
+        builds = [p for p in archive.packages if p.name == f"nvidia-headless-{branch}-server"]
+        assert all(any(f"-{target}-server" in relation for relation in p.depends) for p in builds), builds
+    if os_name == "ubuntu2204":
+        assert render.var("nvidia_driver_branch") not in transitional
+
+
+def test_a_canonical_565_server_release_on_noble_is_refused():
+    # noble's nvidia-headless-565-server (565.57.01-0ubuntu0.24.04.4) is a transitional package to the 580 server
+    # branch: an override to a 565 release installs R580 there, so the role refuses it as it refuses 535.
+    archive = vendor_facts.repository("ubuntu-drivers/ubuntu2404")
+    with pytest.raises(vendor_facts.ResolveError, match="580-server"):
+        vendor_facts.resolve([archive], ["nvidia-headless-565-server=565.57.01-*"])
+    render = _render("ubuntu2404", "canonical", "proprietary", gpuforge_nvidia_driver_version="565.57.01")
+    assert render.var("nvidia_driver_branch") == "565"
+    refusal = "Refuse unsupported systems and inconsistent settings"
+    assert render.refused("main.yml", refusal)
+    message = " ".join(render.message("main.yml", refusal).split())
+    assert "565-server packages on 24.04 are transitional packages to the 580 server branch" in message
