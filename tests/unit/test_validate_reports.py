@@ -152,10 +152,11 @@ def _run_tasks(tmp_path: Path, names: tuple[str, ...], hosts: dict) -> tuple[sub
     return result, validation
 
 
-@pytest.fixture
-def written(tmp_path):
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """One ansible-playbook run whose written documents the tests below only read."""
     hosts = {name: _host_vars(name) for name in ("gpu01", "gpu02", "gpu03")}
-    result, validation = _run_tasks(tmp_path, TASKS, hosts)
+    result, validation = _run_tasks(tmp_path_factory.mktemp("written"), TASKS, hosts)
     assert result.returncode == 0, result.stdout + result.stderr
     return validation, result.stdout
 
