@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gpuforge_sim import ib_ports
+from gpuforge_sim import ib_ports, sminfo
 
 
 def _panic(message: str) -> int:
@@ -64,7 +64,14 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    hcas = ib_ports.sorted_by_name(ib_ports.ports_view(ib_ports.load()))
+    hw = ib_ports.load()
+    hcas = ib_ports.sorted_by_name(ib_ports.ports_view(hw))
+    # The SM lid sminfo asks (the elected master's, a split subnet's second master's): one subnet manager view.
+    sms = None
+    for port in (port for hca in hcas for port in hca["ports"]):
+        if port["link_layer"] == "InfiniBand" and port["state"] == "Active":
+            sms = sminfo.fabric(hw) if sms is None else sms
+            port["sm_lid"] = sminfo.port_sm_lid(hw, port, sms)
     if args.ca_name:
         # ibstat compares only strlen(ca_name) characters: 'mlx5_10' selects mlx5_1 if listed first.
         chosen = [h for h in hcas if args.ca_name.startswith(h["name"])][:1]

@@ -117,6 +117,18 @@ def fabric(hw: dict) -> list[dict]:
     return sms
 
 
+def port_sm_lid(hw: dict, port: dict, sms: list[dict] | None = None) -> int:
+    """The SM LID an Active InfiniBand port holds (ibstat's `SM lid`, the LID plain sminfo asks): the elected master's;
+    on a split subnet (sm_duplicate_master) the second master's, whose part this node is in; with no SM answering
+    (sm_missing) the one it learned before (the profile's), which now times out. Other ports keep theirs (0)."""
+    if port["link_layer"] != "InfiniBand" or port["state"] != "Active" or hardware.faults_of(hw, "sm_missing"):
+        return port["sm_lid"]
+    sms = fabric(hw) if sms is None else sms
+    if not sms:
+        return port["sm_lid"]
+    return sms[1]["lid"] if hardware.faults_of(hw, "sm_duplicate_master") else sms[0]["lid"]
+
+
 def _activity(sm: dict) -> int:
     """The SM's activity count: it grows between two queries (a counter per SM in the run directory)."""
     path = os.path.join(hardware.run_dir(), f"sminfo-activity-{sm['guid']:016x}")
@@ -181,10 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     dest, positional = _options(args)
     missing = bool(hardware.faults_of(hw, "sm_missing"))
     sms = [] if missing else fabric(hw)
-    # The local port's SM LID: the master's, or the second master's for a node in its part of a split subnet.
-    sm_lid = port["sm_lid"]
-    if sms:
-        sm_lid = sms[1]["lid"] if hardware.faults_of(hw, "sm_duplicate_master") else sms[0]["lid"]
+    sm_lid = port_sm_lid(hw, port, sms)
     if positional and dest == "G":
         wanted = _int(positional[0])
         found = next((sm for sm in sms if sm["guid"] == wanted), None)

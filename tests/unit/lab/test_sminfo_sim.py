@@ -144,3 +144,44 @@ def test_runs_as_a_command(node, tmp_path):
 def test_subnet_manager_faults_are_refused_where_they_cannot_apply(profile, fault, why):
     with pytest.raises(ValueError, match=why):
         hardware_document(load_profile(profile), [fault])
+
+
+def _ibstat_sm_lids(capsys) -> list[int]:
+    """The SM lid of each InfiniBand port ibstat prints (SM lid, Capability mask, Port GUID, Link layer lines)."""
+    from gpuforge_sim import ibstat
+
+    rc, out, _err = run_tool(ibstat, [], capsys)
+    assert rc == 0
+    ports = re.findall(r"SM lid: (\d+)\n[^\n]*\n[^\n]*\n\s*Link layer: (\S+)", out)
+    return [int(lid) for lid, layer in ports if layer == "InfiniBand"]
+
+
+@pytest.mark.parametrize(
+    ("faults", "extra", "lid"),
+    [
+        ([], {}, 1),  # the lab SM on the head node
+        ([{"type": "sm_duplicate_master", "guid": "0x0002c90300001111", "lid": 7}], {}, 7),
+        ([{"type": "sm_missing"}], {}, 1),  # the LID learned before; sminfo's query to it times out
+        (
+            [],
+            {
+                "subnet_managers": [
+                    {"guid": "0x10", "lid": 3, "priority": 10},
+                    {"guid": "0x20", "lid": 4, "priority": 14},
+                ]
+            },
+            4,
+        ),
+    ],
+)
+def test_ibstat_sm_lid_is_the_lid_sminfo_asks(node, capsys, faults, extra, lid):
+    """ibstat's SM lid of each Active InfiniBand port agrees with sminfo: the elected master's LID (priority), the
+    second master's on a split subnet, the old LID that no longer answers when no SM does."""
+    node(faults=faults, **extra)
+    lids = _ibstat_sm_lids(capsys)
+    assert lids and set(lids) == {lid}
+    rc, out, err = run_tool(sminfo, [], capsys)
+    if faults and faults[0]["type"] == "sm_missing":
+        assert rc != 0 and f"dport (Lid {lid})" in err
+    else:
+        assert rc == 0 and gpuforge_sminfo.parse_sminfo(out)["sm_lid"] == lid
