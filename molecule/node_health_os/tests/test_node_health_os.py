@@ -8,6 +8,7 @@ import shlex
 
 import jsonschema
 import pytest
+import yaml
 
 from gpuforge.paths import PROJECT_ROOT
 
@@ -94,3 +95,17 @@ def test_the_epilog_fails_a_node_with_a_process_left_and_passes_when_it_is_gone(
     host.run_expect([0], "cp /root/hardware.json.clean /etc/gpuforge-lab/hardware.json")
     again = host.run(f"{COMMAND} --profile epilog --node {node}")
     assert (again.rc, again.stdout) == (0, ""), again.stdout + again.stderr
+
+
+def test_dcgm_is_pinned_from_the_oss_cuda_repository_and_its_host_engine_runs(host):
+    """prepare.yml's nvidia_driver installs DCGM on the Ubuntu shapes from the lab's ubuntu2204/ubuntu2404 CUDA
+    repository, generated from the registry with newer DCGM builds beside the pinned one: both DCGM 4 packages land on
+    the pin and the host engine's unit runs. The registry records no DCGM build for rhel9."""
+    if host.system_info.distribution.lower() != "ubuntu":
+        pytest.skip("no DCGM build of NVIDIA's rhel9 repository in the registry (vendor_facts/nvidia-cuda/rhel9.yml)")
+    defaults = yaml.safe_load((PROJECT_ROOT / "roles/nvidia_driver/defaults/main.yml").read_text(encoding="utf-8"))
+    version = defaults["nvidia_driver_dcgm_version"]
+    for name in ("datacenter-gpu-manager-4-core", defaults["nvidia_driver_dcgm_package"]):
+        assert host.package(name).version == version, name
+    service = host.service("nvidia-dcgm")
+    assert service.is_enabled and service.is_running
