@@ -8,7 +8,7 @@ process per command instead (3.7-4.4 s each with the CPU load at 5 on the 2-core
 Here the podman connection joins those: the same container, named as in the inventory, the same shell (`/bin/sh -c`,
 as Ansible's shell module runs it), as the inventory's user when it names one. Tests still see the Ansible backend
 (get_hostname() is the inventory name, ansible_inventory is there, host.get_host("ansible://...") works); only
-host.ansible() still runs Ansible.
+host.ansible() and a host that asks for privilege escalation (ansible_become) still run Ansible.
 """
 
 import testinfra
@@ -20,7 +20,8 @@ _testinfra_get_ansible_host = ansible_runner.get_ansible_host
 
 def _get_ansible_host(config, inventory, host, ssh_config=None, ssh_identity_file=None):
     hostvars = inventory.get("_meta", {}).get("hostvars", {}).get(host, {})
-    if hostvars.get("ansible_connection") not in _PODMAN_CONNECTIONS:
+    # With privilege escalation asked for, Ansible still runs the command (testinfra's podman backend has no become).
+    if hostvars.get("ansible_connection") not in _PODMAN_CONNECTIONS or hostvars.get("ansible_become"):
         return _testinfra_get_ansible_host(
             config, inventory, host, ssh_config=ssh_config, ssh_identity_file=ssh_identity_file
         )
