@@ -125,6 +125,29 @@ def _ibstat_ca_value(key: str, value: str, ca: dict) -> None:
         ca[key] = value
 
 
+# A runaway tool (a debug build, a wrapper printing a log) can print millions of lines: each parser keeps the first
+# UNRECOGNISED_LINES_KEPT unrecognised lines verbatim and counts the rest in one message, so the facts and the
+# module's warnings stay readable and bounded.
+UNRECOGNISED_LINES_KEPT = 10
+
+
+def _bound_unrecognised(result: dict) -> dict:
+    """Keep the first UNRECOGNISED_LINES_KEPT "unrecognised" errors of result, and one line counting the others."""
+    kept: list = []
+    unrecognised = 0
+    for error in result["errors"]:
+        if ": unrecognised: " in error:
+            unrecognised += 1
+            if unrecognised > UNRECOGNISED_LINES_KEPT:
+                continue
+        kept.append(error)
+    dropped = unrecognised - UNRECOGNISED_LINES_KEPT
+    if dropped > 0:
+        kept.append(f"{dropped} more unrecognised lines not listed")
+    result["errors"] = kept
+    return result
+
+
 def parse_ibstat(text: str) -> dict:
     """Parse `ibstat` (all CAs, one CA, or `ibstat CA PORT`) into {cas: [...], errors: [...]}.
 
@@ -172,7 +195,7 @@ def parse_ibstat(text: str) -> dict:
     if text.strip() and not recognised:
         raise ParseError("no `CA '<name>'` block in ibstat output")
     _check_ports(result, _IBSTAT_REQUIRED_PORT_KEYS)
-    return result
+    return _bound_unrecognised(result)
 
 
 def _check_ports(result: dict, required: tuple[str, ...]) -> None:
@@ -267,7 +290,7 @@ def parse_ibstatus(text: str) -> dict:
     if text.strip() and not recognised:
         raise ParseError("no `Infiniband device '<ca>' port <n> status:` block in ibstatus output")
     _check_ports(result, ("state", "phys_state", "rate_gbps"))
-    return result
+    return _bound_unrecognised(result)
 
 
 # ---------------------------------------------------------------------------------------- ibv_devinfo
@@ -433,7 +456,7 @@ def parse_ibdev2netdev(text: str) -> dict:
         result["mappings"].append(mapping)
     if text.strip() and not result["mappings"]:
         raise ParseError("no `<ca> port <n> ==> <netdev> (<state>)` line in ibdev2netdev output")
-    return result
+    return _bound_unrecognised(result)
 
 
 def parse_ofed_info_release(text: str) -> str | None:

@@ -267,3 +267,22 @@ def test_ofed_info_release_empty_and_not_a_release():
     assert parse_ofed_info_release("") is None and parse_ofed_info_release("\n\n") is None
     with pytest.raises(ParseError, match="not a release"):
         parse_ofed_info_release("bash: ofed_info: command not found\n")
+
+
+@pytest.mark.parametrize("parser", [parse_ibstat, parse_ibstatus, parse_ibdev2netdev])
+def test_a_runaway_output_keeps_ten_unrecognised_lines_and_counts_the_rest(real_output, parser):
+    """A tool that prints a debug log after its output (100,000 noise lines here) gives 10 lines verbatim and one
+    count, not one error (and one Ansible warning of infiniband_facts) per line. (ibv_devinfo skips bare words:
+    its -v capability lists.)"""
+    real = {
+        parse_ibstat: real_output(IBSTAT_H100),
+        parse_ibstatus: "Infiniband device 'mlx5_0' port 1 status:\n\tstate:\t\t 4: ACTIVE\n",
+        parse_ibdev2netdev: "mlx5_0 port 1 ==> ib0 (Up)\n",
+    }[parser]
+    before = [error for error in parser(real)["errors"] if ": unrecognised: " in error]
+    result = parser(real.rstrip("\n") + "\n" + "debug noise\n" * 100_000)
+    unrecognised = [error for error in result["errors"] if ": unrecognised: " in error]
+    assert len(unrecognised) == 10, unrecognised[:3]
+    assert unrecognised[-1].endswith("unrecognised: debug noise")
+    assert result["errors"][-1] == f"{100_000 + len(before) - 10} more unrecognised lines not listed"
+    assert result["cas" if parser is not parse_ibdev2netdev else "mappings"], result
