@@ -35,7 +35,7 @@ REMEDY = (
     "licence from the vGPU type) and /etc/nvidia/ClientConfigToken/ must hold the client configuration token of the "
     "site's license server (a current .tok, mode 744); the guest must reach that server; then "
     "`systemctl restart nvidia-gridd` and read `nvidia-smi -q` (License Status: Licensed). The vgpu_guest role "
-    "writes both from the inventory (vgpu_guest_feature_type, vgpu_guest_token_url); journalctl -u nvidia-gridd "
+    "writes both from the inventory (vgpu_guest_feature_type, vgpu_guest_token_file); journalctl -u nvidia-gridd "
     "says why a lease was refused (NVIDIA Virtual GPU Client Licensing User Guide)"
 )
 _STATUS_RE = re.compile(r"^(?P<state>Licensed|Unlicensed)(?:\s*\((?P<detail>[^)]*)\))?\s*$", re.I)
