@@ -70,6 +70,8 @@ requirements:
 notes:
   - The CUDA samples print that they are not meant for performance measurements; the per-SKU references are
     therefore ratios against the same run's P2P=Disabled copies, not absolute figures.
+  - A SKU reference holds for the NVLink count of its reference run's pairs (two links per pair for the V100 one);
+    a system whose pairs have fewer links, such as the NV1 pairs of a DGX-1 hybrid cube-mesh, sets I(expect.min_ratio).
 """
 
 EXAMPLES = r"""

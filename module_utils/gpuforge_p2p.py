@@ -68,6 +68,8 @@ EXPECT = record(
 REFERENCES = {
     # Dell EMC Ready Solutions for AI Figure 41: PowerEdge C4140, 4x V100-SXM2 over NVLink,
     # CUDA 9.1 samples. Lowest pairs: 1->2 unidirectional 34.18 / 9.96 GB/s, 0->1 bidirectional 75.25 / 10.42.
+    # Every pair of that system has two NVLinks (NV2): a hybrid cube-mesh (DGX-1, HGX-1) has NV1 pairs, which move
+    # about half as much over the same host staging, so such a system sets min_ratio (the lab inventory does).
     "Tesla V100-SXM2-16GB": {
         "uni": 3.43,
         "bi": 7.22,
