@@ -107,13 +107,13 @@ def ib_port_links(infiniband: dict | None, system: dict | None = None, link_spee
             if rail in designed:
                 links[rail] = {"link": designed[rail], "from": "expected system"}
                 continue
-            rate = _number(port.get("rate_gbps"))
+            rate = _number(port.get("rate_gbit_per_s"))
             layer = port.get("link_layer")
             found = [
                 name
                 for name, speed in speeds.items()
                 if rate is not None
-                and _number((speed or {}).get("rate_gbps")) == rate
+                and _number((speed or {}).get("rate_gbit_per_s")) == rate
                 and (layer is None or (speed or {}).get("link_layer") == layer)
             ]
             # Without a link layer a rate can name two speeds (100: EDR and 100GbE): then it names none.
@@ -130,7 +130,7 @@ def _pair_link(pair: dict, links_by_node: dict, link_speeds: dict) -> tuple:
     for node in (pair.get("server"), pair.get("client")):
         found = ((links_by_node or {}).get(node) or {}).get(pair.get("rail")) or {}
         if found.get("link"):
-            rate = _number(((link_speeds or {}).get(found["link"]) or {}).get("rate_gbps"))
+            rate = _number(((link_speeds or {}).get(found["link"]) or {}).get("rate_gbit_per_s"))
             ends.append((rate if rate is not None else float("inf"), found["link"], found.get("from")))
     if not ends:
         return None, None
@@ -144,7 +144,7 @@ def ib_pair_threshold(
     table: dict | None,
     link_speeds: dict | None = None,
     min_fraction: float = 0.9,
-    expected_gbps=None,
+    expected_gbit_per_s=None,
     sources: dict | None = None,
 ) -> dict:
     """What one ib_write_bw pair is judged against.
@@ -153,12 +153,12 @@ def ib_pair_threshold(
     (ib_write_bw's MB/sec, 2^20 bytes, the module's ``min_mib_per_s``) and ``min_gbit_per_s`` (the same floor in
     Gb/s, the pair result's ``threshold`` in summary.json) come from the link speed's entry of ``table``
     (gpuforge_expected_ib_write_bw: ``min_mib_per_s`` or ``min_gbit_per_s``); both are None where the site set
-    ``expected_gbps`` (gpuforge_bench_ib_expected_gbps, which keeps the fraction-of-line-rate rule) or the link
-    speed has no entry: then ``min_fraction`` of the line rate applies.
+    ``expected_gbit_per_s`` (gpuforge_bench_ib_expected_gbit_per_s, which keeps the fraction-of-line-rate rule)
+    or the link speed has no entry: then ``min_fraction`` of the line rate applies.
     """
     link, origin = _pair_link(pair, links_by_node or {}, link_speeds or {})
     out = {"link_speed": link, "link_speed_from": origin, "min_mib_per_s": None, "min_gbit_per_s": None}
-    override = _number(expected_gbps)
+    override = _number(expected_gbit_per_s)
     entry = (table or {}).get(link) if link and override is None else None
     fraction = float(min_fraction)
     if entry:
@@ -181,10 +181,11 @@ def ib_pair_threshold(
         return out
     if override is not None:
         out["threshold_source"] = (
-            f"gpuforge_bench_ib_min_fraction ({fraction:g}) of gpuforge_bench_ib_expected_gbps ({override:g} Gb/s)"
+            f"gpuforge_bench_ib_min_fraction ({fraction:g}) of "
+            f"gpuforge_bench_ib_expected_gbit_per_s ({override:g} Gb/s)"
         )
         return out
-    rate = _number(pair.get("line_rate_gbps"))
+    rate = _number(pair.get("line_rate_gbit_per_s"))
     why = f"no {IB_TABLE} entry for {link}" if link else "no link speed known for the port"
     out["threshold_source"] = (
         f"gpuforge_bench_ib_min_fraction ({fraction:g}) of the line rate ({rate:g} Gb/s, ibstat Rate): {why}"
@@ -194,7 +195,9 @@ def ib_pair_threshold(
     return out
 
 
-def ib_thresholds(rounds, links_by_node, table, link_speeds=None, min_fraction=0.9, expected_gbps=None, sources=None):
+def ib_thresholds(
+    rounds, links_by_node, table, link_speeds=None, min_fraction=0.9, expected_gbit_per_s=None, sources=None
+):
     """The ib_write_bw rounds with each pair's ``threshold`` (ib_pair_threshold)."""
     out = []
     for current in rounds or []:
@@ -202,7 +205,7 @@ def ib_thresholds(rounds, links_by_node, table, link_speeds=None, min_fraction=0
             {
                 **pair,
                 "threshold": ib_pair_threshold(
-                    pair, links_by_node, table, link_speeds, min_fraction, expected_gbps, sources
+                    pair, links_by_node, table, link_speeds, min_fraction, expected_gbit_per_s, sources
                 ),
             }
             for pair in current.get("pairs") or []
@@ -216,8 +219,8 @@ def ib_thresholds(rounds, links_by_node, table, link_speeds=None, min_fraction=0
 
 def nccl_single_threshold(sku, gpus, table: dict | None, sources: dict | None = None) -> dict:
     """The single-node busbw floor of a node whose GPU SKU has an entry and whose run uses exactly that entry's
-    ``gpus``: ``{sku, gpus, min_busbw_gb_per_s, min_gbps, threshold_source}`` (``min_gbps`` = GB/s x 8, Gb/s, the
-    unit of the NCCL results); {} otherwise (the node is compared with the others)."""
+    ``gpus``: ``{sku, gpus, min_busbw_gb_per_s, min_gbit_per_s, threshold_source}`` (``min_gbit_per_s`` = GB/s
+    x 8, Gb/s, the unit of the NCCL results); {} otherwise (the node is compared with the others)."""
     entry = (table or {}).get(sku) if sku else None
     if not entry:
         return {}
@@ -232,7 +235,7 @@ def nccl_single_threshold(sku, gpus, table: dict | None, sources: dict | None = 
         "sku": str(sku),
         "gpus": int(wanted),
         "min_busbw_gb_per_s": floor,
-        "min_gbps": round(floor * 8, 2),
+        "min_gbit_per_s": round(floor * 8, 2),
         "threshold_source": _source_text(
             NCCL_TABLE, str(sku), f"{floor:g} GB/s busbw over {int(wanted)} GPUs", provenance
         ),
@@ -266,7 +269,7 @@ def nccl_single_result(registered: dict | None, node: str, floor: dict | None = 
         result.update(
             busbw_measure="largest message size",
             min_busbw_gb_per_s=floor["min_busbw_gb_per_s"],
-            threshold=floor["min_gbps"],
+            threshold=floor["min_gbit_per_s"],
             threshold_source=floor["threshold_source"],
         )
     return result
@@ -470,7 +473,7 @@ def gpuforge_bench_ib_port_links(infiniband, system=None, link_speeds=None):
 
 
 def gpuforge_bench_ib_thresholds(
-    rounds, links_by_node, table, link_speeds=None, min_fraction=0.9, expected_gbps=None, sources=None
+    rounds, links_by_node, table, link_speeds=None, min_fraction=0.9, expected_gbit_per_s=None, sources=None
 ):
     """{{ rounds | gpuforge_bench_ib_thresholds(links_by_node, gpuforge_expected_ib_write_bw, ...) }}."""
     return ib_thresholds(
@@ -479,7 +482,7 @@ def gpuforge_bench_ib_thresholds(
         dict(table or {}),
         dict(link_speeds or {}),
         float(min_fraction),
-        expected_gbps,
+        expected_gbit_per_s,
         dict(sources or {}),
     )
 

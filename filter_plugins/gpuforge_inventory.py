@@ -70,6 +70,11 @@ URL_SCHEMES = ("http", "https", "file")
 BOOL_STRINGS = {"y", "yes", "on", "1", "true", "t", "n", "no", "off", "0", "false", "f"}
 # Variable-name prefixes gpuforge owns besides the role names (for the typo check).
 OWNED_PREFIXES = ("gpuforge_",)
+# Variables renamed to say their unit (issue 47): nothing reads the old name, so a site still setting it gets an error
+# naming the new one instead of a silently ignored setting.
+RETIRED_VARIABLES = {
+    "gpuforge_bench_ib_expected_gbps": "gpuforge_bench_ib_expected_gbit_per_s",  # retired name
+}
 # Where the names the project knows are read from (defaults, specs, tasks, templates, the lab inventory).
 # library/ and filter_plugins/ in a checkout are plugins/ in an installed collection; missing folders are skipped.
 KNOWN_NAME_SOURCES = (
@@ -341,6 +346,7 @@ class InventoryChecker:
             self.check_ipoib(view)
             self.check_urls(view)
             self.check_typos(view)
+            self.check_retired(view)
             self.check_target_python(view)
         self.check_ipoib_duplicates()
         return self.problems
@@ -670,12 +676,18 @@ class InventoryChecker:
     def _check_link_speed(self, host, name, speed):
         var = f"gpuforge_expected_link_speeds.{name}"
         if not isinstance(speed, dict):
-            self.error(host, var, "is not a mapping", "write {rate_gbps: 100, link_layer: InfiniBand}")
+            self.error(host, var, "is not a mapping", "write {rate_gbit_per_s: 100, link_layer: InfiniBand}")
             return
-        rate = speed.get("rate_gbps")
+        if "rate_gbps" in speed:  # the retired key of the link rate (Gb/s)
+            self.error(
+                host, f"{var}.rate_gbps", "was renamed to rate_gbit_per_s (retired key)", "write rate_gbit_per_s"
+            )
+        rate = speed.get("rate_gbit_per_s")
         numeric = not isinstance(rate, bool) and isinstance(rate, (int, float)) and rate > 0
         if not numeric and not (isinstance(rate, str) and _DIGITS.match(rate)):
-            self.error(host, f"{var}.rate_gbps", f"is {_q(rate)}, not a rate in Gb/s", "write e.g. rate_gbps: 100")
+            self.error(
+                host, f"{var}.rate_gbit_per_s", f"is {_q(rate)}, not a rate in Gb/s", "write e.g. rate_gbit_per_s: 100"
+            )
         if speed.get("link_layer") not in LINK_LAYERS:
             self.error(
                 host,
@@ -1031,6 +1043,12 @@ class InventoryChecker:
                 "set ansible_python_interpreter to the host's Python 3.8 or newer (/usr/bin/python3 on "
                 f"{self.SUPPORTED_RELEASES}), or unset it so that ansible-core finds it",
             )
+
+    def check_retired(self, view):
+        for name in view.names():
+            if name in RETIRED_VARIABLES:
+                new = RETIRED_VARIABLES[name]
+                self.error(view.name, name, f"was renamed to {new} (the unit in its name)", f"rename it to {new}")
 
     def check_typos(self, view):
         if self._owned is None:

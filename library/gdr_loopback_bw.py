@@ -33,7 +33,7 @@ options:
     type: dict
     required: true
   link_speeds:
-    description: Link name to C(rate_gbps) and C(link_layer) (gpuforge_expected_link_speeds).
+    description: Link name to C(rate_gbit_per_s) and C(link_layer) (gpuforge_expected_link_speeds).
     type: dict
     required: true
   thresholds:
@@ -152,7 +152,7 @@ healthy:
   returned: always
   type: bool
 plan:
-  description: The ports to measure (key, hca, port, link, link_layer, rate_gbps, gpu, bus_id, numa, topo).
+  description: The ports to measure (key, hca, port, link, link_layer, rate_gbit_per_s, gpu, bus_id, numa, topo).
   returned: always
   type: list
   elements: dict

@@ -130,8 +130,8 @@ options:
         always fail), xid_fail_actions (Xid action classes that fail), remap_uncorrectable_max,
         sram_uncorrectable_max, sram_correctable_max, dram_errors_max, clock_event_reasons,
         clock_event_max_fraction, clock_event_min_samples, nvlink_error_max (counter name to per-link max),
-        hcas (list of name and ports with port and link, or rate_gbps and link_layer), link_speeds
-        (link name to rate_gbps and link_layer), peermem (bool), numa_affinity (list of gpus, hcas, numa),
+        hcas (list of name and ports with port and link, or rate_gbit_per_s and link_layer), link_speeds
+        (link name to rate_gbit_per_s and link_layer), peermem (bool), numa_affinity (list of gpus, hcas, numa),
         ib_link_flaps_max (link-down events of one netdev in the log that still pass; more fail),
         virtual (bool; a virtual machine - PCIe ACS is not judged), nvswitch (bool; an NVSwitch system - SXid
         and fabric manager are judged), pcie_aer_uncorrectable_max and

@@ -59,7 +59,7 @@ options:
   use_cuda:
     description: GPU index for GPUDirect RDMA (C(--use_cuda=N)); needs nvidia-peermem loaded.
     type: int
-  line_rate_gbps:
+  line_rate_gbit_per_s:
     description:
       - Link rate the result is judged against (100 for 4X EDR, 200 HDR, 400 NDR; 100 for 100 GbE RoCE).
       - When omitted, the rate C(ibstat DEVICE PORT) reports is used, which judges the link against
@@ -120,7 +120,7 @@ EXAMPLES = r"""
     device: mlx5_0
     server: node-a
     duration: 5
-    line_rate_gbps: 100
+    line_rate_gbit_per_s: 100
   register: ib_client
   delegate_to: node-b
 
@@ -167,7 +167,7 @@ result:
   description:
     - Parsed output (docs/parsers-infiniband.md, perftest-bw) - test, header (device, link_type,
       transport_type, mtu, num_qps, ...), local_addresses, remote_addresses, bw_unit, results (rows),
-      bytes, iterations, bw_peak, bw_average, msg_rate_mpps, bw_average_mbps, bw_average_gbps,
+      bytes, iterations, bw_peak, bw_average, msg_rate_mpps, bw_average_mbps, bw_average_gbit_per_s,
       warnings, errors.
   returned: when run
   type: dict
@@ -185,10 +185,10 @@ verdict:
     expected:
       description: Threshold in MB/sec.
       type: float
-    observed_gbps:
+    observed_gbit_per_s:
       description: Average bandwidth in Gb/s.
       type: float
-    line_rate_gbps:
+    line_rate_gbit_per_s:
       description: Line rate the threshold was derived from.
       type: float
     remedy:
@@ -198,28 +198,30 @@ verdict:
     status: ok
     observed: 11264.11
     expected: 10728.84
-    observed_gbps: 94.49
-    line_rate_gbps: 100
+    observed_gbit_per_s: 94.49
+    line_rate_gbit_per_s: 100
     remedy: ""
 """
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perftest import (
     ParseError,
-    mbps_to_gbps,
+    mib_per_s_to_gbit_per_s,
     parse_perftest_bw,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, ToolNotRun
 
-MB_PER_GBPS = 1e9 / 8 / 0x100000  # perftest MB/sec in one Gb/s
+MIB_PER_S_PER_GBIT_PER_S = 1e9 / 8 / 0x100000  # perftest MB/sec in one Gb/s
 
 
-def expected_mib_per_s(line_rate_gbps: float | None, min_fraction: float, min_mib_per_s: float | None) -> float | None:
+def expected_mib_per_s(
+    line_rate_gbit_per_s: float | None, min_fraction: float, min_mib_per_s: float | None
+) -> float | None:
     if min_mib_per_s is not None:
         return float(min_mib_per_s)
-    if line_rate_gbps is None:
+    if line_rate_gbit_per_s is None:
         return None
-    return round(line_rate_gbps * min_fraction * MB_PER_GBPS, 2)
+    return round(line_rate_gbit_per_s * min_fraction * MIB_PER_S_PER_GBIT_PER_S, 2)
 
 
 class IbWriteBw:
@@ -251,8 +253,8 @@ class IbWriteBw:
         return (self.params["duration"] or 30) + (60 if self.params["server"] else 120)
 
     def port_rate(self) -> float | None:
-        """The port's rate as ibstat reports it (used when line_rate_gbps is not given)."""
-        ibstat = Tool(self.module, "ibstat", "install infiniband-diags, or set line_rate_gbps", on_error="raise")
+        """The port's rate as ibstat reports it (used when line_rate_gbit_per_s is not given)."""
+        ibstat = Tool(self.module, "ibstat", "install infiniband-diags, or set line_rate_gbit_per_s", on_error="raise")
         if not ibstat.find():
             return None
         try:
@@ -276,8 +278,8 @@ class IbWriteBw:
             "status": "fail",
             "observed": observed,
             "expected": expected,
-            "observed_gbps": round(mbps_to_gbps(observed), 2) if observed is not None else None,
-            "line_rate_gbps": line_rate,
+            "observed_gbit_per_s": round(mib_per_s_to_gbit_per_s(observed), 2) if observed is not None else None,
+            "line_rate_gbit_per_s": line_rate,
             "remedy": "",
         }
         errors = parsed["errors"] if parsed else []
@@ -297,7 +299,7 @@ class IbWriteBw:
             detail = "; ".join(errors) or f"no result table (rc={rc})"
             verdict["remedy"] = f"the run produced no bandwidth: {detail}"
         elif expected is None:
-            verdict["remedy"] = "no threshold: pass line_rate_gbps or min_mib_per_s (ibstat was not available)"
+            verdict["remedy"] = "no threshold: pass line_rate_gbit_per_s or min_mib_per_s (ibstat was not available)"
         elif observed >= expected:
             verdict["status"] = "ok"
         else:
@@ -325,7 +327,7 @@ class IbWriteBw:
             self.fail(perftest.missing())
         if self.module.check_mode:
             self.module.exit_json(**self.result)
-        line_rate = params["line_rate_gbps"] if params["line_rate_gbps"] is not None else self.port_rate()
+        line_rate = params["line_rate_gbit_per_s"] if params["line_rate_gbit_per_s"] is not None else self.port_rate()
         # timeout(1) puts the tool in its own process group and kills the group, so nothing lingers.
         rc, out, err, timed_out = perftest.run_bounded(self.result["cmd"][1:], self.timeout())
         self.result.update(rc=rc, stdout=out, stderr=err)
@@ -354,7 +356,7 @@ def main():
             "qps": {"type": "int", "default": 1},
             "report_gbits": {"type": "bool", "default": False},
             "use_cuda": {"type": "int"},
-            "line_rate_gbps": {"type": "float"},
+            "line_rate_gbit_per_s": {"type": "float"},
             "min_fraction": {"type": "float", "default": 0.9},
             "min_mib_per_s": {"type": "float"},
             "timeout": {"type": "int"},

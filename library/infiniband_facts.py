@@ -65,7 +65,7 @@ EXAMPLES = r"""
     that:
       - ansible_facts.infiniband.active_ports | length == 4
       - ansible_facts.infiniband.hcas | map(attribute='ports') | flatten
-        | selectattr('rate_gbps', 'lt', 100) | list | length == 0
+        | selectattr('rate_gbit_per_s', 'lt', 100) | list | length == 0
 
 - name: Spectrum Scale verbsPorts from the active ports
   ansible.builtin.set_fact:
@@ -103,7 +103,7 @@ ansible_facts:
           description:
             - One entry per adapter - name, ca_type, fw_ver, hw_ver, node_guid, sys_image_guid, num_ports,
               and (from ibv_devinfo) board_id, vendor_part_id.
-            - C(ports) entries - port, state, state_code, phys_state, phys_state_code, rate_gbps, width,
+            - C(ports) entries - port, state, state_code, phys_state, phys_state_code, rate_gbit_per_s, width,
               speed, link_layer, lid, sm_lid, lmc, port_guid, capability_mask, active_mtu, max_mtu,
               netdev, netdev_state. Keys a tool does not report are null.
           type: list
@@ -114,7 +114,7 @@ ansible_facts:
               fw_ver: 12.23.1020
               node_guid: "0x248a07030029e1fa"
               ports:
-                - {port: 1, state: Active, phys_state: LinkUp, rate_gbps: 100, width: 4X, speed: EDR,
+                - {port: 1, state: Active, phys_state: LinkUp, rate_gbit_per_s: 100, width: 4X, speed: EDR,
                    link_layer: InfiniBand, lid: 5, sm_lid: 1, active_mtu: 4096, netdev: ib0, netdev_state: Up}
         active_ports:
           description: Active ports as C(<hca>/<port>) (Spectrum Scale verbsPorts format).

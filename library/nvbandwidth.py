@@ -79,7 +79,7 @@ nvbandwidth:
 check:
   description:
     - The C(nvbandwidth) check (name, status, observed, expected, fault, remedy, caused_by). observed holds
-      testcases (per bus ID or pair, GB/s), low ([{testcase, gpu, bus_id, peer, gbps, min}]), waived, missing.
+      testcases (per bus ID or pair, GB/s), low ([{testcase, gpu, bus_id, peer, gbyte_per_s, min}]), waived, missing.
   returned: when ran
   type: dict
 cmd:

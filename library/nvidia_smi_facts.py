@@ -100,7 +100,7 @@ ansible_facts:
           description:
             - One dict per GPU as parse_query_xml returns it (index, bus_id, product_name, uuid, memory, pcie,
               ecc, retired_pages, remapped_rows, memory_repair_pending, throttle_reasons,
-              active_throttle_reasons, ...) plus product_label, nvlink (active_links, total_speed_gbps,
+              active_throttle_reasons, ...) plus product_label, nvlink (active_links, total_speed_gbyte_per_s,
               links), cpu_affinity, numa_affinity and nics (NIC device name to topo -m code).
           type: list
           elements: dict

@@ -98,7 +98,7 @@ p2p:
   type: dict
 results:
   description:
-    - One entry for this node, C({name, nodes, gpus, sku, uni_min_ratio, bi_min_ratio, bi_min_enabled_gbps,
+    - One entry for this node, C({name, nodes, gpus, sku, uni_min_ratio, bi_min_ratio, bi_min_enabled_gbyte_per_s,
       verdict}); verdict C(skipped) (with C(reason)) when the binary is absent, C(failed) when the test
       produced no result.
   returned: always
@@ -215,7 +215,7 @@ def main():
         sku=parsed["sku"],
         uni_min_ratio=min(ratios[0]) if ratios[0] else None,
         bi_min_ratio=min(ratios[1]) if ratios[1] else None,
-        bi_min_enabled_gbps=min((row["enabled_gbps"] for row in bi), default=None),
+        bi_min_enabled_gbyte_per_s=min((row["enabled_gbyte_per_s"] for row in bi), default=None),
         verdict=result["verdict"],
     )
     finish(module, result, "p2pBandwidthLatencyTest", params["fail_on"])

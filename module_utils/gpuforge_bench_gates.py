@@ -183,7 +183,7 @@ def fio_results(loop_results, node, thresholds=None) -> list:
     return found
 
 
-_SPEED_CHECKS = ("p2p_uni_ratio", "p2p_bi_ratio", "p2p_uni_gbps", "p2p_bi_gbps")
+_SPEED_CHECKS = ("p2p_uni_ratio", "p2p_bi_ratio", "p2p_uni_gbyte_per_s", "p2p_bi_gbyte_per_s")
 
 
 def _observed_text(check):
@@ -192,11 +192,11 @@ def _observed_text(check):
         worst = observed["worst"]
         return (
             f"worst pair {worst.get('pair')} {worst.get('ratio')}x "
-            f"({worst.get('enabled_gbps')} / {worst.get('disabled_gbps')} GB/s)"
+            f"({worst.get('enabled_gbyte_per_s')} / {worst.get('disabled_gbyte_per_s')} GB/s)"
         )
     if isinstance(observed, dict) and isinstance(observed.get("lowest"), dict):
         lowest = observed["lowest"]
-        return f"lowest pair {lowest.get('pair')} {lowest.get('enabled_gbps')} GB/s"
+        return f"lowest pair {lowest.get('pair')} {lowest.get('enabled_gbyte_per_s')} GB/s"
     return str(observed)
 
 
@@ -213,7 +213,7 @@ def p2p_results(registered, node, expect=None) -> list:
         "name": str(summary.get("name") or f"p2p-{node}"),
         "group": "p2p",
         "nodes": [str(node)],
-        "value": summary.get("bi_min_enabled_gbps"),
+        "value": summary.get("bi_min_enabled_gbyte_per_s"),
         "unit": "GB/s",
         "threshold": floor,
         "op": ">=",

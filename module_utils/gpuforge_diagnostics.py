@@ -305,7 +305,7 @@ class GdrLoopback:
             return self.result
         records = {}
         for n, port in enumerate(plan["ports"]):
-            threshold = threshold_for(port["link"], port["rate_gbps"], thresholds, params["min_fraction"])
+            threshold = threshold_for(port["link"], port["rate_gbit_per_s"], thresholds, params["min_fraction"])
             client, server = self.loopback(port["key"], params["tcp_port"] + n)
             records[port["key"]] = port_result(port, threshold, client, server)
         check = judge_gdr(records, plan["unplanned"], params["node_checks"])

@@ -84,8 +84,8 @@ _SYSTEM = record(
 )
 _LINK_SPEEDS = mapping_of(
     record(
-        {"rate_gbps": number(above=0), "link_layer": string(choices=LINK_LAYERS)},
-        required=("rate_gbps", "link_layer"),
+        {"rate_gbit_per_s": number(above=0), "link_layer": string(choices=LINK_LAYERS)},
+        required=("rate_gbit_per_s", "link_layer"),
         extra=True,
     ),
     key=string(numbers=True),
@@ -105,7 +105,7 @@ def check_thresholds(table) -> dict:
     return table
 
 
-def threshold_for(link: str, rate_gbps: float, table: dict, min_fraction: float) -> dict:
+def threshold_for(link: str, rate_gbit_per_s: float, table: dict, min_fraction: float) -> dict:
     """{min, unit (Gb/s or MiB/s), source} for one port: the link's entry of the table, else min_fraction of the
     line rate (Gb/s)."""
     entry = table.get(link) or {}
@@ -114,9 +114,9 @@ def threshold_for(link: str, rate_gbps: float, table: dict, min_fraction: float)
     if "min_gbit_per_s" in entry:
         return {"min": float(entry["min_gbit_per_s"]), "unit": "Gb/s", "source": f"thresholds.{link}"}
     return {
-        "min": round(float(rate_gbps) * float(min_fraction), 2),
+        "min": round(float(rate_gbit_per_s) * float(min_fraction), 2),
         "unit": "Gb/s",
-        "source": f"{min_fraction:g} of the {float(rate_gbps):g} Gb/s line rate",
+        "source": f"{min_fraction:g} of the {float(rate_gbit_per_s):g} Gb/s line rate",
     }
 
 
@@ -152,7 +152,7 @@ def _visible(gpus) -> dict:
 
 
 def plan_ports(system, link_speeds, gpus=None, extra_ports=None) -> dict:
-    """The runs to make: {applicable, reason, ports: [{key, hca, port, link, link_layer, rate_gbps, gpu, bus_id,
+    """The runs to make: {applicable, reason, ports: [{key, hca, port, link, link_layer, rate_gbit_per_s, gpu, bus_id,
     numa, topo}], unplanned: [{key, why}]}. Raises OptionError naming a malformed system, link speed or extra port.
 
     gpus: nvidia_smi facts' gpus (index, bus_id, nics {hca: topo -m code}); without them every GPU of the NUMA
@@ -185,7 +185,7 @@ def plan_ports(system, link_speeds, gpus=None, extra_ports=None) -> dict:
                 "port": number_,
                 "link": link,
                 "link_layer": speed["link_layer"],
-                "rate_gbps": speed["rate_gbps"],
+                "rate_gbit_per_s": speed["rate_gbit_per_s"],
             }
             why = _pick_gpu(entry, system.get("numa_affinity") or [], visible, bool(gpus), uses)
             if why:
@@ -339,9 +339,9 @@ def port_result(port: dict, threshold: dict, client: dict, server=None) -> dict:
         parsed = parse_perftest_bw(client_text)
     except _BaseParseError:
         parsed = None
-    measured = parsed is not None and parsed.get("bw_average_gbps") is not None and client.get("rc") == 0
+    measured = parsed is not None and parsed.get("bw_average_gbit_per_s") is not None and client.get("rc") == 0
     if measured:
-        record_.update(gbit_per_s=parsed["bw_average_gbps"], mib_per_s=parsed["bw_average_mbps"])
+        record_.update(gbit_per_s=parsed["bw_average_gbit_per_s"], mib_per_s=parsed["bw_average_mbps"])
         value = record_["mib_per_s"] if threshold["unit"] == "MiB/s" else record_["gbit_per_s"]
         record_["status"] = "ok" if value >= threshold["min"] else "low"
         if record_["status"] == "low":

@@ -82,7 +82,7 @@ _IBSTAT_CA_KEYS = {
 _IBSTAT_PORT_KEYS = {
     "State": "state",
     "Physical state": "phys_state",
-    "Rate": "rate_gbps",
+    "Rate": "rate_gbit_per_s",
     "Base lid": "lid",
     "LMC": "lmc",
     "SM lid": "sm_lid",
@@ -90,16 +90,16 @@ _IBSTAT_PORT_KEYS = {
     "Port GUID": "port_guid",
     "Link layer": "link_layer",
 }
-_IBSTAT_REQUIRED_PORT_KEYS = ("state", "phys_state", "rate_gbps", "link_layer")
+_IBSTAT_REQUIRED_PORT_KEYS = ("state", "phys_state", "rate_gbit_per_s", "link_layer")
 
 
 def _ibstat_port_value(key: str, value: str, port: dict) -> None:
-    if key == "rate_gbps":
+    if key == "rate_gbit_per_s":
         # 'Rate: 40 (FDR10)' marks FDR10 links; the number is still the Gb/s rate.
         match = re.fullmatch(r"([\d.]+)(?:\s+\((\w+)\))?", value)
         if not match:
             raise ValueError(f"unreadable Rate {value!r}")
-        port["rate_gbps"] = to_number(match.group(1))
+        port["rate_gbit_per_s"] = to_number(match.group(1))
         if match.group(2):
             port["speed"] = match.group(2)
     elif key in ("lid", "lmc", "sm_lid"):
@@ -220,7 +220,7 @@ def _sysfs_rate(value: str, port: dict) -> None:
     match = _SYSFS_RATE.match(value)
     if not match:
         raise ValueError(f"unreadable rate {value!r}")
-    port["rate_gbps"] = to_number(match.group("rate"))
+    port["rate_gbit_per_s"] = to_number(match.group("rate"))
     if match.group("width"):
         port["width"] = match.group("width")
     if match.group("speed"):
@@ -289,7 +289,7 @@ def parse_ibstatus(text: str) -> dict:
             result["errors"].append(f"line {lineno}: {exc}")
     if text.strip() and not recognised:
         raise ParseError("no `Infiniband device '<ca>' port <n> status:` block in ibstatus output")
-    _check_ports(result, ("state", "phys_state", "rate_gbps"))
+    _check_ports(result, ("state", "phys_state", "rate_gbit_per_s"))
     return _bound_unrecognised(result)
 
 
@@ -343,7 +343,7 @@ def _devinfo_port_value(key: str, value: str, port: dict) -> None:
     elif key == "active_speed":
         _name, code = _devinfo_coded(value)
         if code in _DEVINFO_SPEEDS:
-            port["speed"], port["lane_gbps"] = _DEVINFO_SPEEDS[code]
+            port["speed"], port["lane_gbit_per_s"] = _DEVINFO_SPEEDS[code]
     elif key == "port_cap_flags":
         port["capability_mask"] = value
     # Other -v port attributes (max_msg_sz, pkey_tbl_len, GID[n], ...) are not part of the interface.
@@ -368,16 +368,16 @@ def _devinfo_rates(result: dict) -> None:
     for hca in result["cas"]:
         for port in hca["ports"]:
             lanes = re.fullmatch(r"(\d+)X", port.get("width") or "")
-            if lanes and "lane_gbps" in port:
-                port["rate_gbps"] = to_number(str(int(lanes.group(1)) * port["lane_gbps"]))
-            port.pop("lane_gbps", None)
+            if lanes and "lane_gbit_per_s" in port:
+                port["rate_gbit_per_s"] = to_number(str(int(lanes.group(1)) * port["lane_gbit_per_s"]))
+            port.pop("lane_gbit_per_s", None)
 
 
 def parse_ibv_devinfo(text: str) -> dict:
     """Parse `ibv_devinfo` (plain or -v) into {cas, errors}.
 
     Plain output has no rate or physical state; with ``-v`` the ports also carry width, speed,
-    rate_gbps and phys_state. Lines on stderr-like messages ("No IB devices found",
+    rate_gbit_per_s and phys_state. Lines on stderr-like messages ("No IB devices found",
     "IB device 'x' wasn't found") go to ``errors``.
     """
     result: dict = {"cas": [], "errors": []}

@@ -26,7 +26,7 @@ PORT_KEYS = (
     "state_code",
     "phys_state",
     "phys_state_code",
-    "rate_gbps",
+    "rate_gbit_per_s",
     "width",
     "speed",
     "link_layer",

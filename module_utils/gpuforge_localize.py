@@ -77,7 +77,7 @@ def _rate(facts, hca, port):
             continue
         for port_facts in entry.get("ports") or []:
             if str(port_facts.get("port")) == str(port):
-                return port_facts.get("rate_gbps")
+                return port_facts.get("rate_gbit_per_s")
     return None
 
 
@@ -93,7 +93,7 @@ def ib_schedule(nodes, infiniband):
     ``nodes``: the nodes in play order; ``infiniband``: node -> its ``infiniband_facts`` (``active_ports``,
     ``inactive_ports`` as ``mlx5_0/1``, and ``hcas`` for the line rate). A rail is every port id any node has;
     the nodes on a rail are those that have that port (Active or not). Each pair is
-    ``{server, client, hca, port, rail, name, round, line_rate_gbps, run, inactive}``: ``run`` is false when
+    ``{server, client, hca, port, rail, name, round, line_rate_gbit_per_s, run, inactive}``: ``run`` is false when
     the port is not Active on an end, ``inactive`` names those ends (the pair is recorded, not measured).
     """
     nodes = list(nodes)
@@ -127,7 +127,7 @@ def ib_schedule(nodes, infiniband):
                         "rail": rail,
                         "name": pair_name(server, client, hca, port),
                         "round": number,
-                        "line_rate_gbps": rate,
+                        "line_rate_gbit_per_s": rate,
                         "run": not inactive,
                         "inactive": inactive,
                     }

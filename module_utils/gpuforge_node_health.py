@@ -137,7 +137,7 @@ def _facts_kinds(note):
             "port": count,
             "state": string(),
             "phys_state": string(),
-            "rate_gbps": number(minimum=0),
+            "rate_gbit_per_s": number(minimum=0),
             "link_layer": string(),
         }
     )
@@ -745,9 +745,9 @@ def _ib_checks(ib, expected):
             up = seen.get("state") == "Active" and seen.get("phys_state") in (None, "LinkUp")
             if not up:
                 bad_state[key] = f"{seen.get('state')}/{seen.get('phys_state')}"
-            rate = (seen.get("rate_gbps"), seen.get("link_layer"))
+            rate = (seen.get("rate_gbit_per_s"), seen.get("link_layer"))
             # A port that is not up reports a placeholder rate (ibstat: 10); its fault is the state alone.
-            want_rate = (port.get("rate_gbps") if up else None, port.get("link_layer"))
+            want_rate = (port.get("rate_gbit_per_s") if up else None, port.get("link_layer"))
             if any(w is not None and w != s for w, s in zip(want_rate, rate)):
                 bad_rate[key] = f"{rate[0]} Gb/s {rate[1]}"
     # The ports of an HCA that is not there are down because of it: hcas_present names the fault.
@@ -768,7 +768,7 @@ def _ib_checks(ib, expected):
             FAIL if bad_rate else PASS,
             bad_rate,
             {
-                f"{h.get('name')}/{p.get('port', 1)}": f"{p.get('rate_gbps')} Gb/s {p.get('link_layer')}"
+                f"{h.get('name')}/{p.get('port', 1)}": f"{p.get('rate_gbit_per_s')} Gb/s {p.get('link_layer')}"
                 for h in want
                 for p in h.get("ports") or []
             },
@@ -897,8 +897,9 @@ def _pcie_checks(pcie, gpus, lost, expected, failing):
             continue
         address = report["address"]
         text = (
-            f"{report.get('available_gbps')} Gb/s available, limited by {report.get('speed_gts'):g} GT/s "
-            f"x{report.get('width')} at {report.get('limited_at')} (capable of {report.get('capable_gbps')} Gb/s, "
+            f"{report.get('available_gbit_per_s')} Gb/s available, limited by {report.get('speed_gts'):g} GT/s "
+            f"x{report.get('width')} at {report.get('limited_at')} "
+            f"(capable of {report.get('capable_gbit_per_s')} Gb/s, "
             f"{report.get('capable_speed_gts'):g} GT/s x{report.get('capable_width')})"
         )
         if address in names:

@@ -163,8 +163,15 @@ def per_gpu(name: str, case: dict) -> dict:
     return values
 
 
-def _low(testcase, gpu, bus_id, peer, gbps, minimum) -> dict:
-    return {"testcase": testcase, "gpu": gpu, "bus_id": bus_id, "peer": peer, "gbps": gbps, "min": minimum}
+def _low(testcase, gpu, bus_id, peer, gbyte_per_s, minimum) -> dict:
+    return {
+        "testcase": testcase,
+        "gpu": gpu,
+        "bus_id": bus_id,
+        "peer": peer,
+        "gbyte_per_s": gbyte_per_s,
+        "min": minimum,
+    }
 
 
 def judge_bandwidth(parsed: dict, thresholds: dict, gpus=None) -> dict:
@@ -172,7 +179,7 @@ def judge_bandwidth(parsed: dict, thresholds: dict, gpus=None) -> dict:
     GPU pair (device to device)}. A GPU or pair below its minimum fails, named by PCI bus ID (``gpus``: the
     nvidia-smi facts' list of {index, bus_id}; nvbandwidth's own ``Device N: ... (bus)`` lines win when
     printed). A testcase asked for but waived or missing warns.
-    observed: {testcases: {name: {<bus id or pair>: GB/s}}, low: [{testcase, gpu, bus_id, peer, gbps, min}],
+    observed: {testcases: {name: {<bus id or pair>: GB/s}}, low: [{testcase, gpu, bus_id, peer, gbyte_per_s, min}],
     waived: [...], missing: [...]}."""
     buses = {}
     for gpu in gpus or []:
@@ -210,7 +217,7 @@ def judge_bandwidth(parsed: dict, thresholds: dict, gpus=None) -> dict:
         named = "; ".join(
             f"{entry['testcase']} {entry['bus_id']}"
             + (f"->{entry['peer']}" if entry["peer"] else "")
-            + f" {entry['gbps']:.2f} GB/s < {entry['min']}"
+            + f" {entry['gbyte_per_s']:.2f} GB/s < {entry['min']}"
             for entry in low
         )
         return node_check(

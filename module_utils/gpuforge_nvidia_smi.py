@@ -561,8 +561,8 @@ _NVLINK_LINK_RE = re.compile(r"^\s+Link (?P<link>\d+): (?P<state>.*?)\s*$")
 
 
 def parse_nvlink_status(text: str) -> dict:
-    """Parse `nvidia-smi nvlink --status`: {gpus: [{index, name, uuid, links: [{link, speed_gbps, active,
-    state}], active_links, total_speed_gbps}], errors}. Inactive links show `<inactive>`. A GPU without
+    """Parse `nvidia-smi nvlink --status`: {gpus: [{index, name, uuid, links: [{link, speed_gbyte_per_s, active,
+    state}], active_links, total_speed_gbyte_per_s}], errors}. Inactive links show `<inactive>`. A GPU without
     NVLink is not listed at all: with none, the driver prints nothing and exits 0 (580.159.04 on an H200 VM,
     tests/fixtures/nvidia-smi/*_nvlink_status_no_links.txt), which parses to no GPUs and no errors."""
     gpus, errors = [], []
@@ -579,7 +579,7 @@ def parse_nvlink_status(text: str) -> dict:
             gpus[-1]["links"].append(
                 {
                     "link": int(link["link"]),
-                    "speed_gbps": float(speed.group(1)) if speed else None,
+                    "speed_gbyte_per_s": float(speed.group(1)) if speed else None,
                     "active": bool(speed),
                     "state": state,
                 }
@@ -589,7 +589,7 @@ def parse_nvlink_status(text: str) -> dict:
     for gpu in gpus:
         active = [link for link in gpu["links"] if link["active"]]
         gpu["active_links"] = len(active)
-        gpu["total_speed_gbps"] = round(sum(link["speed_gbps"] for link in active), 3)
+        gpu["total_speed_gbyte_per_s"] = round(sum(link["speed_gbyte_per_s"] for link in active), 3)
     return {"gpu_count": len(gpus), "gpus": gpus, "errors": errors}
 
 

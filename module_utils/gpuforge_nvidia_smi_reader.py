@@ -220,7 +220,11 @@ class NvidiaSmiReader:
             gpu["peers"] = t.get("links", {})
             n = links.get(gpu["index"])
             gpu["nvlink"] = (
-                {"active_links": n["active_links"], "total_speed_gbps": n["total_speed_gbps"], "links": n["links"]}
+                {
+                    "active_links": n["active_links"],
+                    "total_speed_gbyte_per_s": n["total_speed_gbyte_per_s"],
+                    "links": n["links"],
+                }
                 if n
                 else None
             )

@@ -204,7 +204,7 @@ def _peer_pairs(result: dict) -> list:
 
 
 def pair_ratios(result: dict, kind: str) -> list:
-    """[{pair, enabled_gbps, disabled_gbps, ratio}] over the peer pairs, for kind ``uni`` or ``bi``."""
+    """[{pair, enabled_gbyte_per_s, disabled_gbyte_per_s, ratio}] over the peer pairs, for kind ``uni`` or ``bi``."""
     enabled = result["matrices"].get(f"{kind}_enabled")
     disabled = result["matrices"].get(f"{kind}_disabled")
     if enabled is None or disabled is None:
@@ -215,8 +215,8 @@ def pair_ratios(result: dict, kind: str) -> list:
         rows.append(
             {
                 "pair": f"{i}->{j}",
-                "enabled_gbps": on,
-                "disabled_gbps": off,
+                "enabled_gbyte_per_s": on,
+                "disabled_gbyte_per_s": off,
                 "ratio": round(on / off, 2) if off > 0 else None,
             }
         )
@@ -289,12 +289,15 @@ def judge_p2p(result: dict, expect: dict | None = None) -> list:
         )
         if expect.get(floor_key) is not None:
             floor = expect[floor_key]
-            low = [row for row in rows if row["enabled_gbps"] < floor]
+            low = [row for row in rows if row["enabled_gbyte_per_s"] < floor]
             checks.append(
                 bench_check(
-                    f"p2p_{kind}_gbps",
+                    f"p2p_{kind}_gbyte_per_s",
                     "fail" if low else "ok",
-                    {"lowest": min(rows, key=lambda row: row["enabled_gbps"]), "slow_pairs": [r["pair"] for r in low]},
+                    {
+                        "lowest": min(rows, key=lambda row: row["enabled_gbyte_per_s"]),
+                        "slow_pairs": [r["pair"] for r in low],
+                    },
                     f">= {floor:g} GB/s P2P=Enabled for every peer pair ({floor_key}, site threshold)",
                     _REMEDY if low else "",
                 )

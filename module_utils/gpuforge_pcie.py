@@ -177,7 +177,7 @@ def link_degraded(device, judge_speed=True) -> str:
 
 def parse_link_limited(log) -> list:
     """The kernel's `... available PCIe bandwidth, limited by ...` reports in a log: [{address, driver,
-    available_gbps, speed_gts, width, limited_at, capable_gbps, capable_speed_gts, capable_width}], one per
+    available_gbit_per_s, speed_gts, width, limited_at, capable_gbit_per_s, capable_speed_gts, capable_width}], one per
     line (the same device may be reported again after a reset or reload)."""
     found = []
     for line in str(log or "").splitlines():
@@ -189,11 +189,11 @@ def parse_link_limited(log) -> list:
             {
                 "address": pci_address(match.group("address")),
                 "driver": driver.group("driver") if driver else None,
-                "available_gbps": float(match.group("available")),
+                "available_gbit_per_s": float(match.group("available")),
                 "speed_gts": float(match.group("speed")),
                 "width": int(match.group("width")),
                 "limited_at": pci_address(match.group("limiting")) or match.group("limiting"),
-                "capable_gbps": float(match.group("capable")),
+                "capable_gbit_per_s": float(match.group("capable")),
                 "capable_speed_gts": float(match.group("cap_speed")),
                 "capable_width": int(match.group("cap_width")),
             }

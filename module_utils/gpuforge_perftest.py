@@ -16,14 +16,14 @@ import re
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 
-__all__ = ["ParseError", "mbps_to_gbps", "parse_perftest_bw"]
+__all__ = ["ParseError", "mib_per_s_to_gbit_per_s", "parse_perftest_bw"]
 
 # perftest divides bytes/s by 0x100000 for MB/sec and by 125000000 for Gb/sec.
 _MB_BYTES = 0x100000
 _GB_BYTES = 125_000_000
 
 
-def mbps_to_gbps(mb_per_sec: float) -> float:
+def mib_per_s_to_gbit_per_s(mb_per_sec: float) -> float:
     """perftest MB/sec (2^20 bytes/s) -> Gb/s (10^9 bits/s)."""
     return mb_per_sec * _MB_BYTES / _GB_BYTES
 
@@ -126,9 +126,9 @@ def _summary(result: dict) -> None:
     )
     if result["bw_unit"] == "MB/sec":
         result["bw_average_mbps"] = row["bw_average"]
-        result["bw_average_gbps"] = round(mbps_to_gbps(row["bw_average"]), 2)
+        result["bw_average_gbit_per_s"] = round(mib_per_s_to_gbit_per_s(row["bw_average"]), 2)
     else:
-        result["bw_average_gbps"] = row["bw_average"]
+        result["bw_average_gbit_per_s"] = row["bw_average"]
         result["bw_average_mbps"] = round(row["bw_average"] * _GB_BYTES / _MB_BYTES, 2)
 
 

@@ -319,7 +319,9 @@ def benchmark_run_records(bench_summary: dict, run_id=None, raw=None) -> list:
                 "baseline": baseline,
                 "source": _get(result, "threshold_source", str, at) if "threshold_source" in result else BENCH_SOURCE,
             }
-            line_rate = _get(result, "line_rate_gbps", (int, float), at) if "line_rate_gbps" in result else None
+            line_rate = (
+                _get(result, "line_rate_gbit_per_s", (int, float), at) if "line_rate_gbit_per_s" in result else None
+            )
             if line_rate is not None:
                 limits["line_rate"] = float(line_rate)
             if "clat_p99_us_max" in result:

@@ -102,7 +102,7 @@ _PORT = record(
     {
         "port": integer(minimum=1),
         "link": string(numbers=True, nonempty=True),
-        "rate_gbps": number(above=0),
+        "rate_gbit_per_s": number(above=0),
         "link_layer": string(choices=LINK_LAYERS),
     }
 )
@@ -200,11 +200,11 @@ _GROUP = (
         ("infiniband",),
         {
             "link_speeds": mapping_of(
-                record({"rate_gbps": number(above=0), "link_layer": string(choices=LINK_LAYERS)}),
+                record({"rate_gbit_per_s": number(above=0), "link_layer": string(choices=LINK_LAYERS)}),
                 key=string(numbers=True),
             )
         },
-        ("ib_port_rate", {"hca", "port", "rate_gbps"}, set()),
+        ("ib_port_rate", {"hca", "port", "rate_gbit_per_s"}, set()),
     ),
     (
         "ib_link_flaps",

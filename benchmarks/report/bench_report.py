@@ -186,7 +186,7 @@ def bench_summary(nodes: list[str], rails: list[str], pairs_mode: str, rng: rand
     else:
         pairs = list(zip(nodes, nodes[1:] + nodes[:1], strict=True))
     ib = []
-    line = {"expected": 100, "line_rate_gbps": 100}  # an EDR port: the line rate in Gb/s, the unit of the pairs
+    line = {"expected": 100, "line_rate_gbit_per_s": 100}  # an EDR port: the line rate in Gb/s, the unit of the pairs
     failed_pair = (nodes[3], nodes[4], rails[-1])
     for rail in rails:
         for server, client in pairs:

@@ -180,8 +180,8 @@ def round_line(number: int, started: float, ended: float, summary: dict, records
     for record in records:
         text = f"{record['node']} {record['verdict']}"
         extra = [f"ctr+{_counter_total(record)}"] if record["counters"]["read"] else []
-        if record["nccl"]["busbw_gbps"] is not None:
-            extra.append(f"nccl {record['nccl']['busbw_gbps']:g}")
+        if record["nccl"]["busbw_gbit_per_s"] is not None:
+            extra.append(f"nccl {record['nccl']['busbw_gbit_per_s']:g}")
         extra.append(f"dcgm {record['dcgm']['status']}")
         text += f" [{' '.join(extra)}]"
         if record["verdict"] != "PASS" and record["reasons"]:

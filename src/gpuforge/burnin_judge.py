@@ -130,7 +130,7 @@ def _gbit(result):
 
 
 def _nccl(bench_summary, node):
-    """{busbw_gbps: the node's single-node run or None, runs: {name: Gb/s} of every nccl run naming it}."""
+    """{busbw_gbit_per_s: the node's single-node run or None, runs: {name: Gb/s} of every nccl run naming it}."""
     runs, single = {}, None
     for result in _results(bench_summary, "nccl"):
         nodes = result.get("nodes") or []
@@ -140,21 +140,21 @@ def _nccl(bench_summary, node):
         runs[name] = _gbit(result)
         if nodes == [node] and result.get("group") == "nccl_single":
             single = _gbit(result)
-    return {"busbw_gbps": single, "runs": runs}
+    return {"busbw_gbit_per_s": single, "runs": runs}
 
 
 def _ib_write_bw(bench_summary, node):
-    """{hca: {gbps: best of the node's pairs on that rail, pairs: {pair name: Gb/s}}}."""
+    """{hca: {gbit_per_s: best of the node's pairs on that rail, pairs: {pair name: Gb/s}}}."""
     rails: dict = {}
     for result in _results(bench_summary, "ib_write_bw"):
         if node not in (result.get("nodes") or []):
             continue
         hca = str(result.get("hca") or "?")
-        rail = rails.setdefault(hca, {"gbps": None, "pairs": {}})
+        rail = rails.setdefault(hca, {"gbit_per_s": None, "pairs": {}})
         value = _gbit(result)
         rail["pairs"][str(result.get("name"))] = value
-        if value is not None and (rail["gbps"] is None or value > rail["gbps"]):
-            rail["gbps"] = value
+        if value is not None and (rail["gbit_per_s"] is None or value > rail["gbit_per_s"]):
+            rail["gbit_per_s"] = value
     return {hca: rails[hca] for hca in sorted(rails)}
 
 
@@ -355,11 +355,11 @@ def round_records(
 def _metrics(record):
     """{metric name: value} of the node's own measurements in one round (what the slowdown compares)."""
     found = {}
-    if record["nccl"]["busbw_gbps"] is not None:
-        found["nccl single-node busbw"] = record["nccl"]["busbw_gbps"]
+    if record["nccl"]["busbw_gbit_per_s"] is not None:
+        found["nccl single-node busbw"] = record["nccl"]["busbw_gbit_per_s"]
     for hca, rail in record["ib_write_bw"].items():
-        if rail["gbps"] is not None:
-            found[f"ib_write_bw {hca}"] = rail["gbps"]
+        if rail["gbit_per_s"] is not None:
+            found[f"ib_write_bw {hca}"] = rail["gbit_per_s"]
     return found
 
 

@@ -198,17 +198,17 @@ def _sku(gpus: list[dict], skus: dict, notes: list[str]) -> tuple[str, dict | No
 
 
 def _link(port: dict, speeds: dict, added: dict) -> str:
-    rate, layer = port.get("rate_gbps"), port.get("link_layer")
+    rate, layer = port.get("rate_gbit_per_s"), port.get("link_layer")
     for table in (speeds, added):
         for key, speed in table.items():
-            if isinstance(speed, dict) and speed.get("rate_gbps") == rate and speed.get("link_layer") == layer:
+            if isinstance(speed, dict) and speed.get("rate_gbit_per_s") == rate and speed.get("link_layer") == layer:
                 return key
     if not isinstance(rate, (int, float)) or layer not in ("InfiniBand", "Ethernet"):
         raise CaptureError(f"port {port.get('port')} reports rate {rate!r} and link layer {layer!r}")
     name = f"{rate:g}GbE" if layer == "Ethernet" else IB_RATE_NAMES.get(rate, f"IB{rate:g}G")
     while name in speeds or name in added:
         name += "-captured"
-    added[name] = {"rate_gbps": rate, "link_layer": layer}
+    added[name] = {"rate_gbit_per_s": rate, "link_layer": layer}
     return name
 
 

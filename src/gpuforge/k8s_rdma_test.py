@@ -65,7 +65,7 @@ def _port_of(parsed, hca, port):
 
 
 def port_facts(split, port=1):
-    """The test port as both tools saw it: ``{hca, port, state, phys_state, rate_gbps, link_layer, devinfo_state,
+    """The test port as both tools saw it: ``{hca, port, state, phys_state, rate_gbit_per_s, link_layer, devinfo_state,
     errors}`` (None where a tool said nothing), and ``infiniband``: the ibstatus port in the infiniband facts shape
     (``{hcas: [{name, ports}]}``) that gpuforge_bench_ib_port_links reads."""
     hca = split["hca"]
@@ -80,7 +80,7 @@ def port_facts(split, port=1):
             devinfo = _port_of(parse_ibv_devinfo(split["sections"]["ibv_devinfo"]), hca, port)
         except ParseError as exc:
             facts["errors"].append(f"ibv_devinfo: {exc}")
-    for key in ("state", "phys_state", "rate_gbps", "link_layer"):
+    for key in ("state", "phys_state", "rate_gbit_per_s", "link_layer"):
         facts[key] = status.get(key)
     facts["devinfo_state"] = devinfo.get("state")
     facts["link_layer"] = facts["link_layer"] or devinfo.get("link_layer")
@@ -91,7 +91,7 @@ def port_facts(split, port=1):
 def judge_port(node, role, pod, split, port=1):
     """``rdma_pod_port`` of one test pod's node: the plugin gave the pod an HCA and its port is Active and LinkUp."""
     facts = port_facts(split, port)
-    observed = {key: facts[key] for key in ("hca", "port", "state", "phys_state", "rate_gbps", "link_layer")}
+    observed = {key: facts[key] for key in ("hca", "port", "state", "phys_state", "rate_gbit_per_s", "link_layer")}
     observed.update(devinfo_state=facts["devinfo_state"], role=role, problems=pod_problems(pod or {}))
     expected = {"state": "Active", "phys_state": "LinkUp"}
     if not facts["hca"]:
@@ -123,7 +123,9 @@ def result_name(server, client, hca, port=1):
     return f"pod-{pair_name(server, client, hca or 'unknown', port)}"
 
 
-def pair_entry(server, client, splits, pods, threshold, line_rate_gbps=None, expected_gbps=None, port=1, why=""):
+def pair_entry(
+    server, client, splits, pods, threshold, line_rate_gbit_per_s=None, expected_gbit_per_s=None, port=1, why=""
+):
     """The pair as an ``ib_write_bw`` summary result before judging, as roles/gpuforge_bench/tasks/ib_pair.yml
     builds a host pair: value (Gb/s, ib_write_bw's average), expected, line rate, link speed, MB/sec, and, when
     the link speed has a threshold table entry, its floor (threshold in Gb/s, min_mib_per_s, threshold_source).
@@ -138,7 +140,7 @@ def pair_entry(server, client, splits, pods, threshold, line_rate_gbps=None, exp
         try:
             parsed = parse_perftest_bw(splits["client"]["sections"]["ib_write_bw"])
             mbps = parsed.get("bw_average_mbps")
-            value = parsed.get("bw_average_gbps")
+            value = parsed.get("bw_average_gbit_per_s")
             errors = list(parsed.get("errors") or [])
         except ParseError as exc:
             errors = [f"ib_write_bw: {exc}"]
@@ -163,8 +165,8 @@ def pair_entry(server, client, splits, pods, threshold, line_rate_gbps=None, exp
         "inactive": [],
         "value": value,
         "unit": UNIT,
-        "expected": expected_gbps if expected_gbps is not None else line_rate_gbps,
-        "line_rate_gbps": line_rate_gbps,
+        "expected": expected_gbit_per_s if expected_gbit_per_s is not None else line_rate_gbit_per_s,
+        "line_rate_gbit_per_s": line_rate_gbit_per_s,
         # No module judged the pair: the verdict is the summary's, from the threshold below.
         "module_verdict": None,
         "error": why or None,

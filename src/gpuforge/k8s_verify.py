@@ -139,7 +139,7 @@ _SETTINGS = (
     "gpuforge_expected_link_speeds",
     "gpuforge_bench_ib_min_fraction",
     "gpuforge_bench_ib_median_fraction",
-    "gpuforge_bench_ib_expected_gbps",
+    "gpuforge_bench_ib_expected_gbit_per_s",
     "gpuforge_bench_threshold_sources",
     "rdma_workload_access_service_account",
     "rdma_workload_access_capability",
@@ -616,24 +616,26 @@ def judge_rdma_pair(server: str, client: str, logs: dict, pods: dict, settings: 
         for role in ("server", "client")
     }
     hca = splits["client"]["hca"] or splits["server"]["hca"]
-    rates = [facts[role]["rate_gbps"] for role in ("server", "client") if facts[role]["rate_gbps"] is not None]
+    rates = [
+        facts[role]["rate_gbit_per_s"] for role in ("server", "client") if facts[role]["rate_gbit_per_s"] is not None
+    ]
     line_rate = min(rates) if rates else None
     sources = (settings.get("gpuforge_bench_threshold_sources") or {}).get("gpuforge_expected_ib_write_bw")
     min_fraction = float(settings.get("gpuforge_bench_ib_min_fraction") or 0.9)
-    expected_gbps = settings.get("gpuforge_bench_ib_expected_gbps")
-    pair = {"server": server, "client": client, "rail": f"{hca}/{port}", "line_rate_gbps": line_rate}
+    expected_gbit_per_s = settings.get("gpuforge_bench_ib_expected_gbit_per_s")
+    pair = {"server": server, "client": client, "rail": f"{hca}/{port}", "line_rate_gbit_per_s": line_rate}
     threshold = bench.ib_pair_threshold(
         pair,
         links,
         settings.get("gpuforge_expected_ib_write_bw") or {},
         link_speeds,
         min_fraction,
-        expected_gbps,
+        expected_gbit_per_s,
         sources,
     )
     if not why and not hca:
         why = "no RDMA device in the test pods: " + "; ".join(c["remedy"] for c in checks if c["status"] != "ok")
-    entry = rdma.pair_entry(server, client, splits, pods, threshold, line_rate, expected_gbps, port=port, why=why)
+    entry = rdma.pair_entry(server, client, splits, pods, threshold, line_rate, expected_gbit_per_s, port=port, why=why)
     block = bench.attribution_floors(
         [entry],
         baseline="absolute",

@@ -25,7 +25,7 @@ module.exit_json(changed=False, ansible_facts=module.params["facts"])
 
 def node_facts(firmware: str) -> dict:
     gpu = {"index": 0, "bus_id": "00000000:06:00.0", "vbios_version": "88.00.4F.00.09", "clock_events": {"samples": 10}}
-    port = {"port": 1, "state": "Active", "rate_gbps": 100}
+    port = {"port": 1, "state": "Active", "rate_gbit_per_s": 100}
     return {
         "kernel": "6.1.0-28-amd64",
         "nvidia_smi": {"driver_version": "550.90.07", "gpus": [gpu], "topology": {"gpus": []}, "errors": []},

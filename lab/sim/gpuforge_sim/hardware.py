@@ -142,14 +142,14 @@ def _clock_and_nvlink_faults(hw: dict, profile_index: int, entry: dict) -> None:
     entry["nvlink_errors"] = errors
 
 
-def ib_speed_name(rate_gbps: float, width: str) -> tuple[str, str]:
+def ib_speed_name(rate_gbit_per_s: float, width: str) -> tuple[str, str]:
     """(width, speed) for an InfiniBand rate; keeps the width when the rate fits it, else finds one."""
     widths = [width] + [w for w in ("4X", "1X", "2X", "8X", "12X") if w != width]
     for candidate in widths:
         lanes = _WIDTH_LANES.get(candidate)
         if not lanes:
             continue
-        name = _LANE_SPEEDS.get(round(float(rate_gbps) / lanes, 1))
+        name = _LANE_SPEEDS.get(round(float(rate_gbit_per_s) / lanes, 1))
         if name:
             return candidate, name
     return width, ""
@@ -179,9 +179,9 @@ def visible_hcas(hw: dict) -> list[dict]:
                 port["state"] = states[key].get("state", "Down")
                 port["phys_state"] = states[key].get("phys_state") or _default_phys_state(port["state"])
             if key in rates:
-                port["rate_gbps"] = rates[key]["rate_gbps"]
+                port["rate_gbit_per_s"] = rates[key]["rate_gbit_per_s"]
                 if port.get("link_layer", "InfiniBand") == "InfiniBand":
-                    width, speed = ib_speed_name(port["rate_gbps"], port.get("width", "4X"))
+                    width, speed = ib_speed_name(port["rate_gbit_per_s"], port.get("width", "4X"))
                     if speed:
                         port["width"], port["speed"] = width, speed
         result.append(entry)

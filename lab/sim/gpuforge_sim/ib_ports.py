@@ -89,7 +89,7 @@ def _normalise_port(hca: dict, port: dict) -> dict:
     phys = port.get("phys_state") if port.get("phys_state") in PHYS_CODES else default_phys
     if state == "Down" and phys == "LinkUp":
         phys = "Polling"
-    rate = float(port.get("rate_gbps", 100))
+    rate = float(port.get("rate_gbit_per_s", 100))
     width, speed = port.get("width", "4X"), port.get("speed", "EDR")
     if ethernet and int(rate) in _ETH_WIDTH_SPEED and rate.is_integer():
         width, speed = _ETH_WIDTH_SPEED[int(rate)]
@@ -110,7 +110,7 @@ def _normalise_port(hca: dict, port: dict) -> dict:
         "state_code": STATE_CODES[state],
         "phys_state": phys,
         "phys_state_code": PHYS_CODES[phys],
-        "rate_gbps": rate,
+        "rate_gbit_per_s": rate,
         "width": width,
         "speed": speed,
         "lid": _int(port.get("lid")) if lid_valid else 0,
@@ -150,7 +150,7 @@ def find_port(hcas: list[dict], device: str | None, port: int = 1) -> tuple[dict
 
 def sysfs_rate(port: dict) -> str:
     """/sys/class/infiniband/<ca>/ports/<n>/rate, e.g. '100 Gb/sec (4X EDR)'."""
-    return f"{format_rate(port['rate_gbps'])} Gb/sec ({port['width']} {port['speed']})"
+    return f"{format_rate(port['rate_gbit_per_s'])} Gb/sec ({port['width']} {port['speed']})"
 
 
 def sysfs_phys(port: dict) -> str:

@@ -8,7 +8,7 @@ What the number means (read this before trusting it): there is no RDMA here. Aft
 handshake the client streams real data over one TCP connection (whatever `-q` says) and the
 server times it from the first byte to end of stream. The bandwidth printed is
 min(measured TCP throughput, simulated line rate), where the line rate is the lower of the two
-ports' `rate_gbps` after faults (an `ib_port_rate` fault of 56 caps the run at 56 Gb/s). When the
+ports' `rate_gbit_per_s` after faults (an `ib_port_rate` fault of 56 caps the run at 56 Gb/s). When the
 cap applies, the duration-mode iteration count and the message rate are derived from the capped
 rate so that the row stays self-consistent. A lab network slower than the simulated link shows up
 as a low result, as a slow fabric would.
@@ -115,12 +115,12 @@ def _cpu_warning(options: argparse.Namespace) -> None:
     sys.stderr.flush()
 
 
-def _local_end(hca: dict, port: dict, options: argparse.Namespace, rate_gbps: float | None = None) -> dict:
+def _local_end(hca: dict, port: dict, options: argparse.Namespace, rate_gbit_per_s: float | None = None) -> dict:
     rng = random.SystemRandom()
     return {
         "device": hca["name"],
         "lid": port["lid"],
-        "rate_gbps": port["rate_gbps"] if rate_gbps is None else rate_gbps,
+        "rate_gbit_per_s": port["rate_gbit_per_s"] if rate_gbit_per_s is None else rate_gbit_per_s,
         "link_layer": port["link_layer"],
         "qps": [
             {
@@ -178,11 +178,11 @@ def _addresses(side: str, end: dict, ip: str, options: argparse.Namespace) -> li
 
 
 def compute_report(
-    nbytes: int, seconds: float, peak_bps: float, line_rate_gbps: float, options: argparse.Namespace
+    nbytes: int, seconds: float, peak_bps: float, line_rate_gbit_per_s: float, options: argparse.Namespace
 ) -> dict:
     """The result row: TCP bytes/s capped at the simulated line rate (see module docstring)."""
     size = options.size
-    line_bps = line_rate_gbps * 1e9 / 8
+    line_bps = line_rate_gbit_per_s * 1e9 / 8
     measured_bps = nbytes / seconds if seconds > 0 else 0.0
     avg_bps = min(measured_bps, line_bps)
     if options.duration:
@@ -199,7 +199,7 @@ def compute_report(
         "bw_average": avg_bps / factor,
         "msg_rate_mpps": avg_bps / size / 1e6,
         "capped": measured_bps > line_bps,
-        "measured_gbps": measured_bps * 8 / 1e9,
+        "measured_gbit_per_s": measured_bps * 8 / 1e9,
     }
 
 
@@ -258,7 +258,7 @@ def _cuda_lines(hw: dict, index: int) -> tuple[list[str], str | None]:
 def gdr_rate(hw: dict, hca: dict, port: dict, options: argparse.Namespace) -> float:
     """The rate this end may move: the port's line rate, times a `gdr_slow` fault's fraction for a GPU-memory run
     on that HCA (and port, when the fault names one)."""
-    rate = float(port["rate_gbps"])
+    rate = float(port["rate_gbit_per_s"])
     if options.use_cuda is None:
         return rate
     for fault in faults_of(hw, "gdr_slow"):
@@ -288,7 +288,7 @@ def _mr_failure(options: argparse.Namespace) -> int:
     return _fail("Couldn't allocate MR", "failed to create mr", "Failed to create MR", " Couldn't create IB resources")
 
 
-def _run_server(options, hca, port, rate_gbps: float | None = None) -> int:
+def _run_server(options, hca, port, rate_gbit_per_s: float | None = None) -> int:
     timeout = float(os.environ.get("GPUFORGE_LAB_PERFTEST_TIMEOUT", "120"))
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -313,7 +313,7 @@ def _run_server(options, hca, port, rate_gbps: float | None = None) -> int:
     with conn, conn.makefile("rb") as stream:
         conn.settimeout(timeout)
         client = _recv_json(stream)
-        local = _local_end(hca, port, options, rate_gbps)
+        local = _local_end(hca, port, options, rate_gbit_per_s)
         _send_json(conn, local)
         payload_started = time.monotonic()
         if not options.rdma_cm:
@@ -324,7 +324,9 @@ def _run_server(options, hca, port, rate_gbps: float | None = None) -> int:
         options.size, options.iters, options.qp = client["size"], client["iters"], client["qp"]
         options.duration = client["duration"]
         nbytes, seconds, peak = _receive(conn, stream, payload_started)
-        report = compute_report(nbytes, seconds, peak, min(local["rate_gbps"], client["rate_gbps"]), options)
+        report = compute_report(
+            nbytes, seconds, peak, min(local["rate_gbit_per_s"], client["rate_gbit_per_s"]), options
+        )
         _send_json(conn, report)
     _print(_table(report, options))
     return 0
@@ -363,7 +365,7 @@ def _connect(host: str, port: int) -> socket.socket | None:
             time.sleep(0.2)
 
 
-def _run_client(options, hca, port, rate_gbps: float | None = None) -> int:
+def _run_client(options, hca, port, rate_gbit_per_s: float | None = None) -> int:
     sock = _connect(options.server, options.port)
     if sock is None:
         return _fail(
@@ -374,7 +376,7 @@ def _run_client(options, hca, port, rate_gbps: float | None = None) -> int:
     io_timeout = (options.duration or 0) + 60
     with sock, sock.makefile("rb") as stream:
         sock.settimeout(io_timeout)
-        local = _local_end(hca, port, options, rate_gbps)
+        local = _local_end(hca, port, options, rate_gbit_per_s)
         run = {"size": options.size, "iters": options.iters, "qp": options.qp, "duration": options.duration}
         _send_json(sock, {**local, **run})
         server = _recv_json(stream)

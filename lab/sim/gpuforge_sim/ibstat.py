@@ -20,7 +20,7 @@ def _panic(message: str) -> int:
 
 
 def _port_lines(port: dict, indent: str) -> list[str]:
-    rate = ib_ports.format_rate(port["rate_gbps"])
+    rate = ib_ports.format_rate(port["rate_gbit_per_s"])
     return [
         f"{indent}State: {port['state']}",
         f"{indent}Physical state: {port['phys_state']}",

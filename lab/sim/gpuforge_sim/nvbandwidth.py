@@ -26,9 +26,9 @@ from gpuforge_sim import driver_state
 from gpuforge_sim.hardware import faults_of, lib_dir, load_hardware, visible_gpus
 
 VERSION = "v0.6"
-LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+LANE_GBYTE_PER_S = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 HOST_EFFICIENCY = 0.83
-NVLINK_LINK_GBPS = 25.0
+NVLINK_LINK_GBYTE_PER_S = 25.0
 NVLINK_EFFICIENCY = 0.82
 TESTCASES = (
     ("host_to_device_memcpy_ce", "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)"),
@@ -38,9 +38,9 @@ TESTCASES = (
 NAMES = [name for name, _title in TESTCASES]
 
 
-def host_gbps(hw: dict, gpu: dict) -> float:
+def host_gbyte_per_s(hw: dict, gpu: dict) -> float:
     """Lab host<->GPU bandwidth of one GPU: its current link, times a host_bandwidth_degraded fraction."""
-    value = LANE_GBPS.get(int(gpu["pcie_gen"]), 0.985) * int(gpu["pcie_width"]) * HOST_EFFICIENCY
+    value = LANE_GBYTE_PER_S.get(int(gpu["pcie_gen"]), 0.985) * int(gpu["pcie_width"]) * HOST_EFFICIENCY
     for fault in faults_of(hw, "host_bandwidth_degraded"):
         if int(fault.get("gpu", -1)) == gpu["profile_index"]:
             value *= float(fault["fraction"])
@@ -56,11 +56,11 @@ def _nvlinks(hw: dict, a: dict, b: dict) -> int:
     return int(code[2:]) if code.startswith("NV") and code[2:].isdigit() else 0
 
 
-def p2p_gbps(hw: dict, a: dict, b: dict) -> float:
+def p2p_gbyte_per_s(hw: dict, a: dict, b: dict) -> float:
     links = _nvlinks(hw, a, b)
     if links:
-        return round(links * NVLINK_LINK_GBPS * NVLINK_EFFICIENCY, 2)
-    return round(min(host_gbps(hw, a), host_gbps(hw, b)) * 0.8, 2)
+        return round(links * NVLINK_LINK_GBYTE_PER_S * NVLINK_EFFICIENCY, 2)
+    return round(min(host_gbyte_per_s(hw, a), host_gbyte_per_s(hw, b)) * 0.8, 2)
 
 
 def _row(label: str, values: list) -> str:
@@ -95,13 +95,13 @@ def run_testcase(hw: dict, gpus: list, name: str) -> list:
                 if a is b:
                     row.append("N/A")
                     continue
-                value = p2p_gbps(hw, a, b)
+                value = p2p_gbyte_per_s(hw, a, b)
                 total += value
                 row.append(f"{value:.2f}")
             lines.append(_row(str(a["index"]), row))
     else:
         lines.append("  " + header)
-        values = [host_gbps(hw, g) for g in gpus]
+        values = [host_gbyte_per_s(hw, g) for g in gpus]
         total = sum(values)
         lines.append(_row("0", [f"{v:.2f}" for v in values]))
     lines += ["", f"SUM {name} {total:.2f}", ""]

@@ -928,7 +928,7 @@ def view_nvlink(ctx: Context, out, errors: bool = False) -> int:
             elif link in gpu["nvlink_inactive"]:
                 out.write(f"         Link {link}: <inactive>\n")
             else:
-                out.write(f"         Link {link}: {float(nvlink['speed_gbps']):g} GB/s\n")
+                out.write(f"         Link {link}: {float(nvlink['speed_gbyte_per_s']):g} GB/s\n")
     return 0
 
 

@@ -32,9 +32,9 @@ project holds with every figure (Dell EMC Ready Solutions for AI Figure 41, Powe
 * P2P=Disabled (staged through host memory): the slower GPU's host link (nvbandwidth's simulator: PCIe generation x
   width x 0.83, `pcie_link_degraded` and `host_bandwidth_degraded` applied) x 0.76 unidirectional (Dell: 9.9 GB/s
   on PCIe Gen3 x16) and x 0.8 bidirectional (Dell: 10.4 GB/s);
-* P2P=Enabled over NVLink: active links x the profile's per-link rate (`nvlink.speed_gbps`) x 0.925 (Dell: 47.7 GB/s
-  over NV2 of 25.781 GB/s links); over PCIe: the slower host link x 0.8; bidirectional 2 x unidirectional x 0.9
-  (Dell: 75-96 GB/s over NV2); a pair without peer access copies as with P2P disabled;
+* P2P=Enabled over NVLink: active links x the profile's per-link rate (`nvlink.speed_gbyte_per_s`) x 0.925 (Dell:
+  47.7 GB/s over NV2 of 25.781 GB/s links); over PCIe: the slower host link x 0.8; bidirectional 2 x unidirectional
+  x 0.9 (Dell: 75-96 GB/s over NV2); a pair without peer access copies as with P2P disabled;
 * the diagonal (a GPU to itself): the GPU's memory bandwidth (product datasheet, MEMORY_GBYTE_PER_S) x 0.8;
 * latencies: constants of the same captures (local 3.6 us, staged 18.3 us, a peer write 6.6 us; CPU side 2.3, 7.5,
   2.2 us as the current samples' CPU block of the DistServe capture).
@@ -50,7 +50,7 @@ import sys
 
 from gpuforge_sim import driver_state
 from gpuforge_sim.hardware import load_hardware, visible_gpus
-from gpuforge_sim.nvbandwidth import host_gbps
+from gpuforge_sim.nvbandwidth import host_gbyte_per_s
 
 SAMPLE_NAME = "P2P (Peer-to-Peer) GPU Bandwidth Latency Test"
 # A CUDA error names the source file as the build saw it (__FILE__; the stand-in has no build, so the path inside the
@@ -139,7 +139,7 @@ def can_access(hw: dict, a: dict, b: dict) -> bool:
     return active_links(hw, a, b) > 0 or a.get("numa", 0) == b.get("numa", 0)
 
 
-def _local_gbps(hw: dict) -> float:
+def _local_gbyte_per_s(hw: dict) -> float:
     architecture = str((hw.get("gpu") or {}).get("architecture") or "")
     return MEMORY_GBYTE_PER_S.get(architecture, 300.0) * LOCAL_COPY_EFFICIENCY
 
@@ -147,14 +147,14 @@ def _local_gbps(hw: dict) -> float:
 def bandwidth(hw: dict, a: dict, b: dict, p2p: bool, bidirectional: bool) -> float:
     """GB/s of copies from a to b (or both ways) in the lab."""
     if a is b:
-        local = _local_gbps(hw)
+        local = _local_gbyte_per_s(hw)
         return local * (1.0 if not bidirectional else 1.02)
-    host = min(host_gbps(hw, a), host_gbps(hw, b))
+    host = min(host_gbyte_per_s(hw, a), host_gbyte_per_s(hw, b))
     if not p2p or not can_access(hw, a, b):
         return host * (STAGED_BI if bidirectional else STAGED_UNI)
     links = active_links(hw, a, b)
     if links:
-        speed = float(((hw.get("gpu") or {}).get("nvlink") or {}).get("speed_gbps") or 25.0)
+        speed = float(((hw.get("gpu") or {}).get("nvlink") or {}).get("speed_gbyte_per_s") or 25.0)
         uni = links * speed * NVLINK_PER_LINK_EFFICIENCY
     else:
         uni = host * PCIE_P2P_EFFICIENCY

@@ -34,7 +34,7 @@ FAULT_PARAMS: dict[str, tuple[set[str], set[str]]] = {
     "row_remap_pending": ({"gpu"}, set()),
     "xid": ({"gpu", "code"}, {"message"}),
     "ib_port_state": ({"hca", "port", "state"}, {"phys_state"}),
-    "ib_port_rate": ({"hca", "port", "rate_gbps"}, set()),
+    "ib_port_rate": ({"hca", "port", "rate_gbit_per_s"}, set()),
     "hca_missing": ({"hca"}, set()),
     "pcie_width_degraded": ({"gpu", "width"}, {"gen"}),
     "thermal_slowdown": ({"gpu"}, set()),
@@ -186,7 +186,7 @@ def _validate_gpu(gpu: dict, numa_nodes: int, c: _Checker) -> None:
     nvlink = c.get(gpu, "nvlink", "gpu.nvlink", dict, required=False)
     if nvlink is not None:
         c.get(nvlink, "links", "gpu.nvlink.links", int)
-        c.get(nvlink, "speed_gbps", "gpu.nvlink.speed_gbps", (int, float))
+        c.get(nvlink, "speed_gbyte_per_s", "gpu.nvlink.speed_gbyte_per_s", (int, float))
     vgpu = c.get(gpu, "vgpu", "gpu.vgpu", dict, required=False)
     if vgpu is not None:
         c.get(vgpu, "type", "gpu.vgpu.type", str)
@@ -247,7 +247,7 @@ def _validate_hca(hca: dict, i: int, gpu_count: int, numa_nodes: int, c: _Checke
             c.fail(f"{field}.mtu", f"must be one of {sorted(MTUS)}")
         if c.get(port, "link_layer", f"{field}.link_layer", str) not in ("InfiniBand", "Ethernet"):
             c.fail(f"{field}.link_layer", "must be InfiniBand or Ethernet")
-        c.get(port, "rate_gbps", f"{field}.rate_gbps", (int, float))
+        c.get(port, "rate_gbit_per_s", f"{field}.rate_gbit_per_s", (int, float))
         if c.get(port, "width", f"{field}.width", str) not in WIDTHS:
             c.fail(f"{field}.width", f"must be one of {sorted(WIDTHS)}")
         for key in ("speed", "netdev", "phys_state"):
@@ -273,7 +273,7 @@ def _validate_profile(profile: dict, c: _Checker) -> None:
             c.fail(f"hcas[{i}].name", f"duplicate HCA name {hca['name']!r}")
     for i, nic in enumerate(c.get(profile, "network", "network", list, required=False) or []):
         c.get(nic, "name", f"network[{i}].name", str)
-        c.get(nic, "speed_gbps", f"network[{i}].speed_gbps", (int, float))
+        c.get(nic, "speed_gbit_per_s", f"network[{i}].speed_gbit_per_s", (int, float))
 
 
 def _validate_fault(fault: dict, i: int, profile: dict, c: _Checker) -> None:
@@ -325,8 +325,8 @@ def _validate_fault(fault: dict, i: int, profile: dict, c: _Checker) -> None:
             c.fail(f"{field}.width", f"must be a link width below gpu.pcie_width_max ({gpu.get('pcie_width_max')})")
         if "gen" in fault and fault["gen"] not in range(1, gpu.get("pcie_gen_max", 3) + 1):
             c.fail(f"{field}.gen", "must be 1..gpu.pcie_gen_max")
-    if kind == "ib_port_rate" and not isinstance(fault["rate_gbps"], (int, float)):
-        c.fail(f"{field}.rate_gbps", "must be a number")
+    if kind == "ib_port_rate" and not isinstance(fault["rate_gbit_per_s"], (int, float)):
+        c.fail(f"{field}.rate_gbit_per_s", "must be a number")
     if kind in ("sm_missing", "sm_duplicate_master"):
         _validate_sm_fault(fault, field, profile, c)
     _validate_gpu_health_fault(kind, fault, field, gpu, c)

@@ -206,11 +206,11 @@ def burnin_metrics(record) -> dict:
     """{metric: Gb/s} of one burnin_round record: the node's single-node NCCL busbw and its best pair per rail (what
     src/gpuforge/burnin_judge.py compares across the rounds, under the same names)."""
     found = {}
-    if record["nccl"]["busbw_gbps"] is not None:
-        found[NCCL_METRIC] = float(record["nccl"]["busbw_gbps"])
+    if record["nccl"]["busbw_gbit_per_s"] is not None:
+        found[NCCL_METRIC] = float(record["nccl"]["busbw_gbit_per_s"])
     for hca, rail in sorted(record["ib_write_bw"].items()):
-        if rail["gbps"] is not None:
-            found[f"ib_write_bw {hca}"] = float(rail["gbps"])
+        if rail["gbit_per_s"] is not None:
+            found[f"ib_write_bw {hca}"] = float(rail["gbit_per_s"])
     return found
 
 

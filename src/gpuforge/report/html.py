@@ -538,7 +538,7 @@ def _round_detail(record) -> str:
         [
             ("verdict", record["verdict"]),
             *(("reason", reason) for reason in record["reasons"]),
-            ("NCCL single-node busbw (Gb/s)", record["nccl"]["busbw_gbps"]),
+            ("NCCL single-node busbw (Gb/s)", record["nccl"]["busbw_gbit_per_s"]),
             ("DCGM", f"{record['dcgm']['status']} {record['dcgm']['detail']}".strip()),
             ("remedy", record.get("remedy")),
             ("round", f"{record['started']} → {record['ended']}"),

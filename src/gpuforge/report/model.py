@@ -66,8 +66,8 @@ class ResnetPoint:
 class IbWriteBw:
     host: str
     hca: str
-    bw_gbps: float
-    line_rate_gbps: float | None = None
+    bw_gbit_per_s: float
+    line_rate_gbit_per_s: float | None = None
     source: str = ""
 
 
@@ -270,10 +270,10 @@ def _check_burnin_record(record: dict, where: str) -> None:
     """The parts of a burnin_round record (schemas/burnin-round.schema.json) the page reads, checked so that a
     wrong shape is a RecordError naming the key rather than a traceback halfway through the page."""
     nccl = _need(record, "nccl", dict, where)
-    _need(nccl, "busbw_gbps", _NUM, f"{where} nccl")
+    _need(nccl, "busbw_gbit_per_s", _NUM, f"{where} nccl")
     _need(nccl, "runs", dict, f"{where} nccl")
     for hca, rail in _need(record, "ib_write_bw", dict, where).items():
-        _need(rail, "gbps", _NUM, f"{where} ib_write_bw[{hca!r}]")
+        _need(rail, "gbit_per_s", _NUM, f"{where} ib_write_bw[{hca!r}]")
         _need(rail, "pairs", dict, f"{where} ib_write_bw[{hca!r}]")
     counters = _need(record, "counters", dict, where)
     _need(counters, "read", bool, f"{where} counters")

@@ -135,7 +135,8 @@ def test_schema_is_valid_draft_2020_12_and_has_teeth():
 
 
 def test_a_round_keeps_gbit_per_s_whatever_unit_the_summary_names():
-    # The summary's results hold value in their unit (issue 16); the round record keeps Gb/s (busbw_gbps, gbps).
+    # The summary's results hold value in their unit (issue 16); the round record keeps Gb/s (busbw_gbit_per_s,
+    # gbit_per_s).
     bench = healthy_bench()
     single = next(r for r in bench["nccl"]["results"] if r["name"] == "nccl-single-gpu01")
     assert (single["value"], single["unit"]) == (5.82, "Gb/s")
@@ -143,9 +144,9 @@ def test_a_round_keeps_gbit_per_s_whatever_unit_the_summary_names():
     pair = next(r for r in bench["ib_write_bw"]["results"] if r["name"] == "gpu03__gpu01__mlx5_1")
     pair.update(value=99.0, unit="images/s")  # not a bandwidth: not taken for one, though above gpu01__gpu02's
     gpu01 = by_node(round_of(1, bench))["gpu01"]
-    assert gpu01["nccl"]["busbw_gbps"] == 5.82
+    assert gpu01["nccl"]["busbw_gbit_per_s"] == 5.82
     assert gpu01["ib_write_bw"]["mlx5_1"]["pairs"]["gpu03__gpu01__mlx5_1"] is None
-    assert gpu01["ib_write_bw"]["mlx5_1"]["gbps"] == 12.5
+    assert gpu01["ib_write_bw"]["mlx5_1"]["gbit_per_s"] == 12.5
 
 
 def test_healthy_rounds_pass_with_the_measurements_recorded():
@@ -155,7 +156,7 @@ def test_healthy_rounds_pass_with_the_measurements_recorded():
     rec = by_node(found[:3])
     gpu01 = rec["gpu01"]
     assert gpu01["verdict"] == "PASS" and gpu01["reasons"] == []
-    assert gpu01["nccl"]["busbw_gbps"] == 5.82  # nccl-single-gpu01 of the fixture
+    assert gpu01["nccl"]["busbw_gbit_per_s"] == 5.82  # nccl-single-gpu01 of the fixture
     # every NCCL run over gpu01: its single-node run, the three multi-node runs and the four per-rail runs
     rails = {f"nccl-rail-mlx5_{n}-1" for n in range(4)}
     assert (
@@ -163,7 +164,7 @@ def test_healthy_rounds_pass_with_the_measurements_recorded():
         == {"nccl-single-gpu01", "nccl-multi-tcp", "nccl-multi-ib", "nccl-multi-ib_gdr"} | rails
     )
     # per rail: the best of the node's pairs (gpu03__gpu01__mlx5_1 is 11.46 in the fixture, gpu01__gpu02 12.5)
-    assert gpu01["ib_write_bw"]["mlx5_1"]["gbps"] == 12.5
+    assert gpu01["ib_write_bw"]["mlx5_1"]["gbit_per_s"] == 12.5
     assert gpu01["ib_write_bw"]["mlx5_1"]["pairs"] == {"gpu01__gpu02__mlx5_1": 12.5, "gpu03__gpu01__mlx5_1": 11.46}
     assert set(gpu01["ib_write_bw"]["mlx5_1"]["pairs"]) == {"gpu01__gpu02__mlx5_1", "gpu03__gpu01__mlx5_1"}
     assert gpu01["counters"]["read"] and gpu01["counters"]["over_limit"] == {}

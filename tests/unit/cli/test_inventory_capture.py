@@ -173,15 +173,18 @@ def test_a_link_speed_the_defaults_lack_is_added_with_the_ones_the_system_uses(t
     node = SimNode(tmp_path, monkeypatch, "poweredge-c4140-v100")
     infiniband = node.infiniband_facts()
     port = infiniband["hcas"][0]["ports"][0]
-    port.update(rate_gbps=56, link_layer="InfiniBand")  # FDR
+    port.update(rate_gbit_per_s=56, link_layer="InfiniBand")  # FDR
     infiniband["hcas"].append(
-        {"name": "mlx5_1", "ports": [{"port": 1, "state": "Active", "rate_gbps": 100, "link_layer": "InfiniBand"}]}
+        {
+            "name": "mlx5_1",
+            "ports": [{"port": 1, "state": "Active", "rate_gbit_per_s": 100, "link_layer": "InfiniBand"}],
+        }
     )
     result = capture({"nvidia_smi": node.nvidia_smi_facts(), "infiniband": infiniband}, "c4140")
     speeds = result.variables["gpuforge_expected_link_speeds"]
     assert speeds == {
-        "EDR": {"rate_gbps": 100, "link_layer": "InfiniBand"},
-        "FDR": {"rate_gbps": 56, "link_layer": "InfiniBand"},
+        "EDR": {"rate_gbit_per_s": 100, "link_layer": "InfiniBand"},
+        "FDR": {"rate_gbit_per_s": 56, "link_layer": "InfiniBand"},
     }
     assert accepted(result) == []
 

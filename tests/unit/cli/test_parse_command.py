@@ -41,7 +41,7 @@ def test_parse_ibstatus_fixture(capsys):
     document = json.loads(capsys.readouterr().out)
     assert [ca["name"] for ca in document["cas"]][:2] == ["mlx5_0", "mlx5_1"]
     first = document["cas"][0]["ports"][0]
-    assert (first["state"], first["rate_gbps"], first["lid"]) == ("Active", 100, 11)
+    assert (first["state"], first["rate_gbit_per_s"], first["lid"]) == ("Active", 100, 11)
 
 
 def test_parse_error_is_rc_1(tmp_path, capsys):

@@ -73,7 +73,7 @@ CASES = {
     ),
     "ibstatus": (
         "ibstatus/dgx1_edr_4port_redp5610.txt",
-        lambda d: d["cas"][0]["ports"][0]["rate_gbps"] == 100,
+        lambda d: d["cas"][0]["ports"][0]["rate_gbit_per_s"] == 100,
     ),
     "ibv-devinfo": (
         "real:ibv_devinfo__deepseek-ai-DeepEP__issue55__mt4126_ib_EXCERPT_one_hca.txt",

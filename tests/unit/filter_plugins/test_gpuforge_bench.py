@@ -59,7 +59,9 @@ def _task(file: str, name: str) -> dict:
 def _facts(rate, layer="InfiniBand", hca="mlx5_0", port=1, state="Active"):
     """infiniband_facts of a node with one port (the fields gpuforge_ib_schedule and the link lookup read)."""
     return {
-        "hcas": [{"name": hca, "ports": [{"port": port, "state": state, "rate_gbps": rate, "link_layer": layer}]}],
+        "hcas": [
+            {"name": hca, "ports": [{"port": port, "state": state, "rate_gbit_per_s": rate, "link_layer": layer}]}
+        ],
         "active_ports": [f"{hca}/{port}"] if state == "Active" else [],
         "inactive_ports": [] if state == "Active" else [f"{hca}/{port}"],
     }
@@ -73,7 +75,7 @@ def test_edr_old_fraction_passed_10729_mb_per_s_and_the_table_fails_it():
     old_floor = ib_write_bw.expected_mib_per_s(100, 0.9, None)
     assert old_floor == 10728.84
     assert old_floor <= 10729
-    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 100}
+    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbit_per_s": 100}
     links = {"a": {"mlx5_0/1": {"link": "EDR", "from": "expected system"}}, "b": {}}
     threshold = bench.ib_pair_threshold(
         pair, links, IB_TABLE, LINK_SPEEDS, 0.9, None, SOURCES["gpuforge_expected_ib_write_bw"]
@@ -112,7 +114,7 @@ def test_gbit_per_s_to_ib_write_bw_mb_per_s_uses_2_to_the_20(gbit, mib):
 
 @pytest.mark.parametrize(("link", "min_mib_per_s", "min_gbit_per_s"), [("HDR", 21457.67, 180), ("NDR", 45299.53, 380)])
 def test_hdr_and_ndr_floors_stated_in_gbit_reach_the_module_in_mb_per_s(link, min_mib_per_s, min_gbit_per_s):
-    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 400}
+    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbit_per_s": 400}
     links = {"a": {"mlx5_0/1": {"link": link, "from": "expected system"}}}
     threshold = bench.ib_pair_threshold(
         pair, links, IB_TABLE, LINK_SPEEDS, 0.9, None, SOURCES["gpuforge_expected_ib_write_bw"]
@@ -123,7 +125,7 @@ def test_hdr_and_ndr_floors_stated_in_gbit_reach_the_module_in_mb_per_s(link, mi
 
 
 def test_a_link_speed_without_an_entry_keeps_the_fraction_of_line_rate():
-    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 100}
+    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbit_per_s": 100}
     links = {"a": {"mlx5_0/1": {"link": "100GbE", "from": "expected system"}}}
     threshold = bench.ib_pair_threshold(pair, links, IB_TABLE, LINK_SPEEDS, 0.9)
     assert (threshold["link_speed"], threshold["min_mib_per_s"], threshold["min_gbit_per_s"]) == ("100GbE", None, None)
@@ -138,18 +140,18 @@ def test_a_link_speed_without_an_entry_keeps_the_fraction_of_line_rate():
 
 
 def test_the_site_expected_rate_overrides_the_table():
-    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 100}
+    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbit_per_s": 100}
     links = {"a": {"mlx5_0/1": {"link": "EDR", "from": "expected system"}}}
-    threshold = bench.ib_pair_threshold(pair, links, IB_TABLE, LINK_SPEEDS, 0.9, expected_gbps="56")
+    threshold = bench.ib_pair_threshold(pair, links, IB_TABLE, LINK_SPEEDS, 0.9, expected_gbit_per_s="56")
     assert (threshold["min_mib_per_s"], threshold["min_gbit_per_s"]) == (None, None)
     assert (
         threshold["threshold_source"]
-        == "gpuforge_bench_ib_min_fraction (0.9) of gpuforge_bench_ib_expected_gbps (56 Gb/s)"
+        == "gpuforge_bench_ib_min_fraction (0.9) of gpuforge_bench_ib_expected_gbit_per_s (56 Gb/s)"
     )
 
 
 def test_a_pair_is_judged_at_the_slower_ends_link_speed():
-    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 200}
+    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbit_per_s": 200}
     links = {
         "a": {"mlx5_0/1": {"link": "HDR", "from": "expected system"}},
         "b": {"mlx5_0/1": {"link": "EDR", "from": "ibstat Rate 100 Gb/s (InfiniBand)"}},
@@ -163,7 +165,7 @@ def test_a_pair_is_judged_at_the_slower_ends_link_speed():
 
 
 def test_the_source_is_credited_only_while_the_table_holds_its_value():
-    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 100}
+    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbit_per_s": 100}
     links = {"a": {"mlx5_0/1": {"link": "EDR", "from": "expected system"}}}
     shipped = bench.ib_pair_threshold(
         pair, links, IB_TABLE, LINK_SPEEDS, 0.9, None, SOURCES["gpuforge_expected_ib_write_bw"]
@@ -185,7 +187,7 @@ def test_the_source_is_credited_only_while_the_table_holds_its_value():
 
 
 def test_a_table_entry_without_a_floor_is_refused():
-    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 100}
+    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbit_per_s": 100}
     links = {"a": {"mlx5_0/1": {"link": "EDR", "from": "expected system"}}}
     # The floor under a key without its unit (the threshold's old name) is not a floor.
     with pytest.raises(ValueError, match="neither min_mib_per_s nor min_gbit_per_s"):
@@ -194,15 +196,15 @@ def test_a_table_entry_without_a_floor_is_refused():
 
 def test_port_links_prefer_the_expected_system_over_ibstat():
     # A DGX H100 port that trained at HDR (ibstat Rate 200) is still an NDR port: judged at NDR's floor.
-    facts = {"hcas": [{"name": "mlx5_0", "ports": [{"port": 1, "rate_gbps": 200, "link_layer": "InfiniBand"}]}]}
+    facts = {"hcas": [{"name": "mlx5_0", "ports": [{"port": 1, "rate_gbit_per_s": 200, "link_layer": "InfiniBand"}]}]}
     links = bench.ib_port_links(facts, SYSTEMS["dgx-h100-ndr"], LINK_SPEEDS)
     assert links == {"mlx5_0/1": {"link": "NDR", "from": "expected system"}}
     # Without an expected system the Rate and link layer name the speed; 100 Gb/s is EDR or 100GbE by its layer.
     ib = bench.ib_port_links(facts, {}, LINK_SPEEDS)
     assert ib == {"mlx5_0/1": {"link": "HDR", "from": "ibstat Rate 200 Gb/s (InfiniBand)"}}
-    roce = {"hcas": [{"name": "mlx5_0", "ports": [{"port": 1, "rate_gbps": 100, "link_layer": "Ethernet"}]}]}
+    roce = {"hcas": [{"name": "mlx5_0", "ports": [{"port": 1, "rate_gbit_per_s": 100, "link_layer": "Ethernet"}]}]}
     assert bench.ib_port_links(roce, {}, LINK_SPEEDS)["mlx5_0/1"]["link"] == "100GbE"
-    unknown = {"hcas": [{"name": "mlx5_0", "ports": [{"port": 1, "rate_gbps": 100}]}]}
+    unknown = {"hcas": [{"name": "mlx5_0", "ports": [{"port": 1, "rate_gbit_per_s": 100}]}]}
     assert bench.ib_port_links(unknown, {}, LINK_SPEEDS)["mlx5_0/1"] == {"link": None, "from": None}
 
 
@@ -230,7 +232,7 @@ def test_an_a100_node_running_its_eight_gpus_gets_the_azure_floor():
     floor = bench.nccl_single_threshold(
         "A100-SXM4-80GB", 8, NCCL_TABLE, SOURCES["gpuforge_expected_nccl_single_node_busbw"]
     )
-    assert (floor["min_busbw_gb_per_s"], floor["min_gbps"], floor["gpus"]) == (228, 1824, 8)
+    assert (floor["min_busbw_gb_per_s"], floor["min_gbit_per_s"], floor["gpus"]) == (228, 1824, 8)
     assert floor["threshold_source"] == (
         "Azure/azurehpc-health-checks v0.4.5 conf/nd96asr_v4.conf (check_nccl_allreduce) "
         "(gpuforge_expected_nccl_single_node_busbw['A100-SXM4-80GB'] = 228 GB/s busbw over 8 GPUs)"
@@ -304,8 +306,8 @@ def test_floored_singles_are_judged_by_their_floor_the_others_against_each_other
 
 def test_without_floors_the_judgement_is_gpuforge_bench_attribution():
     results = [
-        {"name": f"p{i}", "group": "ib_write_bw", "nodes": [f"n{i}", f"n{i + 1}"], "value": gbps, "unit": "Gb/s"}
-        for i, gbps in enumerate([5.0, 4.8, 0.01, 5.2])
+        {"name": f"p{i}", "group": "ib_write_bw", "nodes": [f"n{i}", f"n{i + 1}"], "value": gbit_per_s, "unit": "Gb/s"}
+        for i, gbit_per_s in enumerate([5.0, 4.8, 0.01, 5.2])
     ]
     for baseline in ("median", "best"):
         assert bench.attribution_floors(results, baseline=baseline, median_fraction=0.3) == (
@@ -317,7 +319,7 @@ def test_floored_results_become_valid_records_naming_their_source():
     floor = bench.nccl_single_threshold(
         "A100-SXM4-80GB", 8, NCCL_TABLE, SOURCES["gpuforge_expected_nccl_single_node_busbw"]
     )
-    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbps": 200}
+    pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbit_per_s": 200}
     links = {"a": {"mlx5_0/1": {"link": "HDR", "from": "expected system"}}}
     threshold = bench.ib_pair_threshold(
         pair, links, IB_TABLE, LINK_SPEEDS, 0.9, None, SOURCES["gpuforge_expected_ib_write_bw"]
@@ -331,7 +333,7 @@ def test_floored_results_become_valid_records_naming_their_source():
         "value": 150.0,
         "unit": "Gb/s",
         "expected": 200,
-        "line_rate_gbps": 200,
+        "line_rate_gbit_per_s": 200,
         "threshold": threshold["min_gbit_per_s"],
         "threshold_source": threshold["threshold_source"],
     }
@@ -485,12 +487,13 @@ RETIRED = {"gbps", "threshold_gbps", "expected_gbps"}
 def _ib_pair_results(baseline: str, threshold: dict) -> list:
     """The role's ib_write_bw entries ("Keep the round's results", ib_pair.yml): one measured pair, one inactive."""
     task = _task("ib_pair.yml", "Keep the round's results")
-    measured = {"observed_gbps": 86.5, "observed": 10312.0, "status": "fail", "remedy": "check the port"}
+    measured = {"observed_gbit_per_s": 86.5, "observed": 10312.0, "status": "fail", "remedy": "check the port"}
     results = []
     for run, name, client in ((True, "a__b__mlx5_0", "b"), (False, "a__c__mlx5_0", "c")):
         item = {
             "name": name, "server": "a", "client": client, "hca": "mlx5_0", "port": 1, "rail": "mlx5_0/1",
-            "round": 1, "run": run, "inactive": [] if run else [client], "line_rate_gbps": 100, "threshold": threshold,
+            "round": 1, "run": run, "inactive": [] if run else [client], "line_rate_gbit_per_s": 100,
+            "threshold": threshold,
         }  # fmt: skip
         variables = {
             **task["vars"],
@@ -589,7 +592,7 @@ def test_the_role_summary_is_valid_and_every_result_names_its_unit(site_gates_ru
         "p2p": ["GB/s"],
     }
     pair = summary["ib_write_bw"]["results"][0]
-    assert (pair["value"], pair["unit"], pair["expected"], pair["line_rate_gbps"]) == (86.5, "Gb/s", 100, 100)
+    assert (pair["value"], pair["unit"], pair["expected"], pair["line_rate_gbit_per_s"]) == (86.5, "Gb/s", 100, 100)
     if baseline == "absolute":  # the EDR floor of the table, in Gb/s like the value
         assert (pair["threshold"], pair["min_mib_per_s"], pair["verdict"]) == (92.27, 11000, "slow")
         assert pair["reason"] == "86.5 Gb/s is below 92.27 Gb/s (IBM Redpaper REDP-5610)"

@@ -163,7 +163,7 @@ def _p2p(tmp_path, rc, out, expect=None):
             DELLEMC_C4140,
             {"min_bidirectional_gbyte_per_s": 80},
             "slow",
-            "p2p_bi_gbps fail: lowest pair 0->1 75.25 GB/s",
+            "p2p_bi_gbyte_per_s fail: lowest pair 0->1 75.25 GB/s",
         ),
     ],
 )

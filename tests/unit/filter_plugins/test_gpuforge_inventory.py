@@ -185,12 +185,12 @@ def test_sku_and_link_speed_entries_are_typed():
     hosts, groups = gpu_cluster(
         gpuforge_expected_gpu_count=8,
         gpuforge_expected_gpu_skus={"H100-80GB-HBM3": {"gpu_model": "NVIDIA H100 80GB HBM3", "nvlink_links": "18x"}},
-        gpuforge_expected_link_speeds={"NDR": {"rate_gbps": "fast", "link_layer": "IB"}},
+        gpuforge_expected_link_speeds={"NDR": {"rate_gbit_per_s": "fast", "link_layer": "IB"}},
         **site_system(),
     )
     problems = run(hosts, groups)
     assert "not a whole number" in one(problems, "gpuforge_expected_gpu_skus.H100-80GB-HBM3.nvlink_links")["problem"]
-    assert "not a rate" in one(problems, "gpuforge_expected_link_speeds.NDR.rate_gbps")["problem"]
+    assert "not a rate" in one(problems, "gpuforge_expected_link_speeds.NDR.rate_gbit_per_s")["problem"]
     assert "InfiniBand, Ethernet" in one(problems, "gpuforge_expected_link_speeds.NDR.link_layer")["problem"]
 
 
@@ -488,3 +488,21 @@ all:
     )
     assert gpuforge_inventory_problems(hostvars, groups, []) == []
     assert not marker.exists()
+
+
+def test_a_variable_renamed_for_its_unit_is_an_error_naming_the_new_name():
+    problems = run(*gpu_cluster(gpuforge_bench_ib_expected_gbps=56))  # the retired name
+    problem = one(problems, "gpuforge_bench_ib_expected_gbps")  # retired
+    assert "renamed to gpuforge_bench_ib_expected_gbit_per_s" in problem["problem"]
+    assert "rename it to gpuforge_bench_ib_expected_gbit_per_s" in problem["fix"]
+    assert run(*gpu_cluster(gpuforge_bench_ib_expected_gbit_per_s=56)) == []
+
+
+def test_a_link_speed_with_the_retired_rate_key_is_an_error_naming_the_new_key():
+    old = {"NDR": {"rate_gbps": 400, "link_layer": "InfiniBand"}}  # the retired key
+    problems = run(*gpu_cluster(gpuforge_expected_gpu_count=8, gpuforge_expected_link_speeds=old, **site_system()))
+    problem = one(problems, "gpuforge_expected_link_speeds.NDR.rate_gbps")  # retired
+    assert "renamed to rate_gbit_per_s" in problem["problem"]
+    new = {"NDR": {"rate_gbit_per_s": 400, "link_layer": "InfiniBand"}}
+    problems = run(*gpu_cluster(gpuforge_expected_gpu_count=8, gpuforge_expected_link_speeds=new, **site_system()))
+    assert [p for p in problems if "gpuforge_expected_link_speeds" in p["variable"]] == []

@@ -613,7 +613,7 @@ def test_the_in_pod_pair_is_the_same_record_kind_as_a_host_pair_and_shows_in_the
     assert (pod["verdict"], pod["link"], pod["observed"]["value"]) == ("PASS", "dgx02__dgx01__mlx5_1", 94.49)
     # The report reads it as it reads the host pairs: the ib_write_bw series and the per-rail chart.
     data = model.load(tmp_path / "run")
-    assert [(bw.host, bw.hca, bw.bw_gbps) for bw in data.ib_write_bw] == [("dgx02->dgx01", "mlx5_1", 94.49)]
+    assert [(bw.host, bw.hca, bw.bw_gbit_per_s) for bw in data.ib_write_bw] == [("dgx02->dgx01", "mlx5_1", 94.49)]
     assert "ib_write_bw on mlx5_1" in html.charts_section(data, [])
 
 
@@ -653,7 +653,7 @@ def test_a_slower_pair_than_the_table_is_slow():
     }
     settings = {
         "gpuforge_expected_ib_write_bw": {"EDR": {"min_mib_per_s": 12000}},
-        "gpuforge_expected_link_speeds": {"EDR": {"rate_gbps": 100, "link_layer": "InfiniBand"}},
+        "gpuforge_expected_link_speeds": {"EDR": {"rate_gbit_per_s": 100, "link_layer": "InfiniBand"}},
     }
     systems = {"dgx01": {}, "dgx02": {}}  # no expected system: the link speed comes from the pods' ibstatus rate
     checks, block = k8s_verify.judge_rdma_pair("dgx02", "dgx01", logs, pods, settings, systems)

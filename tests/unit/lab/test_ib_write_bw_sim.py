@@ -37,7 +37,7 @@ def test_duration_run_moves_real_data(tmp_path, monkeypatch):
 
 def test_rate_fault_caps_the_result(tmp_path, monkeypatch):
     write_hardware(
-        tmp_path, monkeypatch, DGX1, [{"type": "ib_port_rate", "hca": "mlx5_0", "port": 1, "rate_gbps": 2.5}]
+        tmp_path, monkeypatch, DGX1, [{"type": "ib_port_rate", "hca": "mlx5_0", "port": 1, "rate_gbit_per_s": 2.5}]
     )
     _server, client = loopback("mlx5_0", ["-n", "3000", "-q", "2"])
     assert client.returncode == 0, client.stderr
@@ -85,18 +85,18 @@ def test_use_cuda_checks_the_gpu_index(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize(
-    ("measured_gbps", "gbits", "expected"),
+    ("measured_gbit_per_s", "gbits", "expected"),
     [
         (200.0, False, (11920.93, 11920.93)),  # capped at EDR: 12.5e9 B/s / 2^20
         (40.0, True, (40.0, 40.0)),  # below the cap: measured value
     ],
 )
-def test_compute_report_caps_at_line_rate(measured_gbps, gbits, expected):
+def test_compute_report_caps_at_line_rate(measured_gbit_per_s, gbits, expected):
     options = ib_write_bw._options(["-n", "5000"] + (["--report_gbits"] if gbits else []))
-    nbytes = int(measured_gbps * 1e9 / 8)
+    nbytes = int(measured_gbit_per_s * 1e9 / 8)
     report = ib_write_bw.compute_report(nbytes, 1.0, 0.0, 100.0, options)
     assert (round(report["bw_average"], 2), round(report["bw_peak"], 2)) == expected
-    assert report["capped"] is (measured_gbps > 100)
+    assert report["capped"] is (measured_gbit_per_s > 100)
 
 
 def test_result_row_layout_matches_seed(fixture_text):

@@ -49,7 +49,7 @@ def test_ibstat_layout_and_shape_match_real_output(tmp_path, monkeypatch, capsys
     assert _key_sets(sim) == _key_sets(ref)
     assert [ca["name"] for ca in sim["cas"]] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
     port = sim["cas"][0]["ports"][0]
-    assert (port["state"], port["phys_state"], port["rate_gbps"], port["lid"], port["sm_lid"]) == (
+    assert (port["state"], port["phys_state"], port["rate_gbit_per_s"], port["lid"], port["sm_lid"]) == (
         "Active",
         "LinkUp",
         100,
@@ -85,7 +85,7 @@ def test_ibstatus_layout_and_shape_match_seed(tmp_path, monkeypatch, capsys, fix
     sim = parse_ibstatus(out)
     assert _key_sets(sim) == _key_sets(parse_ibstatus(seed))
     port = sim["cas"][0]["ports"][0]
-    assert (port["lid"], port["sm_lid"], port["rate_gbps"], port["width"], port["speed"]) == (
+    assert (port["lid"], port["sm_lid"], port["rate_gbit_per_s"], port["width"], port["speed"]) == (
         5,
         1,
         100,
@@ -139,11 +139,11 @@ def test_port_state_fault_is_the_same_in_every_tool(
 
 
 def test_rate_fault_is_the_same_in_every_tool(tmp_path, monkeypatch, capsys):
-    fault = {"type": "ib_port_rate", "hca": "mlx5_2", "port": 1, "rate_gbps": 56}
+    fault = {"type": "ib_port_rate", "hca": "mlx5_2", "port": 1, "rate_gbit_per_s": 56}
     write_hardware(tmp_path, monkeypatch, DGX1, [fault])
     views = _all_views(capsys)
     for name in ("ibstat", "ibstatus", "ibv_devinfo"):
-        rates = {ca["name"]: ca["ports"][0]["rate_gbps"] for ca in views[name]["cas"]}
+        rates = {ca["name"]: ca["ports"][0]["rate_gbit_per_s"] for ca in views[name]["cas"]}
         assert rates == {"mlx5_0": 100, "mlx5_1": 100, "mlx5_2": 56, "mlx5_3": 100}, name
     for name in ("ibstatus", "ibv_devinfo"):
         port = views[name]["cas"][2]["ports"][0]

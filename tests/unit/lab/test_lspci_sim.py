@@ -149,7 +149,7 @@ def test_simulated_kernel_reports_the_downtrained_link_at_the_lspci_root_port(no
         bridges["0000:ce:00.0"],
     )
     # Bandwidth as the kernel computes it (PCIE_SPEED2MBS_ENC x width): 8 x 31507 and 16 x 31507 Mb/s.
-    assert (hca["available_gbps"], hca["capable_gbps"]) == (252.056, 504.112)
+    assert (hca["available_gbit_per_s"], hca["capable_gbit_per_s"]) == (252.056, 504.112)
     assert (gpu["driver"], gpu["width"], gpu["speed_gts"], gpu["limited_at"]) == (
         "pci",
         4,

@@ -163,7 +163,7 @@ def test_nvlink_status(lab, profile, links, speed, real_output):
         assert keyset(status) == keyset(nv.parse_nvlink_status(real_output(REAL_NVLINK)))
         assert status["gpu_count"] == 8
         assert all(g["active_links"] == links for g in status["gpus"])
-        assert status["gpus"][0]["links"][0]["speed_gbps"] == speed
+        assert status["gpus"][0]["links"][0]["speed_gbyte_per_s"] == speed
     only = nv.parse_nvlink_status(smi("nvlink", "-s", "-i", "3")[1])
     assert [g["index"] for g in only["gpus"]] == [3]
 

@@ -251,7 +251,12 @@ def test_lab_nodes_are_judged_by_their_p2p_faults_only(tmp_path, monkeypatch, sp
         if parsed["gpus"] < 2:
             assert checks == []  # one GPU: no peer pair (the vGPU guest)
             continue
-        assert {c["name"] for c in checks} == {"p2p_uni_ratio", "p2p_uni_gbps", "p2p_bi_ratio", "p2p_bi_gbps"}
+        assert {c["name"] for c in checks} == {
+            "p2p_uni_ratio",
+            "p2p_uni_gbyte_per_s",
+            "p2p_bi_ratio",
+            "p2p_bi_gbyte_per_s",
+        }
         if _bad(checks):
             failed[node.name] = _bad(checks)
     if spec_file == "demo.yml":
@@ -261,8 +266,8 @@ def test_lab_nodes_are_judged_by_their_p2p_faults_only(tmp_path, monkeypatch, sp
         assert failed == {
             "v100a": {
                 "p2p_uni_ratio": ["5->7", "7->5"],
-                "p2p_uni_gbps": ["5->7", "7->5"],
-                "p2p_bi_gbps": ["5->7", "7->5"],
+                "p2p_uni_gbyte_per_s": ["5->7", "7->5"],
+                "p2p_bi_gbyte_per_s": ["5->7", "7->5"],
             }
         }
 

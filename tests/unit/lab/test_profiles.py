@@ -43,7 +43,7 @@ def test_h100_profile():
     assert hw["system"]["nvswitch"] is True
     ib = [h for h in hw["hcas"] if h["ports"][0]["link_layer"] == "InfiniBand"]
     assert [h["name"] for h in ib] == [f"mlx5_{i}" for i in range(8)]
-    assert {h["ports"][0]["rate_gbps"] for h in ib} == {400}
+    assert {h["ports"][0]["rate_gbit_per_s"] for h in ib} == {400}
     assert len(hw["hcas"]) - len(ib) == 2
 
 
@@ -127,8 +127,8 @@ def test_loader_applies_faults(tmp_path, monkeypatch):
         {"type": "ecc_dbe", "gpu": 2, "count": 5},
         {"type": "hca_missing", "hca": "mlx5_3"},
         {"type": "ib_port_state", "hca": "mlx5_0", "port": 1, "state": "Down"},
-        {"type": "ib_port_rate", "hca": "mlx5_1", "port": 1, "rate_gbps": 56},
-        {"type": "ib_port_rate", "hca": "mlx5_2", "port": 1, "rate_gbps": 25},
+        {"type": "ib_port_rate", "hca": "mlx5_1", "port": 1, "rate_gbit_per_s": 56},
+        {"type": "ib_port_rate", "hca": "mlx5_2", "port": 1, "rate_gbit_per_s": 25},
     ]
     path = tmp_path / "hardware.json"
     path.write_text(json.dumps(hardware_document(load_profile("dgx1-v100-edr"), faults)), encoding="utf-8")
@@ -141,7 +141,7 @@ def test_loader_applies_faults(tmp_path, monkeypatch):
     hcas = {h["name"]: h for h in hardware.visible_hcas(hw)}
     assert sorted(hcas) == ["mlx5_0", "mlx5_1", "mlx5_2"]
     assert (hcas["mlx5_0"]["ports"][0]["state"], hcas["mlx5_0"]["ports"][0]["phys_state"]) == ("Down", "Polling")
-    assert (hcas["mlx5_1"]["ports"][0]["rate_gbps"], hcas["mlx5_1"]["ports"][0]["speed"]) == (56, "FDR")
+    assert (hcas["mlx5_1"]["ports"][0]["rate_gbit_per_s"], hcas["mlx5_1"]["ports"][0]["speed"]) == (56, "FDR")
     assert (hcas["mlx5_2"]["ports"][0]["width"], hcas["mlx5_2"]["ports"][0]["speed"]) == ("1X", "EDR")
     head = hardware_document(load_profile("head"), [])
     assert hardware.visible_gpus(head) == []

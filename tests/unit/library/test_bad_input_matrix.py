@@ -256,7 +256,7 @@ def smi_facts() -> dict:
 
 
 def ib_facts() -> dict:
-    port = {"port": 1, "state": "Active", "phys_state": "LinkUp", "rate_gbps": 100, "link_layer": "InfiniBand"}
+    port = {"port": 1, "state": "Active", "phys_state": "LinkUp", "rate_gbit_per_s": 100, "link_layer": "InfiniBand"}
     return {"errors": [], "hcas": [{"name": f"mlx5_{n}", "ports": [dict(port)]} for n in range(4)]}
 
 
@@ -381,7 +381,7 @@ def run_nvbandwidth(ansible_module, tmp_path, change, args=None, check_mode=Fals
 def run_ib_write_bw(ansible_module, tmp_path, change, args=None, check_mode=False, answer=None, paths=None):
     output = change(fixture("ib_write_bw/dgx1_edr_mlx5_1_client_redp5610.txt"))
     runner = Runner(answer or (lambda argv: (0, output, "")))
-    base = {"device": "mlx5_1", "server": "dgx01", "line_rate_gbps": 100}
+    base = {"device": "mlx5_1", "server": "dgx01", "line_rate_gbit_per_s": 100}
     paths = paths or bins("timeout", "ib_write_bw")
     result = ansible_module(ib_write_bw, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths)
     return result, runner
@@ -1106,8 +1106,8 @@ OPTION_CASES: dict[tuple[str, str], list[Case]] = {
         ),
         Case(
             "rate word",
-            {"expected": {**EXPECTED_BAD, "hcas": [{"name": "mlx5_0", "ports": [{"rate_gbps": "fast"}]}]}},
-            "expected.hcas[0].ports[0].rate_gbps",
+            {"expected": {**EXPECTED_BAD, "hcas": [{"name": "mlx5_0", "ports": [{"rate_gbit_per_s": "fast"}]}]}},
+            "expected.hcas[0].ports[0].rate_gbit_per_s",
         ),
     ],
     ("gpu_node_check", "expected.numa_affinity"): [
@@ -1150,8 +1150,13 @@ OPTION_CASES: dict[tuple[str, str], list[Case]] = {
         ),
         Case(
             "rate word",
-            {"expected": {**EXPECTED_BAD, "link_speeds": {"EDR": {"rate_gbps": "fast", "link_layer": "InfiniBand"}}}},
-            "expected.link_speeds.EDR.rate_gbps",
+            {
+                "expected": {
+                    **EXPECTED_BAD,
+                    "link_speeds": {"EDR": {"rate_gbit_per_s": "fast", "link_layer": "InfiniBand"}},
+                }
+            },
+            "expected.link_speeds.EDR.rate_gbit_per_s",
         ),
     ],
     ("spectrum_scale_config", "settings"): [
@@ -1378,9 +1383,9 @@ FACTS_CASES: dict[str, list[tuple[str, dict, str, str]]] = {
         ),
         (
             "rate word",
-            {"hcas": [{"name": "mlx5_0", "ports": [{"port": 1, "rate_gbps": "EDR"}]}]},
+            {"hcas": [{"name": "mlx5_0", "ports": [{"port": 1, "rate_gbit_per_s": "EDR"}]}]},
             "infiniband_readable",
-            "infiniband.hcas[0].ports[0].rate_gbps",
+            "infiniband.hcas[0].ports[0].rate_gbit_per_s",
         ),
     ],
 }

@@ -43,13 +43,13 @@ def run_module(ansible_module):
 
 def test_client_seed_run_passes_default_fraction(run_module, fixture_text):
     runner = FakeRunner(fixture_text(SEED))
-    result = run_module({"device": "mlx5_1", "server": "dgx02", "line_rate_gbps": 100}, runner)
+    result = run_module({"device": "mlx5_1", "server": "dgx02", "line_rate_gbit_per_s": 100}, runner)
     assert result["verdict"] == {
         "status": "ok",
         "observed": 11264.11,
         "expected": 10728.84,  # 0.9 x 100 Gb/s in perftest MB/sec (2^20 bytes)
-        "observed_gbps": 94.49,
-        "line_rate_gbps": 100.0,
+        "observed_gbit_per_s": 94.49,
+        "line_rate_gbit_per_s": 100.0,
         "remedy": "",
     }
     assert result["role"] == "client"
@@ -83,7 +83,12 @@ def test_server_gbits_line_rate_from_ibstat(run_module, real_output):
     assert runner.calls[0][0] == ["/usr/sbin/ibstat", "mlx5_0", "1"]
     assert runner.bench[0][0][2] == "130"  # duration 10 + 120 for a server waiting for its client
     verdict = result["verdict"]
-    assert (verdict["status"], verdict["observed"], verdict["observed_gbps"], verdict["line_rate_gbps"]) == (
+    assert (
+        verdict["status"],
+        verdict["observed"],
+        verdict["observed_gbit_per_s"],
+        verdict["line_rate_gbit_per_s"],
+    ) == (
         "ok",
         11014.94,
         92.4,
@@ -93,7 +98,7 @@ def test_server_gbits_line_rate_from_ibstat(run_module, real_output):
 
 def test_port_down_verdict(run_module):
     runner = FakeRunner("", rc=1, err=" Port number 1 state is Down\n Couldn't get context for the device\n")
-    args = {"device": "mlx5_0", "server": "n1", "line_rate_gbps": 100}
+    args = {"device": "mlx5_0", "server": "n1", "line_rate_gbit_per_s": 100}
     result = run_module(args, runner, expect_failure=True)
     assert result["verdict"]["status"] == "fail"
     assert result["verdict"]["observed"] is None
@@ -103,7 +108,7 @@ def test_port_down_verdict(run_module):
 def test_timeout_verdict_names_the_peer(run_module):
     waiting = "\n************************************\n* Waiting for client to connect... *\n"
     runner = FakeRunner(waiting, rc=124)
-    args = {"device": "mlx5_0", "line_rate_gbps": 100, "timeout": 30, "fail_on_verdict": False}
+    args = {"device": "mlx5_0", "line_rate_gbit_per_s": 100, "timeout": 30, "fail_on_verdict": False}
     result = run_module(args, runner)
     assert result["rc"] == 124
     remedy = result["verdict"]["remedy"]

@@ -71,7 +71,7 @@ def test_ibstat_only_roce_with_down_ports(run_module, real_output):
         "mlx5_10/1",
     ]
     port = facts["hcas"][0]["ports"][0]
-    assert (port["rate_gbps"], port["link_layer"], port["width"], port["netdev"]) == (
+    assert (port["rate_gbit_per_s"], port["link_layer"], port["width"], port["netdev"]) == (
         400,
         "Ethernet",
         None,
@@ -113,7 +113,7 @@ def test_all_tools_merge_width_mtu_and_netdev(run_module, tmp_path, monkeypatch)
         4115,
     )
     port = hca["ports"][0]
-    assert (port["rate_gbps"], port["width"], port["speed"], port["active_mtu"]) == (100, "4X", "EDR", 4096)
+    assert (port["rate_gbit_per_s"], port["width"], port["speed"], port["active_mtu"]) == (100, "4X", "EDR", 4096)
     assert (port["lid"], port["sm_lid"], port["netdev"], port["netdev_state"]) == (5, 1, "ib0", "Up")
     down = facts["hcas"][3]["ports"][0]
     assert (down["state"], down["phys_state"], down["netdev_state"]) == ("Down", "Polling", "Down")
@@ -131,7 +131,7 @@ def test_ibv_devinfo_fallback(run_module, real_output):
         "28.42.1000",
         "0xa088c203007e1dba",
     )
-    assert (hca["ports"][0]["active_mtu"], hca["ports"][0]["rate_gbps"]) == (4096, None)
+    assert (hca["ports"][0]["active_mtu"], hca["ports"][0]["rate_gbit_per_s"]) == (4096, None)
     assert facts["active_ports"] == ["mlx5_2/1"]
 
 

@@ -79,7 +79,7 @@ def test_dgx1_facts(node, run_module):
     assert gpu0["nics"] == {"mlx5_0": "PIX", "mlx5_1": "PHB", "mlx5_2": "SYS", "mlx5_3": "SYS"}
     assert gpu0["peers"]["GPU3"] == "NV2"
     assert (gpu0["cpu_affinity"], gpu0["numa_affinity"]) == ("0-19,40-59", "0")
-    assert (gpu0["nvlink"]["active_links"], gpu0["nvlink"]["total_speed_gbps"]) == (6, 154.686)
+    assert (gpu0["nvlink"]["active_links"], gpu0["nvlink"]["total_speed_gbyte_per_s"]) == (6, 154.686)
     assert (gpu0["ecc"]["volatile"]["corrected"], gpu0["ecc"]["volatile"]["uncorrected"]) == (0, 0)
     assert gpu0["nvlink_errors"][5] == {"link": 5, "replay_errors": 0, "recovery_errors": 0, "crc_errors": 0}
     assert gpu0["clock_events"] == {

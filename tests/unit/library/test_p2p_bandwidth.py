@@ -87,7 +87,7 @@ def test_dellemc_output_passes(run_module, binary, tmp_path):
         "sku": "Tesla V100-SXM2-16GB",
         "uni_min_ratio": 3.43,
         "bi_min_ratio": 7.22,
-        "bi_min_enabled_gbps": 75.25,
+        "bi_min_enabled_gbyte_per_s": 75.25,
     }
     assert (tmp_path / "out" / "p2p.txt").read_text(encoding="utf-8") == DELLEMC_C4140
     assert result["changed"] is True

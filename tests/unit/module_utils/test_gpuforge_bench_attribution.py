@@ -13,7 +13,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_at
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_localize import ib_schedule, next_probe
 
 
-def ring(nodes, gbps_by_link, hca="mlx5_0", expected=100):
+def ring(nodes, gbit_per_s_by_link, hca="mlx5_0", expected=100):
     """ib_write_bw ring results (Gb/s): node i server, node i+1 client."""
     results = []
     for i, server in enumerate(nodes):
@@ -25,7 +25,7 @@ def ring(nodes, gbps_by_link, hca="mlx5_0", expected=100):
                 "group": "ib_write_bw",
                 "nodes": [server, client],
                 "hca": hca,
-                "value": gbps_by_link.get(name, 95.0),
+                "value": gbit_per_s_by_link.get(name, 95.0),
                 "unit": "Gb/s",
                 "expected": expected,
             }
@@ -159,8 +159,8 @@ def test_filter_plugin_exposes_the_function():
 RAILS = ["mlx5_0/1", "mlx5_1/1", "mlx5_2/1", "mlx5_3/1"]
 
 
-def all_pairs(nodes, gbps, down=()):
-    """ib_write_bw results of every pair on every rail; gbps(server, client, rail) -> value in Gb/s; down: (node,
+def all_pairs(nodes, gbit_per_s, down=()):
+    """ib_write_bw results of every pair on every rail; gbit_per_s(server, client, rail) -> value in Gb/s; down: (node,
     rail)."""
     infiniband = {
         node: {
@@ -182,7 +182,7 @@ def all_pairs(nodes, gbps, down=()):
                     "port": pair["port"],
                     "rail": pair["rail"],
                     "inactive": pair["inactive"],
-                    "value": gbps(pair["server"], pair["client"], pair["rail"]) if pair["run"] else None,
+                    "value": gbit_per_s(pair["server"], pair["client"], pair["rail"]) if pair["run"] else None,
                     "unit": "Gb/s",
                     "expected": 100,
                     "error": "" if pair["run"] else f"{pair['rail']} is not Active on {', '.join(pair['inactive'])}",

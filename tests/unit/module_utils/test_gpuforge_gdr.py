@@ -23,12 +23,12 @@ def _hcas(links):
 
 
 SPEEDS = {
-    "EDR": {"rate_gbps": 100, "link_layer": "InfiniBand"},
-    "HDR": {"rate_gbps": 200, "link_layer": "InfiniBand"},
-    "NDR": {"rate_gbps": 400, "link_layer": "InfiniBand"},
-    "25GbE": {"rate_gbps": 25, "link_layer": "Ethernet"},
-    "100GbE": {"rate_gbps": 100, "link_layer": "Ethernet"},
-    "400GbE": {"rate_gbps": 400, "link_layer": "Ethernet"},
+    "EDR": {"rate_gbit_per_s": 100, "link_layer": "InfiniBand"},
+    "HDR": {"rate_gbit_per_s": 200, "link_layer": "InfiniBand"},
+    "NDR": {"rate_gbit_per_s": 400, "link_layer": "InfiniBand"},
+    "25GbE": {"rate_gbit_per_s": 25, "link_layer": "Ethernet"},
+    "100GbE": {"rate_gbit_per_s": 100, "link_layer": "Ethernet"},
+    "400GbE": {"rate_gbit_per_s": 400, "link_layer": "Ethernet"},
 }
 SYSTEMS = {
     "dgx1-v100-edr": {
@@ -89,7 +89,7 @@ def test_h100_measures_its_eight_ndr_ports_each_with_its_pix_gpu_and_skips_the_s
         (i, "PIX", 0 if i < 4 else 1) for i in range(8)
     ]
     assert plan["ports"][5]["bus_id"] == "00000000:C3:00.0"
-    assert {p["rate_gbps"] for p in plan["ports"]} == {400}
+    assert {p["rate_gbit_per_s"] for p in plan["ports"]} == {400}
 
 
 def test_a_listed_storage_port_is_measured_too_and_an_unknown_one_is_refused():

@@ -44,7 +44,7 @@ def test_ibstat_h100_roce_some_down(real_output):
         "state_code": 4,
         "phys_state": "LinkUp",
         "phys_state_code": 5,
-        "rate_gbps": 400,
+        "rate_gbit_per_s": 400,
         "lid": 0,
         "lmc": 0,
         "sm_lid": 0,
@@ -54,10 +54,10 @@ def test_ibstat_h100_roce_some_down(real_output):
     }
     assert (ports[("mlx5_11", 1)]["state"], ports[("mlx5_11", 1)]["phys_state"]) == ("Down", "Polling")
     assert (ports[("mlx5_5", 1)]["state"], ports[("mlx5_5", 1)]["phys_state"]) == ("Down", "Disabled")
-    assert ports[("mlx5_11", 1)]["rate_gbps"] == 40
-    assert ports[("mlx5_1", 1)]["rate_gbps"] == 100
+    assert ports[("mlx5_11", 1)]["rate_gbit_per_s"] == 40
+    assert ports[("mlx5_1", 1)]["rate_gbit_per_s"] == 100
     assert ports[("mlx5_1", 1)]["port_guid"] == "0x0000000000000000"
-    rates = sorted(p["rate_gbps"] for p in ports.values())
+    rates = sorted(p["rate_gbit_per_s"] for p in ports.values())
     assert rates.count(400) == 6 and rates.count(100) == 4 and rates.count(40) == 2
     assert all(p["link_layer"] == "Ethernet" for p in ports.values())
     ca0 = result["cas"][0]
@@ -74,7 +74,7 @@ def test_ibstat_a100_mixed_ethernet_and_infiniband(real_output):
     assert ports[("mlx5_0", 1)]["link_layer"] == "Ethernet"
     assert [p["link_layer"] for p in ports.values()].count("InfiniBand") == 8
     ib = ports[("mlx5_1", 1)]
-    assert (ib["lid"], ib["sm_lid"], ib["rate_gbps"]) == (1369, 83, 200)
+    assert (ib["lid"], ib["sm_lid"], ib["rate_gbit_per_s"]) == (1369, 83, 200)
     assert ib["port_guid"] == "0x6b9d7f2c99902a63"
     assert ports[("mlx5_8", 1)]["lid"] == 1396
     assert result["cas"][0]["fw_ver"] == "22.35.2302"
@@ -92,7 +92,7 @@ def test_ibstat_partial_output_ending_in_ibpanic(real_output):
     assert ca7["node_guid"] == "0x00155dfffe3411f2"
     assert ca7["sys_image_guid"] == "0xb83fd203006e277c"
     port = ca7["ports"][0]
-    assert (port["state"], port["rate_gbps"], port["lid"], port["sm_lid"]) == ("Active", 200, 13305, 1)
+    assert (port["state"], port["rate_gbit_per_s"], port["lid"], port["sm_lid"]) == ("Active", 200, 13305, 1)
     assert port["port_guid"] == "0x00155dfffd3411f2"
     assert port["capability_mask"] == "0xa651ec48"
 
@@ -101,7 +101,7 @@ def test_ibstat_truncated_block_is_reported_not_raised():
     text = "CA 'mlx5_0'\n\tCA type: MT4115\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: Active\n"
     result = parse_ibstat(text)
     assert result["cas"][0]["ports"][0]["state"] == "Active"
-    assert result["errors"] == ["mlx5_0 port 1: incomplete block, missing phys_state, rate_gbps, link_layer"]
+    assert result["errors"] == ["mlx5_0 port 1: incomplete block, missing phys_state, rate_gbit_per_s, link_layer"]
 
 
 def test_ibstat_single_port_form_and_special_rates():
@@ -109,9 +109,9 @@ def test_ibstat_single_port_form_and_special_rates():
     text += "Base lid: 0\nLMC: 0\nSM lid: 0\nCapability mask: 0x02514868\nPort GUID: 0x0002c90300a1b2c4\n"
     text += "Link layer: InfiniBand\n"
     port = parse_ibstat(text)["cas"][0]["ports"][0]
-    assert (port["port"], port["state_code"], port["rate_gbps"], port["speed"]) == (2, 2, 40, "FDR10")
+    assert (port["port"], port["state_code"], port["rate_gbit_per_s"], port["speed"]) == (2, 2, 40, "FDR10")
     sdr = parse_ibstat(text.replace("Rate: 40 (FDR10)", "Rate: 2.5"))["cas"][0]["ports"][0]
-    assert sdr["rate_gbps"] == 2.5
+    assert sdr["rate_gbit_per_s"] == 2.5
 
 
 def test_ibstat_garbage_raises_parse_error():
@@ -137,7 +137,7 @@ def test_ibstatus_redp5610_dgx1(fixture_text):
         "state_code": 4,
         "phys_state": "LinkUp",
         "phys_state_code": 5,
-        "rate_gbps": 100,
+        "rate_gbit_per_s": 100,
         "width": "4X",
         "speed": "EDR",
         "link_layer": "InfiniBand",
@@ -154,7 +154,7 @@ def test_ibstatus_down_port_and_fatal_error():
     )
     result = parse_ibstatus(text)
     port = result["cas"][0]["ports"][0]
-    assert (port["state"], port["phys_state"], port["rate_gbps"], port["speed"]) == (
+    assert (port["state"], port["phys_state"], port["rate_gbit_per_s"], port["speed"]) == (
         "Down",
         "Disabled",
         40,
@@ -223,7 +223,7 @@ def test_ibv_devinfo_verbose_gives_rate_and_phys_state():
         "4X",
         "FDR",
     )
-    assert port["rate_gbps"] == 56
+    assert port["rate_gbit_per_s"] == 56
 
 
 def test_ibv_devinfo_errors_and_garbage():

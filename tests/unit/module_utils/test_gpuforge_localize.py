@@ -63,7 +63,8 @@ def facts(active, inactive=(), rate=100):
         "active_ports": list(active),
         "inactive_ports": list(inactive),
         "hcas": [
-            {"name": hca, "ports": [{"port": 1, "rate_gbps": 10 if f"{hca}/1" in inactive else rate}]} for hca in hcas
+            {"name": hca, "ports": [{"port": 1, "rate_gbit_per_s": 10 if f"{hca}/1" in inactive else rate}]}
+            for hca in hcas
         ],
     }
 
@@ -95,7 +96,7 @@ def test_schedule_of_the_demo_lab_per_rail():
     )
     assert all(pair["inactive"] == ["gpu03"] for pair in down) and len(down) == 2
     # the line rate comes from an Active end, never from the Down port (ibstat reports 10 there)
-    assert {pair["line_rate_gbps"] for pair in pairs} == {100}
+    assert {pair["line_rate_gbit_per_s"] for pair in pairs} == {100}
 
 
 def test_schedule_skips_nodes_without_the_rail_and_names_other_ports():

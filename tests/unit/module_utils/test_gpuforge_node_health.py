@@ -70,7 +70,7 @@ FAULTS = [
     ({"type": "row_remap_pending", "gpu": 0}, "row_remap"),
     ({"type": "xid", "gpu": 5, "code": 79, "message": "GPU has fallen off the bus."}, "xid"),
     ({"type": "ib_port_state", "hca": "mlx5_1", "port": 1, "state": "Down", "phys_state": "Polling"}, "ib_port_state"),
-    ({"type": "ib_port_rate", "hca": "mlx5_2", "port": 1, "rate_gbps": 56}, "ib_port_rate"),
+    ({"type": "ib_port_rate", "hca": "mlx5_2", "port": 1, "rate_gbit_per_s": 56}, "ib_port_rate"),
     ({"type": "hca_missing", "hca": "mlx5_3"}, "hcas_present"),
     ({"type": "pcie_width_degraded", "gpu": 4, "width": 8}, "pcie_link"),
     ({"type": "thermal_slowdown", "gpu": 6}, "throttle"),
@@ -144,7 +144,7 @@ def test_gpu_verdict_names_the_board_by_bus_id_and_serial(tmp_path, monkeypatch,
 def test_fault_details_name_the_component(tmp_path, monkeypatch):
     faults = [
         {"type": "ecc_dbe", "gpu": 1, "count": 2},
-        {"type": "ib_port_rate", "hca": "mlx5_2", "port": 1, "rate_gbps": 56},
+        {"type": "ib_port_rate", "hca": "mlx5_2", "port": 1, "rate_gbit_per_s": 56},
         {"type": "pcie_width_degraded", "gpu": 4, "width": 8},
         {"type": "thermal_slowdown", "gpu": 6},
         {"type": "xid", "gpu": 5, "code": 79, "message": "GPU has fallen off the bus."},

@@ -41,7 +41,7 @@ def test_azure_fixture_passes_the_a100_minimums_and_fails_higher_ones():
     assert judge_bandwidth(parsed, {H2D: 21, D2H: 21, P2P: 235}, GPUS)["status"] == "PASS"
     check = judge_bandwidth(parsed, {H2D: 26.0, D2H: 21, P2P: 276.1}, GPUS)
     assert check["status"] == "FAIL"
-    low = [(e["testcase"], e["bus_id"], e["peer"], e["gbps"]) for e in check["observed"]["low"]]
+    low = [(e["testcase"], e["bus_id"], e["peer"], e["gbyte_per_s"]) for e in check["observed"]["low"]]
     assert low == [
         (P2P, "00000000:17:00.0", "00000000:65:00.0", 276.07),
         (H2D, "00000000:65:00.0", None, 25.94),

@@ -224,8 +224,8 @@ def test_nvlink_status_a100(real_output):
     gpu = status["gpus"][0]
     assert gpu["name"] == "NVIDIA A100-SXM4-80GB"
     assert gpu["uuid"] == "GPU-5269b708-678a-b1a8-60f0-c90406537486"
-    assert (gpu["active_links"], gpu["total_speed_gbps"]) == (12, 300.0)
-    assert gpu["links"][11] == {"link": 11, "speed_gbps": 25.0, "active": True, "state": "25 GB/s"}
+    assert (gpu["active_links"], gpu["total_speed_gbyte_per_s"]) == (12, 300.0)
+    assert gpu["links"][11] == {"link": 11, "speed_gbyte_per_s": 25.0, "active": True, "state": "25 GB/s"}
     assert status["errors"] == []
 
 
@@ -234,7 +234,7 @@ def test_nvlink_inactive_link():
         "GPU 0: Tesla V100-SXM2-16GB (UUID: GPU-1)\n\t Link 0: 25.781 GB/s\n\t Link 1: <inactive>\n"
     )
     gpu = status["gpus"][0]
-    assert (gpu["active_links"], gpu["total_speed_gbps"]) == (1, 25.781)
+    assert (gpu["active_links"], gpu["total_speed_gbyte_per_s"]) == (1, 25.781)
     assert gpu["links"][1]["active"] is False
 
 

@@ -87,8 +87,8 @@ def test_no_reference_enabled_must_not_be_slower_and_site_floor():
     checks = checks_of(result, {"sku": "Tesla P100-PCIE-16GB", "min_bidirectional_gbyte_per_s": 80})
     assert checks["p2p_uni_ratio"]["status"] == "ok"
     assert "must not be slower" in checks["p2p_uni_ratio"]["expected"]
-    assert checks["p2p_bi_gbps"]["status"] == "fail"  # 75.25, 78.x GB/s pairs are below 80
-    assert "0->1" in checks["p2p_bi_gbps"]["observed"]["slow_pairs"]
+    assert checks["p2p_bi_gbyte_per_s"]["status"] == "fail"  # 75.25, 78.x GB/s pairs are below 80
+    assert "0->1" in checks["p2p_bi_gbyte_per_s"]["observed"]["slow_pairs"]
 
 
 def test_missing_peer_access_and_too_few_gpus():

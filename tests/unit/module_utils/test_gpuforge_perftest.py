@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perftest import (
     ParseError,
-    mbps_to_gbps,
+    mib_per_s_to_gbit_per_s,
     parse_perftest_bw,
 )
 
@@ -19,7 +19,7 @@ def test_deepops_roce_gbits_with_cpu_warning_inside_table(real_output):
     assert result["bw_unit"] == "Gb/sec"
     assert (result["bytes"], result["iterations"]) == (65536, 5000)
     assert (result["bw_peak"], result["bw_average"], result["msg_rate_mpps"]) == (92.42, 92.40, 0.176230)
-    assert result["bw_average_gbps"] == 92.40
+    assert result["bw_average_gbit_per_s"] == 92.40
     assert result["bw_average_mbps"] == 11014.94
     assert result["warnings"] == [
         "Conflicting CPU frequency values detected: 1200.535000 != 1251.336000. CPU Frequency is not max."
@@ -57,7 +57,7 @@ def test_redp5610_dgx1_edr_mb_per_sec(fixture_text):
         0.180226,
     )
     assert result["bw_average_mbps"] == 11264.11
-    assert result["bw_average_gbps"] == 94.49
+    assert result["bw_average_gbit_per_s"] == 94.49
     assert result["header"] == {
         "dual_port": "OFF",
         "device": "mlx5_1",
@@ -105,5 +105,5 @@ def test_port_down_error_and_garbage():
 
 def test_unit_conversion():
     # 11,000 MB/sec (IBM Redpaper REDP-5610's EDR threshold) is 92.27 Gb/s; EDR's 100 Gb/s is 11,920.93 MB/sec.
-    assert round(mbps_to_gbps(11000), 2) == 92.27
-    assert round(100 / mbps_to_gbps(1), 2) == 11920.93
+    assert round(mib_per_s_to_gbit_per_s(11000), 2) == 92.27
+    assert round(100 / mib_per_s_to_gbit_per_s(1), 2) == 11920.93

@@ -152,10 +152,10 @@ def test_rates_per_round_a_chart_per_node_and_the_slower_node_highlighted(page, 
     chart = re.search(rf'<svg id="{charts.chart_id("burnin", "gpu03")}".*?</svg>', page, re.S).group(0)
     records = sorted((r for r in _summary(burnin_run_dir)["records"] if r["node"] == "gpu03"), key=lambda r: r["round"])
     nccl = re.search(r'<g class="series slowed" data-label="NCCL busbw slower" data-points="([^"]+)"', chart).group(1)
-    assert nccl == " ".join(f"{r['round']}:{r['nccl']['busbw_gbps']:g}" for r in records)
+    assert nccl == " ".join(f"{r['round']}:{r['nccl']['busbw_gbit_per_s']:g}" for r in records)
     # the slowdown line: 0.9 x the median of the first three rounds
     lines = re.findall(r'<g class="threshold" data-y="([^"]+)" data-label="nccl single-node busbw: slowdown', chart)
-    first = statistics.median(r["nccl"]["busbw_gbps"] for r in records[:3])
+    first = statistics.median(r["nccl"]["busbw_gbit_per_s"] for r in records[:3])
     assert lines == [f"{round(0.9 * first, 3):g}"] == ["4.581"]
     healthy = re.search(rf'<svg id="{charts.chart_id("burnin", "gpu01")}".*?</svg>', page, re.S).group(0)
     assert "slowed" not in healthy and 'class="threshold"' not in healthy
@@ -260,7 +260,10 @@ def _corrupt(burnin_run_dir: Path, tmp_path: Path, change) -> Path:
             lambda s: s["records"][0]["counters"]["ports"]["mlx5_0/1"].update(SymbolErrorCounter="12"),
             r"counters.ports\['mlx5_0/1'\]: 'SymbolErrorCounter' is '12', expected an integer or 'saturated'",
         ),
-        (lambda s: s["records"][0]["nccl"].pop("busbw_gbps"), r"records\[0\] \(gpu01 round 1\) nccl: missing key"),
+        (
+            lambda s: s["records"][0]["nccl"].pop("busbw_gbit_per_s"),
+            r"records\[0\] \(gpu01 round 1\) nccl: missing key",
+        ),
         (lambda s: s["trend"]["gpu03"]["slowed"][0].pop("ratio"), r"trend\['gpu03'\] slowed\[0\]: missing key 'ratio'"),
         (lambda s: s.pop("trend"), r"burnin/summary.json: missing key 'trend'"),
     ],
