@@ -70,8 +70,11 @@ requirements:
 notes:
   - The CUDA samples print that they are not meant for performance measurements; the per-SKU references are
     therefore ratios against the same run's P2P=Disabled copies, not absolute figures.
-  - A SKU reference holds for the NVLink count of its reference run's pairs (two links per pair for the V100 one);
-    a system whose pairs have fewer links, such as the NV1 pairs of a DGX-1 hybrid cube-mesh, sets I(expect.min_ratio).
+  - A SKU reference holds for the NVLink count of its reference run's pairs (two links per pair for the V100 one).
+    Without I(expect.min_ratio) the module reads C(nvidia-smi topo -m) and scales the reference to each pair's own
+    NVLink count (the NV1 pairs of a DGX-1 hybrid cube-mesh need half the NV2 ratio; a pair without NVLink needs 1),
+    and runs the test with C(CUDA_DEVICE_ORDER=PCI_BUS_ID) (unless I(env) sets it) so that its device numbers are
+    nvidia-smi's. Without C(nvidia-smi) or a readable matrix every pair needs the reference as it is.
 """
 
 EXAMPLES = r"""
@@ -125,14 +128,34 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_co
     judge_run,
 )
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError, ParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nvidia_smi import parse_topo_matrix
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_p2p import (
     EXPECT,
+    REFERENCES,
     judge_p2p,
+    nvlinks_by_pair,
     pair_ratios,
     parse_p2p,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, this_host
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, ToolNotRun, this_host
+
+
+def read_nvlinks(module, expect: dict, parsed: dict):
+    """{"i->j": NVLink count} from the node's `nvidia-smi topo -m` when a SKU reference will judge the pairs (no
+    min_ratio), else None; None too when nvidia-smi is missing, fails or prints an unreadable matrix (then the
+    reference holds for every pair as it is)."""
+    if (expect or {}).get("min_ratio") is not None:
+        return None
+    reference = REFERENCES.get((expect or {}).get("sku") or parsed.get("sku") or "")
+    if not reference or not reference.get("nvlinks_per_pair"):
+        return None
+    try:
+        ran = Tool(module, "nvidia-smi", "install the NVIDIA driver", on_error="raise").run(["topo", "-m"], check=True)
+        return nvlinks_by_pair(parse_topo_matrix(ran.out))
+    except (ToolNotRun, ParseError):
+        return None
+
 
 # Where the benchmark_tools role installs p2pBandwidthLatencyTest: <gpuforge_benchmark_tools_prefix>/bin, the prefix's
 # default (roles/gpuforge/defaults/main/benchmark_tools.yml); roles/gpuforge_bench passes gpuforge_bench_p2p_binary.
@@ -175,12 +198,14 @@ def main():
     if module.check_mode:
         summary.update(verdict="skipped", reason="check mode")
         module.exit_json(**result)
+    # CUDA numbers devices fastest first; PCI bus order makes them nvidia-smi's, whose topo -m scales the references.
+    environ = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", **(params["env"] or {})}
     run = Tool(module, binary, "check the CUDA samples build", result=result).run_bounded(
-        params["args"], params["timeout"], environ=params["env"]
+        params["args"], params["timeout"], environ=environ
     )
 
     def judge(parsed):
-        checks = judge_p2p(parsed, params["expect"])
+        checks = judge_p2p(parsed, params["expect"], nvlinks=read_nvlinks(module, params["expect"], parsed))
         if parsed["errors"]:
             checks.append(
                 bench_check(

@@ -43,6 +43,7 @@ __all__ = [
     "EXPECT",
     "REFERENCES",
     "judge_p2p",
+    "nvlinks_by_pair",
     "overall_status",
     "pair_ratios",
     "parse_p2p",
@@ -68,11 +69,13 @@ EXPECT = record(
 REFERENCES = {
     # Dell EMC Ready Solutions for AI Figure 41: PowerEdge C4140, 4x V100-SXM2 over NVLink,
     # CUDA 9.1 samples. Lowest pairs: 1->2 unidirectional 34.18 / 9.96 GB/s, 0->1 bidirectional 75.25 / 10.42.
-    # Every pair of that system has two NVLinks (NV2): a hybrid cube-mesh (DGX-1, HGX-1) has NV1 pairs, which move
-    # about half as much over the same host staging, so such a system sets min_ratio (the lab inventory does).
+    # Every pair of that system has two NVLinks (NV2). A hybrid cube-mesh (DGX-1, HGX-1) also has NV1 pairs, which
+    # move about half as much over the same host staging: with the node's `nvidia-smi topo -m`, each pair needs the
+    # ratio per NVLink (nvlinks_per_pair) times its own NVLink count (judge_p2p's nvlinks).
     "Tesla V100-SXM2-16GB": {
         "uni": 3.43,
         "bi": 7.22,
+        "nvlinks_per_pair": 2,
         "source": "Dell EMC Ready Solutions for AI Figure 41, p2pBandwidthLatencyTest on 4x V100-SXM2",
     },
     # github.com/LLMServe/DistServe/issues/3 (comment of 2024-06-11): 8x A100-SXM4-80GB, NVSwitch (NV12),
@@ -81,6 +84,7 @@ REFERENCES = {
     "NVIDIA A100-SXM4-80GB": {
         "uni": 13.31,
         "bi": 14.68,
+        "nvlinks_per_pair": 12,
         "source": "github.com/LLMServe/DistServe/issues/3, p2pBandwidthLatencyTest on 8x A100-SXM4-80GB",
     },
 }
@@ -230,9 +234,26 @@ _REMEDY = (
 )
 
 
-def judge_p2p(result: dict, expect: dict | None = None) -> list:
+_NVLINK_CELL = re.compile(r"^NV(\d+)$")
+
+
+def nvlinks_by_pair(topology: dict) -> dict:
+    """{"i->j": NVLink count} of every GPU pair from parse_topo_matrix's result (``nvidia-smi topo -m``): a cell
+    ``NV<k>`` is k links, any other (PIX, PXB, PHB, NODE, SYS) none."""
+    links = {}
+    for gpu in topology.get("gpus", []):
+        for peer, cell in gpu["links"].items():
+            match = _NVLINK_CELL.match(cell)
+            links[f"{gpu['index']}->{int(peer[3:])}"] = int(match.group(1)) if match else 0
+    return links
+
+
+def judge_p2p(result: dict, expect: dict | None = None, nvlinks: dict | None = None) -> list:
     """Checks: device count, peer access (``require_p2p``), and per kind (uni, bi) the enabled/disabled
-    ratio of every peer pair and the site's absolute floor. OptionError for a malformed expect."""
+    ratio of every peer pair and the site's absolute floor. OptionError for a malformed expect.
+
+    nvlinks ({"i->j": count}, nvlinks_by_pair) scales a SKU reference to each pair's NVLink count, so the NV1 pairs
+    of a hybrid cube-mesh are not held to the NV2 figure; a pair without NVLink needs the logical floor 1."""
     expect = EXPECT("expect", expect or {})
     checks = []
     if expect.get("gpus") is not None:
@@ -270,20 +291,39 @@ def judge_p2p(result: dict, expect: dict | None = None) -> list:
         if not rows:
             continue
         if expect.get("min_ratio") is not None:
-            needed, source = expect["min_ratio"], "min_ratio"
+            needed = dict.fromkeys((row["pair"] for row in rows), expect["min_ratio"])
+            wanted = f"{expect['min_ratio']:g} x P2P=Disabled bandwidth for every peer pair (min_ratio)"
+        elif reference and nvlinks and reference.get("nvlinks_per_pair"):
+            per_link = reference[kind] * tolerance / reference["nvlinks_per_pair"]
+            needed = {row["pair"]: max(1.0, round(per_link * nvlinks.get(row["pair"], 0), 2)) for row in rows}
+            wanted = (
+                f"{per_link:.2f} x P2P=Disabled bandwidth per NVLink of the pair (nvidia-smi topo -m), at least 1: "
+                f"{tolerance:g} x {reference[kind]} over the {reference['nvlinks_per_pair']} NVLinks per pair of "
+                f"{reference['source']}"
+            )
         elif reference:
-            needed = round(reference[kind] * tolerance, 2)
-            source = f"{tolerance:g} x {reference[kind]} from {reference['source']}"
+            needed = dict.fromkeys((row["pair"] for row in rows), round(reference[kind] * tolerance, 2))
+            wanted = (
+                f"{round(reference[kind] * tolerance, 2):g} x P2P=Disabled bandwidth for every peer pair "
+                f"({tolerance:g} x {reference[kind]} from {reference['source']})"
+            )
         else:
-            needed, source = 1.0, f"no reference for {sku or 'this GPU'}: enabled must not be slower than disabled"
-        slow = [row for row in rows if row["ratio"] is None or row["ratio"] < needed]
-        worst = min(rows, key=lambda row: -1 if row["ratio"] is None else row["ratio"])
+            needed = dict.fromkeys((row["pair"] for row in rows), 1.0)
+            wanted = (
+                f"1 x P2P=Disabled bandwidth for every peer pair (no reference for {sku or 'this GPU'}: enabled must "
+                "not be slower than disabled)"
+            )
+        slow = [row for row in rows if row["ratio"] is None or row["ratio"] < needed[row["pair"]]]
+        worst = min(rows, key=lambda row: -1 if row["ratio"] is None else row["ratio"] / needed[row["pair"]])
         checks.append(
             bench_check(
                 f"p2p_{kind}_ratio",
                 "fail" if slow else "ok",
-                {"worst": worst, "slow_pairs": [row["pair"] for row in slow]},
-                f"P2P=Enabled >= {needed:g} x P2P=Disabled bandwidth for every peer pair ({source})",
+                {
+                    "worst": {**worst, "needed_ratio": needed[worst["pair"]]},
+                    "slow_pairs": [row["pair"] for row in slow],
+                },
+                f"P2P=Enabled >= {wanted}",
                 _REMEDY if slow else "",
             )
         )

@@ -13,8 +13,15 @@ from pathlib import Path
 
 import pytest
 import yaml
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_p2p import judge_p2p, parse_p2p
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nvidia_smi import parse_topo_matrix
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_p2p import (
+    REFERENCES,
+    judge_p2p,
+    nvlinks_by_pair,
+    parse_p2p,
+)
 from gpuforge_sim import driver_state
+from gpuforge_sim import nvidia_smi as nvidia_smi_sim
 from gpuforge_sim import p2p_bandwidth_latency as sim
 
 from gpuforge.lab import spec
@@ -226,7 +233,7 @@ def _judged(tmp_path, monkeypatch, hardware):
     rc, out = _run()
     assert rc == 0
     parsed = parse_p2p(out)
-    return parsed, judge_p2p(parsed, LAB_EXPECT)
+    return parsed, judge_p2p(parsed, LAB_EXPECT, nvlinks=_topo_nvlinks())
 
 
 def _bad(checks):
@@ -262,11 +269,13 @@ def test_lab_nodes_are_judged_by_their_p2p_faults_only(tmp_path, monkeypatch, sp
     if spec_file == "demo.yml":
         assert failed == {}  # gpu03's faults (a Down port, ECC, Xid 79 logged) are no P2P faults
     else:
-        # v100a: nvlink_inactive on GPU 7 links 3 and 5: link 3 is the only one to GPU 5; link 5 one of two to GPU 6
+        # v100a: nvlink_inactive on GPU 7 links 3 and 5: link 3 is the only one to GPU 5 (the floors fail too), link 5
+        # one of two to GPU 6 (its ratio falls short of the NV2 figure)
         assert failed == {
             "v100a": {
-                "p2p_uni_ratio": ["5->7", "7->5"],
+                "p2p_uni_ratio": ["5->7", "6->7", "7->5", "7->6"],
                 "p2p_uni_gbyte_per_s": ["5->7", "7->5"],
+                "p2p_bi_ratio": ["5->7", "6->7", "7->5", "7->6"],
                 "p2p_bi_gbyte_per_s": ["5->7", "7->5"],
             }
         }
@@ -285,3 +294,39 @@ def test_the_lab_inventory_chooses_the_stand_in_by_name():
     assert package["commands"][binary] == "gpuforge_sim.p2p_bandwidth_latency"
     installed = [task["ansible.builtin.apt"]["name"] for task in plays[0]["tasks"] if "ansible.builtin.apt" in task]
     assert any(package["name"] in names for names in installed)
+
+
+def _topo_nvlinks():
+    out = io.StringIO()
+    assert nvidia_smi_sim.main(["topo", "-m"], out) == 0
+    return nvlinks_by_pair(parse_topo_matrix(out.getvalue()))
+
+
+@pytest.mark.parametrize("spec_file", ["all-faults.yml", "demo.yml"])
+def test_the_default_judge_scales_the_sku_reference_to_each_pairs_nvlinks(tmp_path, monkeypatch, spec_file):
+    """The V100 reference (0.9 x 3.43 over two NVLinks per pair, Dell's C4140) holds per NVLink of each pair as
+    `nvidia-smi topo -m` shows it: DGX-1's NV1 pairs (about 2.4x) pass, a pair whose only NVLink is down (about 1.05x,
+    topo -m still says NV1) fails, so does an NV2 pair left with one link. Held to the NV2 figure, every healthy DGX-1
+    node fails: the false alarm this scaling removes."""
+    failed, unscaled = {}, set()
+    for node, hardware in _spec_nodes(ROOT / "lab" / "specs" / spec_file):
+        folder = tmp_path / node.name
+        folder.mkdir()
+        _node(folder, monkeypatch, hardware)
+        rc, out = _run()
+        parsed = parse_p2p(out)
+        if rc != 0 or parsed["gpus"] < 2:
+            continue
+        checks = judge_p2p(parsed, {}, nvlinks=_topo_nvlinks())
+        if _bad(checks):
+            failed[node.name] = _bad(checks)
+        if parsed["sku"] in REFERENCES and _bad(judge_p2p(parsed, {})):
+            unscaled.add(parsed["sku"])
+    if spec_file == "demo.yml":
+        assert failed == {}
+    else:
+        # v100a's nvlink_inactive (GPU 7 links 3 and 5) takes the only link to GPU 5 and one of two to GPU 6: both
+        # pairs fall short of their own link count's figure (the lab's flat min_ratio 1.5 sees only 5<->7)
+        pairs = ["5->7", "6->7", "7->5", "7->6"]
+        assert failed == {"v100a": {"p2p_uni_ratio": pairs, "p2p_bi_ratio": pairs}}
+    assert unscaled == {"Tesla V100-SXM2-16GB"}  # DGX-1 nodes held to the C4140's NV2 ratio

@@ -14,6 +14,7 @@ import yaml
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_gates import p2p_results
 from ansible_collections.gpuforge.cluster.plugins.modules import p2p_bandwidth
 from gpuforge_sim import driver_state
+from gpuforge_sim import nvidia_smi as nvidia_smi_sim
 from gpuforge_sim import p2p_bandwidth_latency as sim
 
 from gpuforge.lab.profiles import hardware_document, load_profile
@@ -38,6 +39,26 @@ def simulated_output(tmp_path, monkeypatch, faults) -> str:
     return out.getvalue()
 
 
+def simulated_topo() -> str:
+    """`nvidia-smi topo -m` of the same simulated node (after simulated_output)."""
+    out = io.StringIO()
+    assert nvidia_smi_sim.main(["topo", "-m"], out) == 0
+    return out.getvalue()
+
+
+def answers(output: str, topo: str | None):
+    """run_command of the node: the test's output, nvidia-smi topo -m's matrix (None: nvidia-smi is not there)."""
+
+    def run_command(argv, **kwargs):
+        if argv[-2:] == ["topo", "-m"]:
+            if topo is None:
+                raise FileNotFoundError(2, "No such file or directory", argv[0])
+            return 0, topo, ""
+        return 0, output, ""
+
+    return run_command
+
+
 @pytest.fixture
 def run_module(ansible_module):
     return partial(ansible_module, p2p_bandwidth, bin_path="/usr/bin/{}".format)
@@ -55,7 +76,7 @@ def test_the_benchmark_result_of_a_lab_node(tmp_path, monkeypatch, run_module, f
     binary.chmod(0o755)
     result = run_module(
         {"binary": str(binary), "node": "gpu03", "expect": LAB_EXPECT, "fail_on": "never"},
-        lambda argv, **kwargs: (0, output, ""),
+        answers(output, simulated_topo()),
     )
     entry = p2p_results(result, "gpu03", LAB_EXPECT)[0]
     assert entry["verdict"] == verdict and entry["gpus"] == 8 and entry["threshold"] == 30
@@ -65,3 +86,35 @@ def test_the_benchmark_result_of_a_lab_node(tmp_path, monkeypatch, run_module, f
         assert entry["value"] == 18.84
         assert "p2p_uni_ratio fail: worst pair 5->7 1.05x (10.46 / 9.94 GB/s)" in entry["reason"]
         assert "nvidia-smi nvlink --status for down links" in entry["remedy"]
+
+
+def test_without_nvidia_smi_every_pair_is_held_to_the_reference_as_it_is(tmp_path, monkeypatch, run_module):
+    """No `nvidia-smi topo -m` (not installed): the V100 reference over two NVLinks per pair judges every pair, so a
+    healthy DGX-1's NV1 pairs fall short and say which figure they missed; the run still gives a verdict."""
+    output = simulated_output(tmp_path, monkeypatch, [])
+    binary = tmp_path / "p2pBandwidthLatencyTest"
+    binary.write_text("#!/bin/sh\n", encoding="ascii")
+    binary.chmod(0o755)
+    result = run_module(
+        {"binary": str(binary), "node": "gpu03", "expect": LAB_EXPECT, "fail_on": "never"}, answers(output, None)
+    )
+    ratio = {check["name"]: check for check in result["checks"]}["p2p_uni_ratio"]
+    assert ratio["status"] == "fail" and ratio["expected"].startswith("P2P=Enabled >= 3.09 x P2P=Disabled"), ratio
+    assert ratio["observed"]["worst"]["needed_ratio"] == 3.09
+
+
+def test_the_run_numbers_devices_in_pci_bus_order(tmp_path, monkeypatch, run_module):
+    """topo -m numbers GPUs in PCI bus order; CUDA fastest first unless CUDA_DEVICE_ORDER says otherwise."""
+    output = simulated_output(tmp_path, monkeypatch, [])
+    binary = tmp_path / "p2pBandwidthLatencyTest"
+    binary.write_text("#!/bin/sh\n", encoding="ascii")
+    binary.chmod(0o755)
+    seen = []
+
+    def run_command(argv, **kwargs):
+        seen.append((argv, kwargs.get("environ_update", {})))
+        return answers(output, simulated_topo())(argv, **kwargs)
+
+    run_module({"binary": str(binary), "node": "gpu03", "expect": LAB_EXPECT, "fail_on": "never"}, run_command)
+    test_run = next(environ for argv, environ in seen if str(binary) in argv)
+    assert test_run["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
