@@ -1,29 +1,78 @@
-"""mlnx_ofed on a lab DGX-1: DOCA-OFED from the signed mirror as the registry describes it, openibd, OpenSM,
-active ports. Expected values come from the vendor facts registry (vendor_facts/nvidia-doca/debian12.yml), not
-from the role."""
+"""mlnx_ofed on a lab DGX-1 of every OS shape the role claims: DOCA-OFED from the signed mirror's DOCA repository for
+the node's OS as the registry describes it, openibd, OpenSM, active ports. Expected values come from the vendor facts
+registry (vendor_facts/nvidia-doca/<os>.yml), not from the role."""
 
 import fnmatch
 
+import pytest
+
 from gpuforge import vendor_facts
 
-DOCA = vendor_facts.repository("nvidia-doca/debian12")
+# The lab mirror publishes Debian 12's DOCA repository at the registry's lab_path and the other shapes' at
+# lab/packages/packages.yml's publish_os_shapes (the paths the role's base URL and distro labels lead to).
+DOCA_PATHS = {
+    "debian12": "doca/2.9.1/debian12.5/x86_64",
+    "ubuntu2204": "doca/2.9.1/ubuntu22.04/x86_64",
+    "ubuntu2404": "doca/2.9.1/ubuntu24.04/x86_64",
+    "rhel9": "doca/2.9.1/rhel9.4/x86_64",
+}
 
 
-def test_doca_ofed_installed_from_mirror_at_a_published_version(host):
+@pytest.fixture
+def shape(host):
+    info = host.system_info
+    if info.distribution == "rhel":
+        return "rhel" + info.release.split(".")[0]
+    if info.distribution == "ubuntu":
+        return "ubuntu" + info.release.replace(".", "")
+    return info.distribution + info.release.split(".")[0]
+
+
+@pytest.fixture
+def doca(shape):
+    return vendor_facts.repository(f"nvidia-doca/{shape}")
+
+
+def test_the_mirror_paths_are_the_registry_and_lab_definitions():
+    # DOCA_PATHS above must not drift from what the mirror publishes.
+    from gpuforge.lab import mirror
+
+    definitions = mirror.load_definitions()
+    shapes = definitions["publish_os_shapes"]
+    assert vendor_facts.repository("nvidia-doca/debian12").lab_path == DOCA_PATHS["debian12"]
+    for shape, path in DOCA_PATHS.items():
+        if shape != "debian12":
+            assert path in (shapes["deb"].get(f"nvidia-doca/{shape}"), shapes["rpm"].get(f"nvidia-doca/{shape}"))
+
+
+def test_doca_ofed_installed_from_mirror_at_a_published_version(host, shape, doca):
     installed = host.package("doca-ofed").version
-    assert installed in DOCA.versions("doca-ofed")
+    rhel = shape.startswith("rhel")
+    if rhel:
+        # rpm splits version and release: testinfra's version is the part before the dash.
+        installed = host.check_output("rpm -q --qf '%{VERSION}-%{RELEASE}' doca-ofed")
+        kernel = host.check_output("rpm -q --qf '%{VERSION}-%{RELEASE}' mlnx-ofed-kernel-dkms")
+    else:
+        kernel = host.package("mlnx-ofed-kernel-dkms").version
+    assert installed in doca.versions("doca-ofed")
     assert fnmatch.fnmatchcase(installed, "2.9.1-*")
-    assert host.package("mlnx-ofed-kernel-dkms").version in DOCA.versions("mlnx-ofed-kernel-dkms")
-    assert f"http://mirror/{DOCA.lab_path}" in host.check_output("apt-cache policy doca-ofed")
-    source = host.file("/etc/apt/sources.list.d/doca.sources")
-    assert source.contains("Signed-By: /etc/apt/keyrings/doca.asc")
-    assert source.contains(f"URIs: http://mirror/{DOCA.lab_path}/")
+    assert kernel in doca.versions("mlnx-ofed-kernel-dkms")
+    if rhel:
+        repo = host.file("/etc/yum.repos.d/doca.repo")
+        assert repo.contains(f"baseurl = http://mirror/{DOCA_PATHS[shape]}")
+        assert repo.contains("gpgcheck = 1")
+        assert "doca" in host.check_output("dnf -q repoquery --installed --qf '%{from_repo}' doca-ofed")
+    else:
+        assert f"http://mirror/{DOCA_PATHS[shape]}" in host.check_output("apt-cache policy doca-ofed")
+        source = host.file("/etc/apt/sources.list.d/doca.sources")
+        assert source.contains("Signed-By: /etc/apt/keyrings/doca.asc")
+        assert source.contains(f"URIs: http://mirror/{DOCA_PATHS[shape]}/")
 
 
-def test_ofed_info_prints_the_doca_form_of_the_pinned_release(host):
+def test_ofed_info_prints_the_doca_form_of_the_pinned_release(host, doca):
     # DOCA-OFED prints OFED-internal-<version>: (the tarball installer's MLNX_OFED_LINUX- form would be wrong
     # here), and the role's verify accepted it.
-    assert host.check_output("ofed_info -s") == DOCA.fact("ofed_info_s")
+    assert host.check_output("ofed_info -s") == doca.fact("ofed_info_s")
     assert host.check_output("ofed_info -s").startswith("OFED-internal-24.10-1.1.4")
 
 
@@ -35,12 +84,12 @@ def test_openibd_active_and_stack_loaded(host):
         assert module in loaded
 
 
-def test_opensm_master_and_subnet_up(host):
-    assert host.service(DOCA.fact("opensm_service")).is_running
+def test_opensm_master_and_subnet_up(host, doca):
+    assert host.service(doca.fact("opensm_service")).is_running
     assert "SUBNET UP" in host.file("/var/log/opensm.log").content_string
 
 
-def test_opensm_started_with_the_options_file(host):
+def test_opensm_started_with_the_options_file(host, doca):
     # tasks/opensm.yml: the lab's OpenSM is DOCA's opensmd, which reads upstream's default /etc/opensm/opensm.conf
     # (linux-rdma/opensm@3.3.23:include/opensm/osm_base.h); the lab host is the preferred SM of converge.yml:
     # priority 14, bound to mlx5_0 port 1, fat-tree routing with minhop behind it.
@@ -55,6 +104,6 @@ def test_opensm_started_with_the_options_file(host):
     # the bound GUID is a port of this node, as ibstat -p lists them
     assert "0x248a07030029e1fa" in host.check_output("ibstat -p").split()
     # OpenSM reads the file only at start: it must have (re)started after the file was last written.
-    unit = DOCA.fact("opensm_service")
+    unit = doca.fact("opensm_service")
     started = host.check_output(f"systemctl show -P ActiveEnterTimestamp --timestamp=unix {unit}").lstrip("@")
     assert int(started) >= int(host.check_output("stat -c %Y /etc/opensm/opensm.conf"))
