@@ -87,3 +87,38 @@ def test_lab_publishes_doca_where_the_role_looks():
     doca = vendor_facts.repository("nvidia-doca/debian12")
     url = _render("debian12", gpuforge_doca_ofed_base_url="http://mirror/doca").var("mlnx_ofed_doca_repo_url")
     assert url == "http://mirror/" + doca.lab_path
+
+
+# The shapes molecule/mlnx_ofed converges on (every OS meta/main.yml claims), each from its own DOCA repository.
+LAB_SHAPES = ["debian12", "ubuntu2204", "ubuntu2404", "rhel9"]
+# What the role and validation run on a DOCA host (tasks/verify.yml, infiniband_facts, subnet_manager_check, OpenSM).
+DOCA_HOST_FILES = {
+    "/usr/bin/ofed_info",
+    "/usr/sbin/openibd",
+    "/usr/sbin/ibdev2netdev",
+    "/usr/bin/ibv_devinfo",
+    "/usr/sbin/ibstat",
+    "/usr/sbin/sminfo",
+    "/usr/sbin/opensm",
+}
+
+
+@pytest.mark.parametrize("os_name", LAB_SHAPES)
+def test_the_subnet_managers_doca_install_brings_every_tool_the_role_and_validation_run(os_name):
+    """The role's package run on a subnet manager host (the profile package at its pin, and OpenSM) resolved in that
+    OS's DOCA repository alone: the closure ships the tools, openibd's and OpenSM's units and the kernel modules, and
+    the repository has the release strings ofed_info prints. Before the per-OS facts, Ubuntu's and RHEL's doca-ofed
+    depended on nothing: the role installed an empty profile there."""
+    doca = vendor_facts.repository(f"nvidia-doca/{os_name}")
+    render = _render(os_name)
+    (spec,) = render.var("mlnx_ofed_doca_packages")
+    name, glob = re.match(r"^(doca-ofed)[=-](.+)$", spec).groups()
+    closure = vendor_facts.resolve([doca], [f"{name}={glob}", "opensm"]).chosen.values()
+    files = {path for package in closure for path in package.files}
+    units = {unit for package in closure for unit in package.units}
+    modules = {module for package in closure for module in package.kernel_modules}
+    assert files >= DOCA_HOST_FILES, sorted(DOCA_HOST_FILES - files)
+    assert {"openibd.service", doca.fact("opensm_service") + ".service"} <= units
+    assert {"mlx5_ib", "ib_ipoib", "rdma_ucm"} <= modules
+    for fact in ("ofed_info_s", "ofed_info_n", "ofed_version"):
+        assert doca.fact(fact)
