@@ -66,8 +66,11 @@ def _opensm_running() -> bool:
                 argv = handle.read().split(b"\0")
         except OSError:
             continue
-        # the lab's opensm runs as `python3 /usr/sbin/opensm` (its script), or as opensm itself
+        # opensm itself, `python3 /usr/sbin/opensm`, or the lab's /usr/sbin/opensm wrapper (src/gpuforge/lab/mirror.py),
+        # which execs `python3 -c 'import sys; from gpuforge_sim.opensm import main; ...'`
         if any(os.path.basename(arg.decode(errors="replace")) == "opensm" for arg in argv[:2] if arg):
+            return True
+        if len(argv) > 2 and argv[1] == b"-c" and b"from gpuforge_sim.opensm import main" in argv[2]:
             return True
     return False
 

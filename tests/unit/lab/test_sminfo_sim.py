@@ -15,6 +15,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_s
 from gpuforge_sim import sminfo
 from ib_sim_helpers import SIM_PATH, run_tool
 
+from gpuforge.lab import mirror
 from gpuforge.lab.profiles import hardware_document, load_profile
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "sminfo"
@@ -113,6 +114,24 @@ def test_a_running_local_opensm_with_the_top_priority_is_master(node, tmp_path, 
     assert (master["sm_lid"], master["priority"], master["state"]) == (2, 14, 3)  # storage.yml's port: LID 2
     lab_sm = gpuforge_sminfo.parse_sminfo(run_tool(sminfo, ["1"], capsys)[1])
     assert (lab_sm["sm_guid"], lab_sm["state_name"]) == (HEAD_SM, "SMINFO_STANDBY")
+
+
+def test_the_opensm_the_lab_installs_is_found_in_the_process_table(node, tmp_path, monkeypatch, capsys):
+    """The lab's /usr/sbin/opensm is a wrapper that execs python3 -c with the simulator's main: that process (its
+    command line as the wrapper writes it) is the node's OpenSM, and with sm_priority 14 it is master."""
+    wrapper = mirror._wrapper("/usr/sbin/opensm", "gpuforge_sim.opensm")
+    code = re.search(r"exec /usr/bin/python3 -c '([^']+)'", wrapper).group(1)
+    node(profile="storage")
+    conf = tmp_path / "opensm.conf"
+    conf.write_text("sm_priority 14\n", encoding="utf-8")
+    monkeypatch.setenv("GPUFORGE_LAB_OPENSM_CONF", str(conf))
+    proc = tmp_path / "proc" / "4243"
+    proc.mkdir(parents=True)
+    (proc / "cmdline").write_bytes(b"\0".join([b"/usr/bin/python3", b"-c", code.encode(), b"-B", b""]))
+    master = gpuforge_sminfo.parse_sminfo(run_tool(sminfo, [], capsys)[1])
+    assert (master["sm_lid"], master["priority"], master["state"]) == (2, 14, 3)
+    (proc / "cmdline").write_bytes(b"\0".join([b"/usr/bin/python3", b"-c", code.replace("opensm", "sminfo").encode()]))
+    assert gpuforge_sminfo.parse_sminfo(run_tool(sminfo, [], capsys)[1])["sm_lid"] == 1  # another tool: the lab SM
 
 
 def test_a_node_without_an_infiniband_port_cannot_open_one(node, capsys):
