@@ -3,6 +3,8 @@ the node's OS as the registry describes it, openibd, OpenSM, active ports. Expec
 registry (vendor_facts/nvidia-doca/<os>.yml), not from the role."""
 
 import fnmatch
+import json
+import shlex
 
 import pytest
 
@@ -16,6 +18,13 @@ DOCA_PATHS = {
     "ubuntu2404": "doca/2.9.1/ubuntu24.04/x86_64",
     "rhel9": "doca/2.9.1/rhel9.4/x86_64",
 }
+# The simulators' hardware document, a writable copy of the profile (prepare.yml), where a test puts a fault.
+HARDWARE = "/etc/gpuforge-lab/hardware.json"
+# converge.yml: the node's OpenSM binds mlx5_0 port 1 at priority 14, the one SM of the node's own fabric.
+OPENSM_GUID = "0x248a07030029e1fa"
+OPENSM_PRIORITY = 14
+# sm_duplicate_master's second master when the fault names none (lab/profiles/SCHEMA.md).
+DUPLICATE_GUID = "0x98039b0300a4c700"
 
 
 @pytest.fixture
@@ -107,3 +116,59 @@ def test_opensm_started_with_the_options_file(host, doca):
     unit = doca.fact("opensm_service")
     started = host.check_output(f"systemctl show -P ActiveEnterTimestamp --timestamp=unix {unit}").lstrip("@")
     assert int(started) >= int(host.check_output("stat -c %Y /etc/opensm/opensm.conf"))
+
+
+def _judge_subnet_manager(host) -> dict:
+    """The subnet manager check as playbooks/validate.yml runs it: the SM hosts of the node's fabric (converge.yml's
+    mlnx_ofed_subnet_manager_group, the node alone) with the GUID and priority their OpenSM was given."""
+    configured = [{"host": host.backend.host, "guid": OPENSM_GUID, "priority": OPENSM_PRIORITY}]
+    result = host.ansible(
+        "gpuforge.cluster.subnet_manager_check", json.dumps({"subnet_managers": configured}), check=False
+    )
+    assert result["changed"] is False, result
+    return result["check"]
+
+
+def _assert_own_opensm_is_master(check):
+    assert check["status"] == "PASS", check
+    master = check["observed"]["master"]
+    assert master["sm_guid"] == OPENSM_GUID, check
+    assert master["priority"] == OPENSM_PRIORITY and master["state_name"] == "SMINFO_MASTER", check
+
+
+def _write_hardware(host, document: str):
+    host.run_expect([0], f"printf '%s' {shlex.quote(document)} > {HARDWARE}")
+
+
+# Each subnet manager fault the lab puts on the node (lab/sim/gpuforge_sim/sminfo.py), with what the check must say
+# (module_utils/gpuforge_sminfo.py judge_subnet_manager / judge_fabric).
+SM_FAULTS = {
+    "sm_missing": ["no subnet manager answers: sminfo exited with code 255: sminfo: iberror: failed: query"],
+    "sm_duplicate_master": [
+        f"2 SMs are master at equal priority {OPENSM_PRIORITY}",
+        OPENSM_GUID,
+        f"unconfigured SM {DUPLICATE_GUID}",
+    ],
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SM_FAULTS))
+def test_subnet_manager_check_names_the_own_opensm_and_catches_each_fault(host, kind):
+    # Healthy: the node's OpenSM (the lab's opensmd, found by the lab's sminfo in the process table) is master.
+    _assert_own_opensm_is_master(_judge_subnet_manager(host))
+    original = host.file(HARDWARE).content_string
+    hardware = json.loads(original)
+    faulty = json.dumps({**hardware, "faults": [*hardware.get("faults", []), {"type": kind}]})
+    _write_hardware(host, faulty)
+    try:
+        check = _judge_subnet_manager(host)
+        assert check["status"] == "FAIL", check
+        for words in SM_FAULTS[kind]:
+            assert words in check["fault"], check
+        if kind == "sm_missing":
+            assert check["observed"]["master"] is None, check
+        else:  # the two masters: this node's OpenSM, named by its host, and the other part's
+            assert f"{host.backend.host} ({OPENSM_GUID})" in check["fault"], check
+    finally:
+        _write_hardware(host, original)
+    _assert_own_opensm_is_master(_judge_subnet_manager(host))
