@@ -219,22 +219,22 @@ def ib_thresholds(
 
 def nccl_single_threshold(sku, gpus, table: dict | None, sources: dict | None = None) -> dict:
     """The single-node busbw floor of a node whose GPU SKU has an entry and whose run uses exactly that entry's
-    ``gpus``: ``{sku, gpus, min_busbw_gb_per_s, min_gbit_per_s, threshold_source}`` (``min_gbit_per_s`` = GB/s
+    ``gpus``: ``{sku, gpus, min_busbw_gbyte_per_s, min_gbit_per_s, threshold_source}`` (``min_gbit_per_s`` = GB/s
     x 8, Gb/s, the unit of the NCCL results); {} otherwise (the node is compared with the others)."""
     entry = (table or {}).get(sku) if sku else None
     if not entry:
         return {}
     count = _number(gpus)
     wanted = _number(entry.get("gpus"))
-    floor = _number(entry.get("min_busbw_gb_per_s"))
+    floor = _number(entry.get("min_busbw_gbyte_per_s"))
     if floor is None or count is None or wanted is None or count != wanted:
         return {}
     known = (sources or {}).get(sku) or None
-    provenance = _provenance(entry, known, ("gpus", "min_busbw_gb_per_s"))
+    provenance = _provenance(entry, known, ("gpus", "min_busbw_gbyte_per_s"))
     return {
         "sku": str(sku),
         "gpus": int(wanted),
-        "min_busbw_gb_per_s": floor,
+        "min_busbw_gbyte_per_s": floor,
         "min_gbit_per_s": round(floor * 8, 2),
         "threshold_source": _source_text(
             NCCL_TABLE, str(sku), f"{floor:g} GB/s busbw over {int(wanted)} GPUs", provenance
@@ -268,7 +268,7 @@ def nccl_single_result(registered: dict | None, node: str, floor: dict | None = 
     if floor:
         result.update(
             busbw_measure="largest message size",
-            min_busbw_gb_per_s=floor["min_busbw_gb_per_s"],
+            min_busbw_gbyte_per_s=floor["min_busbw_gbyte_per_s"],
             threshold=floor["min_gbit_per_s"],
             threshold_source=floor["threshold_source"],
         )

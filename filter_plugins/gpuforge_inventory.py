@@ -75,6 +75,10 @@ OWNED_PREFIXES = ("gpuforge_",)
 RETIRED_VARIABLES = {
     "gpuforge_bench_ib_expected_gbps": "gpuforge_bench_ib_expected_gbit_per_s",  # retired name
 }
+# Keys of table variables renamed to say their unit (issue 47): variable -> {old key: new key} in any of its entries.
+RETIRED_KEYS = {
+    "gpuforge_expected_nccl_single_node_busbw": {"min_busbw_gb_per_s": "min_busbw_gbyte_per_s"},  # retired key
+}
 # Where the names the project knows are read from (defaults, specs, tasks, templates, the lab inventory).
 # library/ and filter_plugins/ in a checkout are plugins/ in an installed collection; missing folders are skipped.
 KNOWN_NAME_SOURCES = (
@@ -1049,6 +1053,17 @@ class InventoryChecker:
             if name in RETIRED_VARIABLES:
                 new = RETIRED_VARIABLES[name]
                 self.error(view.name, name, f"was renamed to {new} (the unit in its name)", f"rename it to {new}")
+        for variable, renamed in RETIRED_KEYS.items():
+            table = self.value(view, variable) if view.defines(variable) else None
+            for entry_name, entry in table.items() if isinstance(table, Mapping) else ():
+                for old, new in renamed.items():
+                    if isinstance(entry, Mapping) and old in entry:
+                        self.error(
+                            view.name,
+                            f"{variable}.{entry_name}.{old}",
+                            f"was renamed to {new} (the unit in its name)",
+                            f"write {new}",
+                        )
 
     def check_typos(self, view):
         if self._owned is None:

@@ -167,7 +167,7 @@ result:
   description:
     - Parsed output (docs/parsers-infiniband.md, perftest-bw) - test, header (device, link_type,
       transport_type, mtu, num_qps, ...), local_addresses, remote_addresses, bw_unit, results (rows),
-      bytes, iterations, bw_peak, bw_average, msg_rate_mpps, bw_average_mbps, bw_average_gbit_per_s,
+      bytes, iterations, bw_peak, bw_average, msg_rate_mpps, bw_average_mib_per_s, bw_average_gbit_per_s,
       warnings, errors.
   returned: when run
   type: dict
@@ -273,7 +273,7 @@ class IbWriteBw:
     def judge(self, parsed: dict | None, rc: int, timed_out: bool, line_rate: float | None) -> dict:
         params = self.params
         expected = expected_mib_per_s(line_rate, params["min_fraction"], params["min_mib_per_s"])
-        observed = parsed.get("bw_average_mbps") if parsed else None
+        observed = parsed.get("bw_average_mib_per_s") if parsed else None
         verdict = {
             "status": "fail",
             "observed": observed,

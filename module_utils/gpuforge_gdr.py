@@ -341,7 +341,7 @@ def port_result(port: dict, threshold: dict, client: dict, server=None) -> dict:
         parsed = None
     measured = parsed is not None and parsed.get("bw_average_gbit_per_s") is not None and client.get("rc") == 0
     if measured:
-        record_.update(gbit_per_s=parsed["bw_average_gbit_per_s"], mib_per_s=parsed["bw_average_mbps"])
+        record_.update(gbit_per_s=parsed["bw_average_gbit_per_s"], mib_per_s=parsed["bw_average_mib_per_s"])
         value = record_["mib_per_s"] if threshold["unit"] == "MiB/s" else record_["gbit_per_s"]
         record_["status"] = "ok" if value >= threshold["min"] else "low"
         if record_["status"] == "low":

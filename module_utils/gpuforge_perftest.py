@@ -19,13 +19,13 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors i
 __all__ = ["ParseError", "mib_per_s_to_gbit_per_s", "parse_perftest_bw"]
 
 # perftest divides bytes/s by 0x100000 for MB/sec and by 125000000 for Gb/sec.
-_MB_BYTES = 0x100000
-_GB_BYTES = 125_000_000
+_MIB_BYTES = 0x100000
+_GBIT_BYTES = 125_000_000
 
 
-def mib_per_s_to_gbit_per_s(mb_per_sec: float) -> float:
+def mib_per_s_to_gbit_per_s(mib_per_s: float) -> float:
     """perftest MB/sec (2^20 bytes/s) -> Gb/s (10^9 bits/s)."""
-    return mb_per_sec * _MB_BYTES / _GB_BYTES
+    return mib_per_s * _MIB_BYTES / _GBIT_BYTES
 
 
 _TITLE = re.compile(r"^(?P<verb>Send|RDMA_Write|RDMA_Read|Atomic)\s+(?P<rest>.*\bTest)$")
@@ -125,11 +125,11 @@ def _summary(result: dict) -> None:
         msg_rate_mpps=row["msg_rate_mpps"],
     )
     if result["bw_unit"] == "MB/sec":
-        result["bw_average_mbps"] = row["bw_average"]
+        result["bw_average_mib_per_s"] = row["bw_average"]
         result["bw_average_gbit_per_s"] = round(mib_per_s_to_gbit_per_s(row["bw_average"]), 2)
     else:
         result["bw_average_gbit_per_s"] = row["bw_average"]
-        result["bw_average_mbps"] = round(row["bw_average"] * _GB_BYTES / _MB_BYTES, 2)
+        result["bw_average_mib_per_s"] = round(row["bw_average"] * _GBIT_BYTES / _MIB_BYTES, 2)
 
 
 def parse_perftest_bw(text: str) -> dict:

@@ -135,11 +135,11 @@ def pair_entry(
     """
     hca = splits["client"]["hca"] or splits["server"]["hca"]
     rail = f"{hca}/{port}" if hca else None
-    value, mbps, errors = None, None, []
+    value, mib_per_s, errors = None, None, []
     if not why:
         try:
             parsed = parse_perftest_bw(splits["client"]["sections"]["ib_write_bw"])
-            mbps = parsed.get("bw_average_mbps")
+            mib_per_s = parsed.get("bw_average_mib_per_s")
             value = parsed.get("bw_average_gbit_per_s")
             errors = list(parsed.get("errors") or [])
         except ParseError as exc:
@@ -171,7 +171,7 @@ def pair_entry(
         "module_verdict": None,
         "error": why or None,
         "link_speed": threshold.get("link_speed"),
-        "mbps": mbps,
+        "mib_per_s": mib_per_s,
     }
     if threshold.get("min_gbit_per_s") is not None:
         entry.update(

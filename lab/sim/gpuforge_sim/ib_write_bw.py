@@ -58,8 +58,8 @@ _NO_CONTEXT = " Couldn't get context for the device"
 _NO_SOCKET = " Unable to init the socket connection"
 # Peer-memory kernel modules that let the HCA register GPU memory (nvidia-peermem, or MLNX's older nv_peer_mem).
 PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
-_MB = 0x100000
-_GB = 125_000_000
+_MIB_BYTES = 0x100000
+_GBIT_BYTES = 125_000_000
 _REPORT_FMT = " {:<7d}    {:<10d}       {:<7.2f}            {:<7.2f}\t\t   {:<7.6f}"
 _REPORT_FMT_EXT = " {:<7d}    {:<d}           {:<7.6f}            {:<7.6f}            {:<7.6f}"
 
@@ -178,28 +178,28 @@ def _addresses(side: str, end: dict, ip: str, options: argparse.Namespace) -> li
 
 
 def compute_report(
-    nbytes: int, seconds: float, peak_bps: float, line_rate_gbit_per_s: float, options: argparse.Namespace
+    nbytes: int, seconds: float, peak_byte_per_s: float, line_rate_gbit_per_s: float, options: argparse.Namespace
 ) -> dict:
     """The result row: TCP bytes/s capped at the simulated line rate (see module docstring)."""
     size = options.size
-    line_bps = line_rate_gbit_per_s * 1e9 / 8
-    measured_bps = nbytes / seconds if seconds > 0 else 0.0
-    avg_bps = min(measured_bps, line_bps)
+    line_byte_per_s = line_rate_gbit_per_s * 1e9 / 8
+    measured_byte_per_s = nbytes / seconds if seconds > 0 else 0.0
+    avg_byte_per_s = min(measured_byte_per_s, line_byte_per_s)
     if options.duration:
-        iterations = int(avg_bps * seconds / size)
-        peak_bps = 0.0
+        iterations = int(avg_byte_per_s * seconds / size)
+        peak_byte_per_s = 0.0
     else:
         iterations = options.iters * max(1, options.qp)
-        peak_bps = min(max(peak_bps, avg_bps), line_bps)
-    factor = _GB if options.report_gbits else _MB
+        peak_byte_per_s = min(max(peak_byte_per_s, avg_byte_per_s), line_byte_per_s)
+    factor = _GBIT_BYTES if options.report_gbits else _MIB_BYTES
     return {
         "bytes": size,
         "iterations": iterations,
-        "bw_peak": peak_bps / factor,
-        "bw_average": avg_bps / factor,
-        "msg_rate_mpps": avg_bps / size / 1e6,
-        "capped": measured_bps > line_bps,
-        "measured_gbit_per_s": measured_bps * 8 / 1e9,
+        "bw_peak": peak_byte_per_s / factor,
+        "bw_average": avg_byte_per_s / factor,
+        "msg_rate_mpps": avg_byte_per_s / size / 1e6,
+        "capped": measured_byte_per_s > line_byte_per_s,
+        "measured_gbit_per_s": measured_byte_per_s * 8 / 1e9,
     }
 
 

@@ -136,7 +136,7 @@ CASES = {
     ),
     "ib-write-bw": (
         "ib_write_bw/dgx1_edr_mlx5_1_client_redp5610.txt",
-        lambda d: d["bw_average_mbps"] > 11000,
+        lambda d: d["bw_average_mib_per_s"] > 11000,
     ),
     "p2p": (
         "p2p/distserve_issue3_8xa100_sxm4_80gb.txt",

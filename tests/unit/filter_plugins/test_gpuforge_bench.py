@@ -70,7 +70,7 @@ def _facts(rate, layer="InfiniBand", hca="mlx5_0", port=1, state="Active"):
 # --- ib_write_bw: the table against the old rule --------------------------------------------------------------
 
 
-def test_edr_old_fraction_passed_10729_mb_per_s_and_the_table_fails_it():
+def test_edr_old_fraction_passed_10729_mib_per_s_and_the_table_fails_it():
     # The old rule: 0.9 of EDR's line rate, what library/ib_write_bw.py computes without min_mib_per_s.
     old_floor = ib_write_bw.expected_mib_per_s(100, 0.9, None)
     assert old_floor == 10728.84
@@ -107,13 +107,13 @@ def test_edr_old_fraction_passed_10729_mb_per_s_and_the_table_fails_it():
     ("gbit", "mib"),
     [(100, 11920.93), (180, 21457.67), (380, 45299.53)],
 )
-def test_gbit_per_s_to_ib_write_bw_mb_per_s_uses_2_to_the_20(gbit, mib):
+def test_gbit_per_s_to_ib_write_bw_mib_per_s_uses_2_to_the_20(gbit, mib):
     assert round(bench.gbit_to_mib_per_s(gbit), 2) == mib
     assert round(bench.mib_to_gbit_per_s(mib), 2) == gbit
 
 
 @pytest.mark.parametrize(("link", "min_mib_per_s", "min_gbit_per_s"), [("HDR", 21457.67, 180), ("NDR", 45299.53, 380)])
-def test_hdr_and_ndr_floors_stated_in_gbit_reach_the_module_in_mb_per_s(link, min_mib_per_s, min_gbit_per_s):
+def test_hdr_and_ndr_floors_stated_in_gbit_reach_the_module_in_mib_per_s(link, min_mib_per_s, min_gbit_per_s):
     pair = {"server": "a", "client": "b", "rail": "mlx5_0/1", "line_rate_gbit_per_s": 400}
     links = {"a": {"mlx5_0/1": {"link": link, "from": "expected system"}}}
     threshold = bench.ib_pair_threshold(
@@ -232,7 +232,7 @@ def test_an_a100_node_running_its_eight_gpus_gets_the_azure_floor():
     floor = bench.nccl_single_threshold(
         "A100-SXM4-80GB", 8, NCCL_TABLE, SOURCES["gpuforge_expected_nccl_single_node_busbw"]
     )
-    assert (floor["min_busbw_gb_per_s"], floor["min_gbit_per_s"], floor["gpus"]) == (228, 1824, 8)
+    assert (floor["min_busbw_gbyte_per_s"], floor["min_gbit_per_s"], floor["gpus"]) == (228, 1824, 8)
     assert floor["threshold_source"] == (
         "Azure/azurehpc-health-checks v0.4.5 conf/nd96asr_v4.conf (check_nccl_allreduce) "
         "(gpuforge_expected_nccl_single_node_busbw['A100-SXM4-80GB'] = 228 GB/s busbw over 8 GPUs)"
@@ -258,7 +258,7 @@ def test_the_single_result_holds_the_largest_message_busbw_against_a_floor_else_
         "H100-80GB-HBM3", 8, NCCL_TABLE, SOURCES["gpuforge_expected_nccl_single_node_busbw"]
     )
     judged = bench.nccl_single_result(_nccl_registered(120.0, 470.5), "gpu01", floor)
-    assert (judged["value"], judged["unit"], judged["threshold"], judged["min_busbw_gb_per_s"]) == (
+    assert (judged["value"], judged["unit"], judged["threshold"], judged["min_busbw_gbyte_per_s"]) == (
         3764.0,
         "Gb/s",
         3680,
@@ -392,7 +392,7 @@ def test_the_nccl_floor_task_reads_the_nodes_expected_system():
         "gpuforge_bench_nccl_single_gpus": 8,
     }
     expression = task["ansible.builtin.set_fact"]["gpuforge_bench_nccl_single_floor"]
-    assert _render(expression, {**variables, "gpuforge_expected_system": "dgxa100"})["min_busbw_gb_per_s"] == 228
+    assert _render(expression, {**variables, "gpuforge_expected_system": "dgxa100"})["min_busbw_gbyte_per_s"] == 228
     assert _render(expression, {**variables, "gpuforge_expected_system": "dgx1-v100-edr"}) == {}
     assert _render(expression, variables) == {}  # no expected system: compared with the other nodes
 

@@ -506,3 +506,13 @@ def test_a_link_speed_with_the_retired_rate_key_is_an_error_naming_the_new_key()
     new = {"NDR": {"rate_gbit_per_s": 400, "link_layer": "InfiniBand"}}
     problems = run(*gpu_cluster(gpuforge_expected_gpu_count=8, gpuforge_expected_link_speeds=new, **site_system()))
     assert [p for p in problems if "gpuforge_expected_link_speeds" in p["variable"]] == []
+
+
+def test_an_nccl_floor_with_the_retired_gb_per_s_key_is_an_error_naming_the_new_key():
+    old = {"H100-80GB-HBM3": {"gpus": 8, "min_busbw_gb_per_s": 460}}  # the retired key
+    problems = run(*gpu_cluster(gpuforge_expected_nccl_single_node_busbw=old))
+    problem = one(problems, "gpuforge_expected_nccl_single_node_busbw.H100-80GB-HBM3.min_busbw_gb_per_s")  # retired
+    assert "renamed to min_busbw_gbyte_per_s" in problem["problem"]
+    assert problem["fix"] == "write min_busbw_gbyte_per_s"
+    new = {"H100-80GB-HBM3": {"gpus": 8, "min_busbw_gbyte_per_s": 460}}
+    assert run(*gpu_cluster(gpuforge_expected_nccl_single_node_busbw=new)) == []

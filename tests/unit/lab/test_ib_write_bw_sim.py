@@ -85,14 +85,14 @@ def test_use_cuda_checks_the_gpu_index(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize(
-    ("measured_gbit_per_s", "gbits", "expected"),
+    ("measured_gbit_per_s", "report_gbits", "expected"),
     [
         (200.0, False, (11920.93, 11920.93)),  # capped at EDR: 12.5e9 B/s / 2^20
         (40.0, True, (40.0, 40.0)),  # below the cap: measured value
     ],
 )
-def test_compute_report_caps_at_line_rate(measured_gbit_per_s, gbits, expected):
-    options = ib_write_bw._options(["-n", "5000"] + (["--report_gbits"] if gbits else []))
+def test_compute_report_caps_at_line_rate(measured_gbit_per_s, report_gbits, expected):
+    options = ib_write_bw._options(["-n", "5000"] + (["--report_gbits"] if report_gbits else []))
     nbytes = int(measured_gbit_per_s * 1e9 / 8)
     report = ib_write_bw.compute_report(nbytes, 1.0, 0.0, 100.0, options)
     assert (round(report["bw_average"], 2), round(report["bw_peak"], 2)) == expected

@@ -20,7 +20,7 @@ def test_deepops_roce_gbits_with_cpu_warning_inside_table(real_output):
     assert (result["bytes"], result["iterations"]) == (65536, 5000)
     assert (result["bw_peak"], result["bw_average"], result["msg_rate_mpps"]) == (92.42, 92.40, 0.176230)
     assert result["bw_average_gbit_per_s"] == 92.40
-    assert result["bw_average_mbps"] == 11014.94
+    assert result["bw_average_mib_per_s"] == 11014.94
     assert result["warnings"] == [
         "Conflicting CPU frequency values detected: 1200.535000 != 1251.336000. CPU Frequency is not max."
     ]
@@ -56,7 +56,7 @@ def test_redp5610_dgx1_edr_mb_per_sec(fixture_text):
         11264.11,
         0.180226,
     )
-    assert result["bw_average_mbps"] == 11264.11
+    assert result["bw_average_mib_per_s"] == 11264.11
     assert result["bw_average_gbit_per_s"] == 94.49
     assert result["header"] == {
         "dual_port": "OFF",
