@@ -100,16 +100,27 @@ def test_subnet_managers_elect_the_highest_priority(node, capsys):
     assert (standby["priority"], standby["state_name"]) == (10, "SMINFO_STANDBY")
 
 
+def _local_opensm(tmp_path, monkeypatch, conf_text: str, argv: list) -> Path:
+    """A local OpenSM for sminfo: its opensm.conf, and a process in the table with argv as its command line."""
+    conf = tmp_path / "opensm.conf"
+    conf.write_text(conf_text, encoding="utf-8")
+    monkeypatch.setenv("GPUFORGE_LAB_OPENSM_CONF", str(conf))
+    proc = tmp_path / "proc" / "4242"
+    proc.mkdir(parents=True)
+    (proc / "cmdline").write_bytes(b"\0".join(argv))
+    return proc
+
+
 def test_a_running_local_opensm_with_the_top_priority_is_master(node, tmp_path, monkeypatch, capsys):
     """The node runs the lab's opensm (its process in the table) with sm_priority 14 from its opensm.conf: it
     outranks the lab SM (priority 0), so sminfo reports the node's own port as master."""
     node(profile="storage")
-    conf = tmp_path / "opensm.conf"
-    conf.write_text("# written by mlnx_ofed\nsm_priority 14\nguid 0x0\n", encoding="utf-8")
-    monkeypatch.setenv("GPUFORGE_LAB_OPENSM_CONF", str(conf))
-    proc = tmp_path / "proc" / "4242"
-    proc.mkdir(parents=True)
-    (proc / "cmdline").write_bytes(b"/usr/bin/python3\0/usr/sbin/opensm\0")
+    _local_opensm(
+        tmp_path,
+        monkeypatch,
+        "# written by mlnx_ofed\nsm_priority 14\nguid 0x0\n",
+        [b"/usr/bin/python3", b"/usr/sbin/opensm", b""],
+    )
     master = gpuforge_sminfo.parse_sminfo(run_tool(sminfo, [], capsys)[1])
     assert (master["sm_lid"], master["priority"], master["state"]) == (2, 14, 3)  # storage.yml's port: LID 2
     lab_sm = gpuforge_sminfo.parse_sminfo(run_tool(sminfo, ["1"], capsys)[1])
@@ -122,12 +133,9 @@ def test_the_opensm_the_lab_installs_is_found_in_the_process_table(node, tmp_pat
     wrapper = mirror._wrapper("/usr/sbin/opensm", "gpuforge_sim.opensm")
     code = re.search(r"exec /usr/bin/python3 -c '([^']+)'", wrapper).group(1)
     node(profile="storage")
-    conf = tmp_path / "opensm.conf"
-    conf.write_text("sm_priority 14\n", encoding="utf-8")
-    monkeypatch.setenv("GPUFORGE_LAB_OPENSM_CONF", str(conf))
-    proc = tmp_path / "proc" / "4243"
-    proc.mkdir(parents=True)
-    (proc / "cmdline").write_bytes(b"\0".join([b"/usr/bin/python3", b"-c", code.encode(), b"-B", b""]))
+    proc = _local_opensm(
+        tmp_path, monkeypatch, "sm_priority 14\n", [b"/usr/bin/python3", b"-c", code.encode(), b"-B", b""]
+    )
     master = gpuforge_sminfo.parse_sminfo(run_tool(sminfo, [], capsys)[1])
     assert (master["sm_lid"], master["priority"], master["state"]) == (2, 14, 3)
     (proc / "cmdline").write_bytes(b"\0".join([b"/usr/bin/python3", b"-c", code.replace("opensm", "sminfo").encode()]))
