@@ -74,6 +74,7 @@ OWNED_PREFIXES = ("gpuforge_",)
 # naming the new one instead of a silently ignored setting.
 RETIRED_VARIABLES = {
     "gpuforge_bench_ib_expected_gbps": "gpuforge_bench_ib_expected_gbit_per_s",  # retired name
+    "gpuforge_bench_nccl_min_busbw": "gpuforge_bench_nccl_min_busbw_gbyte_per_s",  # retired name
 }
 # Keys of table variables renamed to say their unit (issue 47): variable -> {old key: new key} in any of its entries.
 RETIRED_KEYS = {

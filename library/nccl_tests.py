@@ -185,7 +185,7 @@ options:
     type: path
   expect:
     description:
-      - Expectations judged by C(judge_nccl), keys C(min_busbw) (GB/s at the largest size, or at sizes of at
+      - Expectations judged by C(judge_nccl), keys C(min_busbw_gbyte_per_s) (GB/s at the largest size, or at sizes of at
         least C(large_message_bytes)), C(warn_ratio), C(transport) (defaults to I(mode)),
         C(max_small_latency_us) (100, two-digit microseconds, when the transport is C(ib)/C(ib_gdr)),
         C(small_message_bytes), C(max_wrong), C(max_iter_cv_pct) (with I(per_iter_timing)).
@@ -207,7 +207,7 @@ EXAMPLES = r"""
     max_bytes: 256M
     output_path: /var/lib/gpuforge/bench/nccl-1x8.txt
     expect:
-      min_busbw: 120
+      min_busbw_gbyte_per_s: 120
 
 - name: Two DGX-1 over InfiniBand with GPUDirect RDMA, one process per GPU (IBM Redpaper REDP-5610, Example 4-3)
   gpuforge.cluster.nccl_tests:
@@ -220,7 +220,7 @@ EXAMPLES = r"""
     mpirun_args: [--mca, pml, ob1, --mca, btl, ^openib]
     output_path: /var/lib/gpuforge/bench/nccl-16x1-ib_gdr.txt
     expect:
-      min_busbw: 5.0
+      min_busbw_gbyte_per_s: 5.0
 
 - name: Lab stand-in over TCP between two lab nodes
   gpuforge.cluster.nccl_tests:

@@ -20,7 +20,7 @@ class ParseError(ValueError):
 
 
 class OptionError(ValueError):
-    """A module option whose value has the wrong shape. ``path`` names it (``expect.min_busbw``,
+    """A module option whose value has the wrong shape. ``path`` names it (``expect.min_busbw_gbyte_per_s``,
     ``expected.hcas[0].ports[1].port``) and the message starts with that path."""
 
     def __init__(self, path: str, problem: str):

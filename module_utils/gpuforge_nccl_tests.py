@@ -35,7 +35,7 @@ from collections import Counter
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import worst_status as overall_status
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError, ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import integer, number, record, string
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_integer, to_number
 
@@ -54,7 +54,7 @@ __all__ = [
 # raises OptionError naming the key for a value of the wrong type and for a key judge_nccl does not know.
 EXPECT = record(
     {
-        "min_busbw": number(minimum=0),
+        "min_busbw_gbyte_per_s": number(minimum=0),
         "large_message_bytes": integer(minimum=0),
         "warn_ratio": number(above=0, maximum=1),
         "transport": string(choices=("tcp", "ib", "ib_gdr")),
@@ -658,9 +658,9 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
     """Checks of one parsed run against ``expect``.
 
     ``expect`` keys (all optional):
-      min_busbw (GB/s)          bus bandwidth the largest messages must reach;
+      min_busbw_gbyte_per_s     bus bandwidth (GB/s) the largest messages must reach;
       large_message_bytes       rows >= this size count as large (default: the largest size run);
-      warn_ratio (0.9)          busbw within this fraction of min_busbw is a warning, below is a failure;
+      warn_ratio (0.9)          busbw within this fraction of min_busbw_gbyte_per_s is a warning, below a failure;
       transport                 tcp | ib | ib_gdr, the transport NCCL must have used;
       max_small_latency_us      latency bound for small messages; default 100 (two-digit µs, IBM Redpaper REDP-5610)
                                 when transport is ib or ib_gdr;
@@ -672,6 +672,9 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
     verdict of ``#wrong`` and the ``Out of bounds values`` footer: a run with ``-c 0`` (nothing checked) warns.
     A value of the wrong type or an unknown key raises OptionError (see EXPECT).
     """
+    if isinstance(expect, dict) and "min_busbw" in expect:
+        # Renamed to say its unit (issue 47): a caller still passing the old key gets the new name, not "unknown key".
+        raise OptionError("expect.min_busbw", "was renamed to min_busbw_gbyte_per_s (the unit in its name)")
     expect = EXPECT("expect", expect or {})
     rows = result.get("rows") or []
     checks: list[dict] = []
@@ -687,13 +690,13 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
             )
         )
 
-    min_busbw = expect.get("min_busbw")
-    if min_busbw is not None:
+    min_busbw_gbyte_per_s = expect.get("min_busbw_gbyte_per_s")
+    if min_busbw_gbyte_per_s is not None:
         observed = _large_busbw(rows, expect.get("large_message_bytes"))
         ratio = expect.get("warn_ratio", 0.9)
-        if observed is not None and observed >= min_busbw:
+        if observed is not None and observed >= min_busbw_gbyte_per_s:
             status = "ok"
-        elif observed is not None and observed >= min_busbw * ratio:
+        elif observed is not None and observed >= min_busbw_gbyte_per_s * ratio:
             status = "warn"
         else:
             status = "fail"
@@ -702,7 +705,7 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
                 "large_message_busbw",
                 status,
                 observed,
-                f">= {min_busbw} GB/s",
+                f">= {min_busbw_gbyte_per_s} GB/s",
                 ""
                 if status == "ok"
                 else "check the fabric: port rate and state (ibstat), NCCL_DEBUG=INFO transport lines, "

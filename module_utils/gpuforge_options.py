@@ -2,7 +2,7 @@
 settings) and inside the facts a module is handed.
 
 Ansible checks that such an option is a dict, not what the dict holds: a string where a number belongs
-(``-e gpuforge_bench_nccl_min_busbw=50`` hands the module "50"), a dict where a list belongs, a misspelt
+(``-e gpuforge_bench_nccl_min_busbw_gbyte_per_s=50`` hands the module "50"), a dict where a list belongs, a misspelt
 key. The kinds here coerce what Ansible's own conversion of a typed option would accept (numeric strings,
 yes/no strings) and raise OptionError naming the option path for anything else, so a module fails with
 that message instead of a traceback, and never quietly skips a value it cannot use.

@@ -12,7 +12,7 @@ gpuforge_kubeconfig). Four checks, each a ``k8s_check`` record (schemas/k8s-chec
    its log says ``Test PASSED``;
 4. an MPIJob running nccl-tests all_reduce_perf with the RDMA resources (rendered from the reference jobs' template,
    roles/mpi_operator/templates/mpijob.yaml.j2) gets its Succeeded condition, and its launcher log goes through the
-   host benchmarks' nccl-tests parser and busbw threshold (gpuforge_bench_nccl_min_busbw);
+   host benchmarks' nccl-tests parser and busbw threshold (gpuforge_bench_nccl_min_busbw_gbyte_per_s);
 5. the in-pod RDMA test (roles/rdma_workload_access/templates/verify/rdma-perftest-pod.yaml.j2): a server and a
    client pod on two RDMA nodes, unprivileged with IPC_LOCK and one RDMA resource each, print ibv_devinfo and
    ibstatus (``rdma_pod_port`` checks) and run ib_write_bw between them. The pair is judged like a host benchmark
@@ -83,7 +83,7 @@ class Options:
     vector_add_image: str | None = None
     nccl_image: str | None = None
     nccl_workers: int = 2
-    min_busbw: float | None = None
+    min_busbw_gbyte_per_s: float | None = None
     rdma_image: str | None = None
     pod_timeout: float = 300
     job_timeout: float = 1800
@@ -126,7 +126,7 @@ _SETTINGS = (
     "gpuforge_k8s_rdma_nodes_group",
     "gpuforge_k8s_gpu_nodes_group",
     "gpuforge_expected_systems",
-    "gpuforge_bench_nccl_min_busbw",
+    "gpuforge_bench_nccl_min_busbw_gbyte_per_s",
     "gpuforge_k8s_verify_vector_add_image",
     "gpuforge_k8s_verify_nccl_image",
     "gpuforge_k8s_verify_namespace",
@@ -553,7 +553,11 @@ def _vector_add(cluster, options, settings, namespace, out, suffix, waiter):
 def _mpijob(cluster, options, settings, namespace, out, suffix, waiter, plan_: Plan):
     utils = _k8s_verify_utils()
     nccl = paths.collection_import("plugins.module_utils.gpuforge_nccl_tests")
-    min_busbw = options.min_busbw if options.min_busbw is not None else settings.get("gpuforge_bench_nccl_min_busbw")
+    min_busbw_gbyte_per_s = (
+        options.min_busbw_gbyte_per_s
+        if options.min_busbw_gbyte_per_s is not None
+        else settings.get("gpuforge_bench_nccl_min_busbw_gbyte_per_s")
+    )
     # The site's workload image (gpuforge_workload_image) by default, as the rendered MPIJobs.
     image = (
         options.nccl_image or settings.get("gpuforge_k8s_verify_nccl_image") or settings.get("gpuforge_workload_image")
@@ -592,7 +596,7 @@ def _mpijob(cluster, options, settings, namespace, out, suffix, waiter, plan_: P
         text = cluster.log(namespace, launchers[-1]["metadata"]["name"])
         _write(out / "nccl-launcher.log", text)
         if checks[0]["status"] == "ok":  # a failed or unfinished job's partial output is not judged
-            checks += utils.judge_nccl_log(nccl, text, min_busbw, nodes)
+            checks += utils.judge_nccl_log(nccl, text, min_busbw_gbyte_per_s, nodes)
     if not options.keep:
         cluster.delete_mpijob(namespace, name)
     return checks
@@ -806,7 +810,7 @@ def main(args) -> int:
         nccl_image=args.nccl_image,
         nccl_workers=args.nccl_workers,
         rdma_image=args.rdma_image,
-        min_busbw=args.min_busbw,
+        min_busbw_gbyte_per_s=args.min_busbw_gbyte_per_s,
         pod_timeout=args.pod_timeout,
         job_timeout=args.job_timeout,
         poll_interval=args.poll_interval,
@@ -860,7 +864,9 @@ def add_verify_parser(k8s_commands, default_inventory: str) -> None:
         "--rdma-image", help="image of the in-pod RDMA test (rdma_workload_access_rdma_test_image: the workload image)"
     )
     verify_cmd.add_argument("--nccl-workers", type=int, default=2, help="MPIJob worker pods (default 2)")
-    verify_cmd.add_argument("--min-busbw", type=float, help="GB/s (default: gpuforge_bench_nccl_min_busbw)")
+    verify_cmd.add_argument(
+        "--min-busbw-gbyte-per-s", type=float, help="GB/s (default: gpuforge_bench_nccl_min_busbw_gbyte_per_s)"
+    )
     verify_cmd.add_argument("--pod-timeout", type=float, default=300, help="seconds for the CUDA pod (default 300)")
     verify_cmd.add_argument("--job-timeout", type=float, default=1800, help="seconds for the MPIJob (default 1800)")
     verify_cmd.add_argument("--poll-interval", type=float, default=5, help="seconds between status reads (default 5)")

@@ -59,7 +59,10 @@ SOURCE_GPU = (
 SOURCE_RDMA = "rendered RDMA shared device plugin config (rdma_shared_device_plugin/configmap.yaml: configList)"
 SOURCE_VECTOR_ADD = "NVIDIA/cuda-samples vectorAdd prints 'Test PASSED' (Samples/0_Introduction/vectorAdd/vectorAdd.cu)"
 SOURCE_MPIJOB = "kubeflow/mpi-operator v2beta1 JobStatus: condition Succeeded with status True"
-SOURCE_BUSBW = "gpuforge_bench_nccl_min_busbw (the host benchmarks' threshold; nccl_tests expect.min_busbw)"
+SOURCE_BUSBW = (
+    "gpuforge_bench_nccl_min_busbw_gbyte_per_s (the host benchmarks' threshold; "
+    "nccl_tests expect.min_busbw_gbyte_per_s)"
+)
 
 _INTEGER = re.compile(r"^[0-9]+$")
 
@@ -348,7 +351,7 @@ def judge_mpijob(mpijob, nodes=None, timeout_s=None):
     return check("mpijob_completed", "mpijob", result, observed, expected, SOURCE_MPIJOB, remedy, nodes=nodes or [])
 
 
-def judge_nccl_log(nccl, text, min_busbw=None, nodes=None):
+def judge_nccl_log(nccl, text, min_busbw_gbyte_per_s=None, nodes=None):
     """The launcher log through the host benchmarks' nccl-tests parser and judge (gpuforge_nccl_tests).
 
     ``nccl`` is the gpuforge_nccl_tests module (passed in so this file imports nothing beside the stdlib). Returns the
@@ -371,7 +374,7 @@ def judge_nccl_log(nccl, text, min_busbw=None, nodes=None):
                 nodes=nodes or [],
             )
         ]
-    expect = {"min_busbw": float(min_busbw)} if min_busbw is not None else {}
+    expect = {"min_busbw_gbyte_per_s": float(min_busbw_gbyte_per_s)} if min_busbw_gbyte_per_s is not None else {}
     checks = []
     for item in nccl.judge_nccl(result, expect):
         name = "nccl_busbw" if item["name"] == "large_message_busbw" else "nccl_" + item["name"]
@@ -412,7 +415,7 @@ def judge_nccl_log(nccl, text, min_busbw=None, nodes=None):
             nodes=nodes or [],
         )
     )
-    if min_busbw is None:
+    if min_busbw_gbyte_per_s is None:
         rows = result.get("rows") or []
         largest = max(rows, key=lambda row: row["size"]) if rows else None
         observed = None
@@ -428,7 +431,8 @@ def judge_nccl_log(nccl, text, min_busbw=None, nodes=None):
                 observed,
                 None,
                 SOURCE_BUSBW,
-                "no bus bandwidth threshold: set gpuforge_bench_nccl_min_busbw in the inventory (or --min-busbw)",
+                "no bus bandwidth threshold: set gpuforge_bench_nccl_min_busbw_gbyte_per_s in the inventory "
+                "(or --min-busbw-gbyte-per-s)",
                 nodes=nodes or [],
             )
         )

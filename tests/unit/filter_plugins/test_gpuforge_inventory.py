@@ -490,12 +490,18 @@ all:
     assert not marker.exists()
 
 
-def test_a_variable_renamed_for_its_unit_is_an_error_naming_the_new_name():
-    problems = run(*gpu_cluster(gpuforge_bench_ib_expected_gbps=56))  # the retired name
-    problem = one(problems, "gpuforge_bench_ib_expected_gbps")  # retired
-    assert "renamed to gpuforge_bench_ib_expected_gbit_per_s" in problem["problem"]
-    assert "rename it to gpuforge_bench_ib_expected_gbit_per_s" in problem["fix"]
-    assert run(*gpu_cluster(gpuforge_bench_ib_expected_gbit_per_s=56)) == []
+@pytest.mark.parametrize(
+    ("old", "new", "value"),
+    [
+        ("gpuforge_bench_ib_expected_gbps", "gpuforge_bench_ib_expected_gbit_per_s", 56),  # the retired name
+        ("gpuforge_bench_nccl_min_busbw", "gpuforge_bench_nccl_min_busbw_gbyte_per_s", 40.0),  # the retired name
+    ],
+)
+def test_a_variable_renamed_for_its_unit_is_an_error_naming_the_new_name(old, new, value):
+    problem = one(run(*gpu_cluster(**{old: value})), old)
+    assert f"renamed to {new}" in problem["problem"]
+    assert f"rename it to {new}" in problem["fix"]
+    assert run(*gpu_cluster(**{new: value})) == []
 
 
 def test_a_link_speed_with_the_retired_rate_key_is_an_error_naming_the_new_key():

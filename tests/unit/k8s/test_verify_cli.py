@@ -431,7 +431,7 @@ def test_a_failed_mpijob_fails_and_its_log_is_not_judged(serve, tmp_path):
 
 def test_a_slow_busbw_fails_against_the_threshold(serve, tmp_path):
     _, kubeconfig = serve(cluster_routes())
-    busbw = by_check(run(kubeconfig, tmp_path, min_busbw=80.0))["nccl_busbw"][0]
+    busbw = by_check(run(kubeconfig, tmp_path, min_busbw_gbyte_per_s=80.0))["nccl_busbw"][0]
     assert busbw["status"] == "fail"
     assert busbw["observed"] == 55.22
 

@@ -312,7 +312,7 @@ def run_nccl_tests(ansible_module, tmp_path, change, args=None, check_mode=False
     binary.chmod(0o755)
     output = change(fixture("nccl-tests/redp5610_ex4-1_1x8xv100_nvlink_legacy.txt"))
     runner = Runner(answer or (lambda argv: (0, output, "")))
-    base = {"binary": str(binary), "gpus": 8, "count_gpus": False, "expect": {"min_busbw": 100}}
+    base = {"binary": str(binary), "gpus": 8, "count_gpus": False, "expect": {"min_busbw_gbyte_per_s": 100}}
     result = ansible_module(
         nccl_tests, {**base, **(args or {})}, runner, None, check_mode, bin_path=paths or bins("timeout", "nvidia-smi")
     )
@@ -1002,19 +1002,26 @@ EXPECTED_BAD = expected_spec()
 
 OPTION_CASES: dict[tuple[str, str], list[Case]] = {
     ("nccl_tests", "expect"): [
-        Case("word", {"expect": {"min_busbw": "fifty"}}, "expect.min_busbw", "must be a number, got 'fifty'"),
-        Case("numeric string (-e)", {"expect": {"min_busbw": "50"}}),
-        Case("boolean", {"expect": {"min_busbw": True}}, "expect.min_busbw", "must be a number"),
-        Case("list", {"expect": {"min_busbw": [50]}}, "expect.min_busbw", "must be a number"),
+        Case(
+            "word",
+            {"expect": {"min_busbw_gbyte_per_s": "fifty"}},
+            "expect.min_busbw_gbyte_per_s",
+            "must be a number, got 'fifty'",
+        ),
+        Case("numeric string (-e)", {"expect": {"min_busbw_gbyte_per_s": "50"}}),
+        Case(
+            "boolean", {"expect": {"min_busbw_gbyte_per_s": True}}, "expect.min_busbw_gbyte_per_s", "must be a number"
+        ),
+        Case("list", {"expect": {"min_busbw_gbyte_per_s": [50]}}, "expect.min_busbw_gbyte_per_s", "must be a number"),
         Case("dict", {"expect": {"warn_ratio": {"a": 1}}}, "expect.warn_ratio", "must be a number"),
-        Case("nan", {"expect": {"min_busbw": "nan"}}, "expect.min_busbw", "finite"),
+        Case("nan", {"expect": {"min_busbw_gbyte_per_s": "nan"}}, "expect.min_busbw_gbyte_per_s", "finite"),
         Case("negative", {"expect": {"max_wrong": -1}}, "expect.max_wrong", "at least 0"),
         Case("ratio above 1", {"expect": {"warn_ratio": 2}}, "expect.warn_ratio", "at most 1"),
         Case("misspelt key", {"expect": {"min_bus_bw": 50}}, "expect.min_bus_bw", "known: large_message_bytes"),
         Case("unknown transport", {"expect": {"transport": "infiniband"}}, "expect.transport", "tcp, ib, ib_gdr"),
         Case("bytes with a unit", {"expect": {"small_message_bytes": "1k"}}, "expect.small_message_bytes"),
         Case("integral string", {"expect": {"large_message_bytes": "1048576", "max_wrong": "0"}}),
-        Case("null value", {"expect": {"min_busbw": None}}),
+        Case("null value", {"expect": {"min_busbw_gbyte_per_s": None}}),
         Case("not a dict", {"expect": "fifty"}, "argument 'expect'"),
     ],
     ("nccl_tests", "env"): [
@@ -1419,7 +1426,7 @@ def test_malformed_facts_are_reported(ansible_module, tmp_path, source):
 
 def test_coerced_values_reach_the_judges(ansible_module, tmp_path):
     """What -e hands a module ("50") is judged as the number, not skipped and not compared as text."""
-    result, _ = run_nccl_tests(ansible_module, tmp_path, _unchanged, {"expect": {"min_busbw": "500"}})
+    result, _ = run_nccl_tests(ansible_module, tmp_path, _unchanged, {"expect": {"min_busbw_gbyte_per_s": "500"}})
     assert result["failed"] and result["msg"].startswith("NCCL verdict fail: large_message_busbw=")
     assert check_by_name(result)["large_message_busbw"]["expected"] == ">= 500.0 GB/s"
     result, _ = run_gpu_node_check(

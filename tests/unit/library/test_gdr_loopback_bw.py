@@ -216,13 +216,17 @@ def node_checks(node, profile):
 def test_healthy_h100_passes_on_all_eight_ndr_ports(tmp_path, monkeypatch):
     node = SimNode(tmp_path, monkeypatch, "dgx-h100-ndr")
     smi, checks = node_checks(node, "dgx-h100-ndr")
-    result = run_module(monkeypatch, tmp_path, {**lab_args("dgx-h100-ndr"), "gpus": smi["gpus"], "node_checks": checks})
+    args = lab_args("dgx-h100-ndr")
+    result = run_module(monkeypatch, tmp_path, {**args, "gpus": smi["gpus"], "node_checks": checks})
     check = result["check"]
     assert (result["ran"], check["status"]) == (True, "PASS"), check["fault"]
     ports = check["observed"]["ports"]
     assert sorted(ports) == [f"mlx5_{i}/1" for i in range(8)]
     assert ports["mlx5_5/1"]["bus_id"] == "00000000:C3:00.0" and ports["mlx5_5/1"]["topo"] == "PIX"
-    assert all(1 <= p["gbit_per_s"] <= 400 for p in ports.values())  # lab TCP loopback, capped at NDR
+    # Lab TCP loopback, capped at NDR's 400 Gb/s; its floor is the lab inventory's threshold (a loaded 2-core CI
+    # machine measured under 1 Gb/s), not a speed this machine happens to reach.
+    floor_gbit_per_s = args["thresholds"]["NDR"]["min_gbit_per_s"]
+    assert all(floor_gbit_per_s <= p["gbit_per_s"] <= 400 for p in ports.values()), ports
 
 
 def test_gdr_slow_fails_its_port_as_the_root_cause(tmp_path, monkeypatch):

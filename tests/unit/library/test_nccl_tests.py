@@ -57,7 +57,9 @@ def test_local_run_writes_output_and_judges(run_module, binary, tmp_path, fixtur
     text = fixture_text(SEED_1X8)
     runner = FakeRunner(text, gpus=8)
     out = tmp_path / "nccl.txt"
-    result = run_module({"binary": binary, "gpus": 8, "output_path": str(out), "expect": {"min_busbw": 120}}, runner)
+    result = run_module(
+        {"binary": binary, "gpus": 8, "output_path": str(out), "expect": {"min_busbw_gbyte_per_s": 120}}, runner
+    )
     assert result["cmd"] == [binary, *BENCH_ARGS[:6], "-g", "8", *BENCH_ARGS[8:]]
     args, kwargs = runner.bench_calls[0]
     assert args[:3] == ["/usr/bin/timeout", "--kill-after=30", "1800"]
@@ -87,7 +89,7 @@ def test_mpirun_ib_gdr_hostfile_and_env(run_module, binary, tmp_path, fixture_te
             "mpirun_args": ["--mca", "pml", "ob1"],
             "output_path": str(out),
             "gpus_per_host": 8,
-            "expect": {"min_busbw": 5.0},
+            "expect": {"min_busbw_gbyte_per_s": 5.0},
         },
         runner,
     )

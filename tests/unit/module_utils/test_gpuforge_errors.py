@@ -92,7 +92,7 @@ def test_the_base_class_catches_every_parser(parse, text):
 
 
 def test_option_error_names_the_path_first():
-    error = OptionError("expect.min_busbw", "must be a number, got 'fifty'")
-    assert str(error) == "expect.min_busbw must be a number, got 'fifty'"
-    assert (error.path, error.problem) == ("expect.min_busbw", "must be a number, got 'fifty'")
+    error = OptionError("expect.min_busbw_gbyte_per_s", "must be a number, got 'fifty'")
+    assert str(error) == "expect.min_busbw_gbyte_per_s must be a number, got 'fifty'"
+    assert (error.path, error.problem) == ("expect.min_busbw_gbyte_per_s", "must be a number, got 'fifty'")
     assert isinstance(error, ValueError)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nccl_tests import (
     ParseError,
     decode_nccl_version,
@@ -228,7 +229,9 @@ def _by_name(checks):
 
 
 def test_judge_redp5610_ib_gdr_passes(fixture_text):
-    checks = _by_name(judge_nccl(parse_nccl_tests(fixture_text(SEED_16X1)), {"transport": "ib_gdr", "min_busbw": 5.0}))
+    checks = _by_name(
+        judge_nccl(parse_nccl_tests(fixture_text(SEED_16X1)), {"transport": "ib_gdr", "min_busbw_gbyte_per_s": 5.0})
+    )
     assert checks["large_message_busbw"]["status"] == "ok"
     assert checks["large_message_busbw"]["observed"] == 5.72
     assert checks["small_message_latency"]["status"] == "ok"
@@ -241,15 +244,15 @@ def test_judge_redp5610_ib_gdr_passes(fixture_text):
 
 def test_judge_2x8_thresholds(fixture_text):
     result = parse_nccl_tests(fixture_text(SEED_2X8))
-    checks = _by_name(judge_nccl(result, {"transport": "ib_gdr", "min_busbw": 60.0}))
+    checks = _by_name(judge_nccl(result, {"transport": "ib_gdr", "min_busbw_gbyte_per_s": 60.0}))
     assert checks["large_message_busbw"]["status"] == "warn"  # 55.22 >= 0.9 * 60
     assert checks["transport"]["status"] == "fail"  # GDRDMA not seen
     assert "nvidia-peermem" in checks["transport"]["remedy"]
     assert checks["wrong_values"]["status"] == "ok"
     assert overall_status(list(checks.values())) == "fail"
-    low = _by_name(judge_nccl(result, {"min_busbw": 70.0}))
+    low = _by_name(judge_nccl(result, {"min_busbw_gbyte_per_s": 70.0}))
     assert low["large_message_busbw"]["status"] == "fail"
-    sized = _by_name(judge_nccl(result, {"min_busbw": 40.0, "large_message_bytes": 33554432}))
+    sized = _by_name(judge_nccl(result, {"min_busbw_gbyte_per_s": 40.0, "large_message_bytes": 33554432}))
     assert sized["large_message_busbw"]["observed"] == 55.22
 
 
@@ -275,7 +278,7 @@ def test_judge_no_rows_and_no_info(real_output):
     assert checks["result_rows"]["status"] == "fail"
     assert checks["transport"]["status"] == "warn"
     assert checks["small_message_latency"]["status"] == "fail"
-    oci = _by_name(judge_nccl(parse_nccl_tests(real_output(OCI_H100)), {"min_busbw": 400}))
+    oci = _by_name(judge_nccl(parse_nccl_tests(real_output(OCI_H100)), {"min_busbw_gbyte_per_s": 400}))
     assert oci["large_message_busbw"]["observed"] == 464.79
     assert oci["large_message_busbw"]["status"] == "ok"
     assert "transport" not in oci
@@ -456,7 +459,7 @@ def test_json_v2_corrected_average_per_iteration_and_wrong(fixture_text):
     assert result["rows"][1]["out_of_place"]["iter_cv_pct"] == 14.6
     assert result["per_iteration"]["max_cv_pct"] == 14.6
     assert result["correctness"]["verdict"] == "fail"
-    statuses = {check["name"]: check["status"] for check in judge_nccl(result, {"min_busbw": 150})}
+    statuses = {check["name"]: check["status"] for check in judge_nccl(result, {"min_busbw_gbyte_per_s": 150})}
     assert statuses == {"large_message_busbw": "ok", "wrong_values": "fail"}
 
 
@@ -485,3 +488,10 @@ def test_json_rows_without_size_are_errors():
     result = parse_nccl_tests_json({"config": {}, "results": [{"count": 2}, "x"]})
     assert result["errors"] == ["results[0]: no size", "results[1]: no size", "no result rows"]
     assert result["complete"] is False
+
+
+def test_the_retired_min_busbw_key_is_refused_naming_its_new_name(fixture_text):
+    rows = parse_nccl_tests(fixture_text(SEED_2X8))
+    with pytest.raises(OptionError, match=r"^expect.min_busbw was renamed to min_busbw_gbyte_per_s"):
+        judge_nccl(rows, {"min_busbw": 50})  # the retired key
+    assert _by_name(judge_nccl(rows, {"min_busbw_gbyte_per_s": 50}))["large_message_busbw"]["status"] == "ok"

@@ -29,7 +29,7 @@ def message(kind, value, path="opt"):
     [(50, 50), (12.5, 12.5), ("50", 50.0), (" 12.5 ", 12.5), ("1e3", 1000.0), (0, 0)],
 )
 def test_number_keeps_numbers_and_coerces_numeric_strings(value, expected):
-    result = number()("expect.min_busbw", value)
+    result = number()("expect.min_busbw_gbyte_per_s", value)
     assert result == expected
     assert type(result) is type(expected)
 
@@ -48,7 +48,9 @@ def test_number_keeps_numbers_and_coerces_numeric_strings(value, expected):
     ],
 )
 def test_number_refuses_what_is_not_one(value, problem):
-    assert message(number(), value, "expect.min_busbw").startswith(f"expect.min_busbw {problem}")
+    assert message(number(), value, "expect.min_busbw_gbyte_per_s").startswith(
+        f"expect.min_busbw_gbyte_per_s {problem}"
+    )
 
 
 def test_number_bounds():
@@ -125,10 +127,10 @@ def test_mapping_of():
 
 
 def test_record_checks_known_keys_and_refuses_unknown_ones():
-    kind = record({"min_busbw": number(), "max_wrong": integer(minimum=0)})
-    assert kind("expect", {"min_busbw": "50", "max_wrong": None}) == {"min_busbw": 50.0}
+    kind = record({"min_busbw_gbyte_per_s": number(), "max_wrong": integer(minimum=0)})
+    assert kind("expect", {"min_busbw_gbyte_per_s": "50", "max_wrong": None}) == {"min_busbw_gbyte_per_s": 50.0}
     assert message(kind, {"min_bus_bw": 50}, "expect") == (
-        "expect.min_bus_bw is not a key expect takes (known: max_wrong, min_busbw)"
+        "expect.min_bus_bw is not a key expect takes (known: max_wrong, min_busbw_gbyte_per_s)"
     )
     assert message(kind, "fifty", "expect") == "expect must be a dict, got 'fifty'"
 
