@@ -745,6 +745,8 @@ class InventoryChecker:
     BENCHMARK_TOOLS = (
         ("gpuforge_bench_nccl_binary", "nccl-tests' all_reduce_perf"),
         ("gpuforge_nvbandwidth_executable", "nvbandwidth"),
+        # Absent, the p2p benchmark is reported skipped ("not found"): a plan with an unjudged benchmark.
+        ("gpuforge_bench_p2p_binary", "p2pBandwidthLatencyTest"),
     )
 
     def check_benchmark_tools(self, view, groups):

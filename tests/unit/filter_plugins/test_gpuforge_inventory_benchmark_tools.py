@@ -1,6 +1,6 @@
 """The inventory check's benchmark tools rule (filter_plugins/gpuforge_inventory.py, check_benchmark_tools): a GPU
-node whose benchmark_tools role is off must name the site's own nccl-tests and nvbandwidth, or validation and the
-benchmarks would run binaries nothing installed."""
+node whose benchmark_tools role is off must name the site's own nccl-tests, nvbandwidth and p2pBandwidthLatencyTest,
+or validation and the benchmarks would run binaries nothing installed."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ GPU = {
     "gpuforge_expected_gpu_count": 8,
     "ipoib_interfaces": [{"hca": "mlx5_1", "port": 1, "address": "198.51.100.11/24"}],
 }
-TOOLS = ["gpuforge_bench_nccl_binary", "gpuforge_nvbandwidth_executable"]
+TOOLS = ["gpuforge_bench_nccl_binary", "gpuforge_bench_p2p_binary", "gpuforge_nvbandwidth_executable"]
 
 
 def run(**host) -> list[dict]:
@@ -42,10 +42,21 @@ def test_role_off_without_the_sites_tools_is_refused_naming_each_variable(off):
 
 
 def test_role_off_with_the_sites_tools_named_passes():
-    named = {"gpuforge_bench_nccl_binary": "/opt/site/all_reduce_perf", "gpuforge_nvbandwidth_executable": "/opt/nvb"}
+    named = {
+        "gpuforge_bench_nccl_binary": "/opt/site/all_reduce_perf",
+        "gpuforge_nvbandwidth_executable": "/opt/nvb",
+        "gpuforge_bench_p2p_binary": "/opt/site/p2pBandwidthLatencyTest",
+    }
     assert errors(run(benchmark_tools_enabled=False, **named)) == {}
-    # One named, one not: only the other is refused.
+    # One named, the others not: only the others are refused.
     assert sorted(errors(run(benchmark_tools_enabled=False, gpuforge_bench_nccl_binary="/x"))) == TOOLS[1:]
+    p2p = errors(
+        run(benchmark_tools_enabled=False, gpuforge_bench_nccl_binary="/x", gpuforge_nvbandwidth_executable="/y")
+    )
+    assert sorted(p2p) == ["gpuforge_bench_p2p_binary"]
+    assert p2p["gpuforge_bench_p2p_binary"]["fix"].startswith(
+        "set gpuforge_bench_p2p_binary to the path of the site's own p2pBandwidthLatencyTest build"
+    )
 
 
 def test_nodes_that_are_not_gpu_nodes_are_not_checked():
