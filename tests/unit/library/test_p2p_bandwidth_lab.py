@@ -25,10 +25,10 @@ LAB_EXPECT = yaml.safe_load((ROOT / "inventories/lab/group_vars/all/benchmark.ym
 ]
 
 
-def simulated_output(tmp_path, monkeypatch, faults) -> str:
+def simulated_output(tmp_path, monkeypatch, faults, profile="dgx1-v100-edr") -> str:
     (tmp_path / "lib" / "modules").mkdir(parents=True)
     (tmp_path / "lib" / "modules" / "nvidia.ko").write_text("{}")
-    (tmp_path / "hardware.json").write_text(json.dumps(hardware_document(load_profile("dgx1-v100-edr"), faults)))
+    (tmp_path / "hardware.json").write_text(json.dumps(hardware_document(load_profile(profile), faults)))
     monkeypatch.setenv("GPUFORGE_LAB_RUN", str(tmp_path / "run"))
     monkeypatch.setenv("GPUFORGE_LAB_LIB", str(tmp_path / "lib"))
     monkeypatch.setenv("GPUFORGE_LAB_HARDWARE", str(tmp_path / "hardware.json"))
@@ -118,3 +118,43 @@ def test_the_run_numbers_devices_in_pci_bus_order(tmp_path, monkeypatch, run_mod
     run_module({"binary": str(binary), "node": "gpu03", "expect": LAB_EXPECT, "fail_on": "never"}, run_command)
     test_run = next(environ for argv, environ in seen if str(binary) in argv)
     assert test_run["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+
+
+@pytest.mark.parametrize(
+    ("profile", "faults", "gpus", "verdict", "reason"),
+    [
+        # The vGPU guest has one GPU: no peer pair, so without the expected count nothing is judged ...
+        ("vsphere-t4-vgpu-roce", [], None, "unjudged", "no peer pair to judge"),
+        # ... and with it (roles/gpuforge_bench passes the node's expected count) the run has a verdict.
+        ("vsphere-t4-vgpu-roce", [], 1, "ok", "p2p_gpus ok: 1 (expected >= 1)"),
+        # A GPU the driver does not enumerate is one CUDA cannot test: the run fails on the count.
+        ("dgx1-v100-edr", [{"type": "gpu_missing", "gpu": 3}], 8, "fail", "p2p_gpus fail: 7 (expected >= 8)"),
+    ],
+)
+def test_the_expected_gpu_count_judges_every_node(
+    tmp_path, monkeypatch, run_module, profile, faults, gpus, verdict, reason
+):
+    output = simulated_output(tmp_path, monkeypatch, faults, profile)
+    binary = tmp_path / "p2pBandwidthLatencyTest"
+    binary.write_text("#!/bin/sh\n", encoding="ascii")
+    binary.chmod(0o755)
+    expect = dict(LAB_EXPECT, **({} if gpus is None else {"gpus": gpus}))
+    result = run_module(
+        {"binary": str(binary), "node": "gpu03", "expect": expect, "fail_on": "never"},
+        answers(output, simulated_topo()),
+    )
+    entry = p2p_results(result, "gpu03", expect)[0]
+    assert (entry["verdict"], entry["gpus"]) == (verdict, 1 if profile.startswith("vsphere") else 7), entry
+    assert reason in entry["reason"]
+
+
+def test_the_role_passes_each_nodes_expected_gpu_count():
+    """tasks/p2p.yml gives the module the node's expected count unless gpuforge_bench_p2p_expect names its own."""
+    defaults = yaml.safe_load((ROOT / "roles/gpuforge_bench/defaults/main.yml").read_text(encoding="utf-8"))
+    tasks = yaml.safe_load((ROOT / "roles/gpuforge_bench/tasks/p2p.yml").read_text(encoding="utf-8"))
+    count = defaults["gpuforge_bench_p2p_expected_gpu_count"]
+    assert "gpuforge_expected_gpu_count" in count and "get('gpu_count'" in count
+    run = next(task for task in tasks if "gpuforge.cluster.p2p_bandwidth" in task)
+    expect = run["gpuforge.cluster.p2p_bandwidth"]["expect"]
+    assert "{'gpus': gpuforge_bench_p2p_expected_gpu_count | int}" in expect
+    assert expect.rstrip().endswith("| combine(gpuforge_bench_p2p_expect) }}")
