@@ -6,13 +6,16 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_fio import (
+    JOBS,
     ParseError,
     fio_command,
     judge_fio,
     overall_status,
     parse_fio,
+    thresholds_for,
 )
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "fio"
@@ -126,3 +129,27 @@ def test_default_thresholds_per_storage_kind_have_units_and_sources():
     }
     assert thresholds_for({}, "extra") == ({}, {})
     assert thresholds_for(None, None) == ({}, {})
+
+
+def test_the_lab_judges_every_scratch_job():
+    """The lab inventory's floors over the shipped scratch floor leave no lab job unjudged, the lab demo's measured
+    scratch (the run of 2026-11-26 in tests/fixtures/records) passes them, and a disk 1000 times slower fails each."""
+    root = Path(__file__).resolve().parents[3]
+    lab = yaml.safe_load((root / "inventories/lab/group_vars/all/benchmark.yml").read_text(encoding="utf-8"))
+    expect, sources = thresholds_for(lab["gpuforge_bench_fio_thresholds"]["default"], "scratch")
+    assert sources["seq_read_mib_per_s"].startswith("gpuforge default for scratch")
+    demo = root / "tests/fixtures/records/demo-run/benchmark/bench/20261126T151133Z/summary.json"
+    measured = {}
+    for result in json.loads(demo.read_text(encoding="utf-8"))["fio"]["results"]:
+        if "scratch:" in result["name"]:
+            job = result["name"].rsplit("-", 1)[1]
+            measured[job] = min(measured.get(job, result["value"]), result["value"])
+    assert sorted(measured) == sorted(JOBS)
+    for scale, status in ((1, "ok"), (0.001, "fail")):
+        jobs = [
+            {"name": job, "measured": {"io_bytes": 1, "bw_mib_s": value * scale, "iops": value * scale}}
+            for job, value in measured.items()
+        ]
+        checks = judge_fio({"jobs": jobs}, expect, "scratch:/var/tmp")
+        assert sorted(c["name"] for c in checks) == sorted(f"fio_{job}" for job in JOBS)
+        assert {c["status"] for c in checks} == {status}, checks
