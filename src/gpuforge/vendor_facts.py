@@ -48,6 +48,7 @@ class Package:
     source: str = ""
     evidence: str = ""
     note: str = ""
+    confirm: str = ""
 
     @property
     def upstream(self) -> str:
@@ -100,6 +101,11 @@ def _check_evidence(entry: dict, where: str) -> None:
         raise RegistryError(f"{where}: evidence must be one of {', '.join(EVIDENCE_LEVELS)} (got {evidence!r})")
     if evidence == "inferred" and not entry.get("note"):
         raise RegistryError(f"{where}: an inferred fact needs a 'note' saying what it was inferred from")
+    confirm = entry.get("confirm")
+    if confirm is not None and not isinstance(confirm, str):
+        raise RegistryError(f"{where}: 'confirm' must be a string (got {confirm!r})")
+    if evidence == "inferred" and not (confirm or "").strip():
+        raise RegistryError(f"{where}: an inferred fact needs 'confirm' naming what would confirm it")
 
 
 def _expand(relation: str, version: str) -> str:
@@ -156,6 +162,7 @@ def load(path: Path) -> Repository:
                     source=entry["source"],
                     evidence=entry["evidence"],
                     note=entry.get("note", ""),
+                    confirm=entry.get("confirm", ""),
                 )
             )
     return Repository(

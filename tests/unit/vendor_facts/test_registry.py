@@ -76,6 +76,62 @@ def test_a_fact_without_its_source_is_refused(tmp_path, broken, message):
         vendor_facts.load(path)
 
 
+_REPOSITORY = {"title": "t", "vendor": "v", "os": "x", "package_format": "deb", "source": "s"}
+
+
+@pytest.mark.parametrize(
+    ("broken", "entry"),
+    [
+        (
+            {
+                "schema": 1,
+                "repository": _REPOSITORY,
+                "packages": [
+                    {"name": "p", "versions": ["1-1"], "source": "s", "evidence": "inferred", "note": "from q's 1-1"}
+                ],
+            },
+            "packages[0] p",
+        ),
+        (
+            {
+                "schema": 1,
+                "repository": _REPOSITORY,
+                "facts": {"f": {"value": 1, "source": "s", "evidence": "inferred", "note": "from g", "confirm": "  "}},
+            },
+            "fact f",
+        ),
+    ],
+)
+def test_an_inferred_entry_without_confirm_is_refused(tmp_path, broken, entry):
+    # issue 47/46: an inferred fact says what it was inferred from (note) and what would confirm it (confirm).
+    path = tmp_path / "vendor" / "os.yml"
+    path.parent.mkdir()
+    path.write_text(yaml.safe_dump(broken), encoding="utf-8")
+    with pytest.raises(vendor_facts.RegistryError) as refused:
+        vendor_facts.load(path)
+    assert str(refused.value) == f"vendor/os {entry}: an inferred fact needs 'confirm' naming what would confirm it"
+    # With it, and only an inferred entry needs it, the file loads.
+    for item in broken.get("packages", []) + list(broken.get("facts", {}).values()):
+        item["confirm"] = "apt-cache show p=1-1 on a host with the repository"
+    path.write_text(yaml.safe_dump(broken), encoding="utf-8")
+    assert vendor_facts.load(path).key == "vendor/os"
+
+
+def test_every_inferred_entry_of_the_registry_names_what_would_confirm_it(repos):
+    inferred = confirmed = 0
+    for repo in repos.values():
+        entries = list(repo.facts.items())
+        entries += [(f"{p.name} {p.version}", {"evidence": p.evidence, "confirm": p.confirm}) for p in repo.packages]
+        for name, entry in entries:
+            if entry["evidence"] != "inferred":
+                continue
+            inferred += 1
+            confirm = entry.get("confirm") or ""
+            assert confirm.strip() and confirm.strip() != (entry.get("note") or "").strip(), (repo.key, name)
+            confirmed += 1
+    assert inferred == confirmed > 0
+
+
 def test_the_lab_mirror_definition_names_no_vendor_package_or_version():
     # The lab's table may say which registry repositories to publish and which simulator answers for a path;
     # names and versions of vendor packages come only from the registry.
