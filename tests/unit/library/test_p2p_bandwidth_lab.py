@@ -152,7 +152,9 @@ def test_the_role_passes_each_nodes_expected_gpu_count():
     """tasks/p2p.yml gives the module the node's expected count unless gpuforge_bench_p2p_expect names its own."""
     defaults = yaml.safe_load((ROOT / "roles/gpuforge_bench/defaults/main.yml").read_text(encoding="utf-8"))
     tasks = yaml.safe_load((ROOT / "roles/gpuforge_bench/tasks/p2p.yml").read_text(encoding="utf-8"))
-    count = defaults["gpuforge_bench_p2p_expected_gpu_count"]
+    shared = yaml.safe_load((ROOT / "roles/gpuforge/defaults/main/expected_hardware.yml").read_text(encoding="utf-8"))
+    assert defaults["gpuforge_bench_p2p_expected_gpu_count"] == "{{ gpuforge_node_expected_gpu_count }}"
+    count = shared["gpuforge_node_expected_gpu_count"]
     assert "gpuforge_expected_gpu_count" in count and "get('gpu_count'" in count
     run = next(task for task in tasks if "gpuforge.cluster.p2p_bandwidth" in task)
     expect = run["gpuforge.cluster.p2p_bandwidth"]["expect"]
