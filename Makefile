@@ -35,8 +35,8 @@ demo: setup
 # run of 2026-12-02 at CPU load 12: lanes 1.5x their quiet times). Everything else runs beside them from the start,
 # at a lower CPU priority (BACKGROUND, nice 10): the lint, the unit suites (the newest ansible-core's, then the
 # oldest's; 17 min for the first beside the lanes) and ansible-test sanity take the CPU the lanes leave idle, and the
-# lanes no longer wait for the lint. Sanity on the oldest supported ansible-core
-# queues behind sanity (they share ansible-test's virtual environment cache).
+# lanes no longer wait for the lint. Sanity on the oldest supported ansible-core queues behind sanity (they share
+# ansible-test's virtual environment cache).
 test: setup
 	export GPUFORGE_SETUP_DONE=1
 	$(MAKE) --no-print-directory -j 6 lab-prepare molecule lint unit unit-oldest sanity ee sanity-oldest \
