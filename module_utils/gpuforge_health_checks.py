@@ -10,6 +10,8 @@ Stdlib only, Python 3.8+: it runs on the node without Ansible.
 
 from __future__ import annotations
 
+import re
+
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_smi_xml import document_root
@@ -74,13 +76,19 @@ def parse_gpu_processes(text: str) -> dict:
     return found
 
 
+# The kernel writes a mount point with space, tab, newline and backslash as \ooo octal escapes (\040 for a space)
+# and every other byte as it is, UTF-8 included (fs/proc_namespace.c, show_mountinfo: seq_path_root with
+# " \t\n\\"); only those escapes are decoded, so a UTF-8 name stays what it is.
+_MOUNTINFO_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
 def mount_points(mountinfo: str) -> list:
     """Mount points of /proc/self/mountinfo (field 5; octal escapes such as \\040 for a space decoded), sorted."""
     points = set()
     for line in (mountinfo or "").splitlines():
         fields = line.split()
         if len(fields) > 4:
-            points.add(fields[4].encode().decode("unicode_escape"))
+            points.add(_MOUNTINFO_ESCAPE.sub(lambda match: chr(int(match.group(1), 8)), fields[4]))
     return sorted(points)
 
 

@@ -187,6 +187,10 @@ _XID_RE = re.compile(
     r"NVRM: Xid \((?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?:\.\d)?\): "
     r"(?P<code>\d+)(?:, pid=(?P<pid>'[^']*'|[^,\s]+))?(?:, name=(?P<name>[^,]*))?(?:, (?P<message>.*?))?\s*$"
 )
+# Xid 45 ("Preemptive cleanup, due to previous errors") names the Xid it cleans up after on newer drivers:
+# "NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001 caused by previous Xid 149"
+# (tests/fixtures/kernel/SOURCES.md).
+_CAUSED_BY_RE = re.compile(r"\bcaused by previous Xid (?P<code>\d+)\b")
 _DMESG_TS_RE = re.compile(r"^\[\s*(?P<ts>[^\]]+)\]\s*")
 _JOURNAL_RE = re.compile(r"^(?P<ts>.+?)\s+(?P<host>\S+)\s+kernel:\s*")
 # dmesg --decode --time-format iso: "kern  :err   : 2025-01-25T10:34:54,859532+00:00 <message>"
@@ -207,7 +211,8 @@ def parse_xid_events(text: str) -> list[dict]:
     """Xid events in dmesg (`[ 12.34]` or `dmesg -T`) or `journalctl -k` text; other lines are ignored.
 
     Each event: {timestamp, host, pci_bus, code, pid, process, message, description, catalogue_action,
-    action, line}; action is the gpuforge class of the catalogue's immediate action (xid_action).
+    action, caused_by_code, line}; action is the gpuforge class of the catalogue's immediate action (xid_action);
+    caused_by_code is the Xid a message says it was "caused by" (Xid 45 names it), else None.
     """
     events = []
     for line in (text or "").splitlines():
@@ -217,6 +222,7 @@ def parse_xid_events(text: str) -> list[dict]:
         timestamp, host = _timestamp_host(line[: match.start()])
         pid = (match["pid"] or "").strip("'")
         code = int(match["code"])
+        cause = _CAUSED_BY_RE.search(match["message"] or "")
         events.append(
             {
                 "timestamp": timestamp,
@@ -229,6 +235,7 @@ def parse_xid_events(text: str) -> list[dict]:
                 "description": XID_DESCRIPTIONS.get(code),
                 "catalogue_action": xid_action(code)["catalogue_action"],
                 "action": xid_action(code)["action"],
+                "caused_by_code": int(cause["code"]) if cause else None,
                 "line": line.strip(),
             }
         )

@@ -545,7 +545,11 @@ def _nvlink_checks(gpus, links, expected, view_read=False):
 def _xid_check(events, expected, gpus, lost, failing):
     """Each Xid judged by the action NVIDIA's Xid catalogue gives it (gpuforge_kernel.xid_action): actions in
     expected.xid_fail_actions fail, restart_app / not_given / unknown codes warn, ignore is ok. Codes in
-    expected.xid_fatal (gpuforge_expected_xid_fatal) always fail."""
+    expected.xid_fatal (gpuforge_expected_xid_fatal) always fail.
+
+    An Xid 45 that names its cause ("caused by previous Xid 149") counts for that cause on the same GPU
+    (named_by_xid_45): the catalogue ignores Xid 45 because the earlier Xid is judged itself, and that earlier line
+    may have left the kernel's ring buffer while the Xid 45s that followed it are still there."""
     fatal = set(expected.get("xid_fatal") or [])
     fail_actions = set(expected.get("xid_fail_actions") or XID_FAIL_ACTIONS)
     boards = {bus_key(g.get("bus_id")): g for g in gpus}
@@ -554,19 +558,24 @@ def _xid_check(events, expected, gpus, lost, failing):
     for event in events:
         if not isinstance(event, dict) or not isinstance(event.get("code"), int):
             continue
-        key = (bus_key(event.get("pci_bus")), event["code"])
+        cause = event.get("caused_by_code") if event["code"] == 45 else None
+        named = isinstance(cause, int) and not isinstance(cause, bool)
+        key = (bus_key(event.get("pci_bus")), cause if named else event["code"])
         if key not in grouped:
-            action = xid_action(event["code"])
+            action = xid_action(key[1])
             board = boards.get(key[0])
             grouped[key] = {
                 "gpu": _gpu_name(board) if board else str(event.get("pci_bus")),
-                "code": event["code"],
+                "code": key[1],
                 "description": action["description"],
                 "catalogue_action": action["catalogue_action"],
                 "action": action["action"],
                 "count": 0,
             }
-        grouped[key]["count"] += 1
+        if named:
+            grouped[key]["named_by_xid_45"] = grouped[key].get("named_by_xid_45", 0) + 1
+        else:
+            grouped[key]["count"] += 1
     failing_events, warning_events, causes = [], [], set()
     for (bus, code), seen in sorted(grouped.items(), key=lambda item: (item[0][1], str(item[0][0]))):
         if code in fatal or seen["action"] in fail_actions:

@@ -79,7 +79,10 @@ CASES = {
         "real:ibv_devinfo__deepseek-ai-DeepEP__issue55__mt4126_ib_EXCERPT_one_hca.txt",
         lambda d: d["cas"][0]["ports"],
     ),
-    "ibdev2netdev": None,  # no real capture yet: the parser is tested on the lab simulator's output only
+    "ibdev2netdev": (
+        "ibdev2netdev/ib-sriov-cni-readme_cx4_4vf_v.txt",
+        lambda d: len(d["mappings"]) == 6 and d["mappings"][2]["port_state"] == "DOWN" and not d["errors"],
+    ),
     "perfquery": (
         "perfquery/infiniband-diags_issue16_rhel75_perfquery_x.txt",
         lambda d: d[0]["extended"] is True and d[0]["lid"] == 10 and "PortXmitData" in d[0]["counters"],
@@ -96,7 +99,15 @@ CASES = {
         "lsmod/gpuforge-device_1xh200_drv580.159.04_firecracker.txt",
         lambda d: "nvidia" in d["modules"],
     ),
-    "dmesg-xid": None,  # no real capture yet (tests/unit/module_utils/test_gpuforge_kernel.py: documented lines)
+    "dmesg-xid": (
+        "kernel/xid_gpu-operator-issue1146_syslog_dbe_EXCERPT.txt",
+        lambda d: [(e["code"], e["host"]) for e in d] == [(48, "worker4"), (64, "worker4")],
+    ),
+    "tainted": ("kernel/tainted_uac-issue262_proprietary-oot-unsigned.txt", lambda d: d == 12289),
+    "mountinfo": (
+        "mountinfo/podman-lab-node_kernel6.18_space-and-utf8.txt",
+        lambda d: "/scratch local" in d and "/scratch/données" in d,
+    ),
     "dmesg-sxid": (
         "kernel/sxid_fm-user-guide_example.txt",
         lambda d: d[0]["code"] == 28006 and d[0]["fatal"] is False and d[0]["link"] == 46,

@@ -46,6 +46,21 @@ def test_the_driver_s_own_taint_passes_and_the_mask_is_decoded():
 
 
 @pytest.mark.parametrize(
+    ("fixture", "status", "bits"),
+    [
+        ("tainted_uac-issue262_proprietary-oot-unsigned.txt", "PASS", ["0", "12", "13"]),
+        ("tainted_fwupd-issue9737_nvidia-open.txt", "PASS", ["12"]),
+        ("tainted_checkbox-issue1367_ubuntu2404-warning.txt", "WARN", ["9"]),
+    ],
+)
+def test_real_taint_values(fixture, status, bits):
+    """Values real machines' /proc/sys/kernel/tainted held (tests/fixtures/kernel/SOURCES.md)."""
+    check = _judge((ROOT / "tests/fixtures/kernel" / fixture).read_text(encoding="utf-8"))
+    assert check["status"] == status
+    assert sorted(check["observed"]["flags"], key=int) == bits
+
+
+@pytest.mark.parametrize(
     ("bits", "status", "named"),
     [
         ([4], "FAIL", "bit 4 M: processor reported a Machine Check Exception"),

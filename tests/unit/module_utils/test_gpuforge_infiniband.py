@@ -5,6 +5,8 @@ read YAML; these tests also run under the nodes' oldest Python, without PyYAML).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_infiniband import (
     ParseError,
@@ -254,6 +256,30 @@ def test_ibdev2netdev_plain_and_verbose():
     }
     with pytest.raises(ParseError):
         parse_ibdev2netdev("ibdev2netdev: command not found\n")
+
+
+def test_ibdev2netdev_real_plain_and_verbose_with_virtual_functions():
+    """tests/fixtures/ibdev2netdev/SOURCES.md: a ConnectX-4 before and after four SR-IOV virtual functions."""
+    fixtures = Path(__file__).resolve().parents[2] / "fixtures" / "ibdev2netdev"
+    plain = parse_ibdev2netdev((fixtures / "ib-sriov-cni-readme_cx4_2port.txt").read_text(encoding="utf-8"))
+    assert plain == {
+        "mappings": [
+            {"ca": "mlx5_0", "port": 1, "netdev": "ib0", "netdev_state": "Up"},
+            {"ca": "mlx5_1", "port": 1, "netdev": "ib1", "netdev_state": "Down"},
+        ],
+        "errors": [],
+    }
+    verbose = parse_ibdev2netdev((fixtures / "ib-sriov-cni-readme_cx4_4vf_v.txt").read_text(encoding="utf-8"))
+    assert verbose["errors"] == []
+    assert [(m["bus_id"], m["ca"], m["port_state"], m["netdev"], m["netdev_state"]) for m in verbose["mappings"]] == [
+        ("0000:02:00.0", "mlx5_0", "ACTIVE", "ib0", "Up"),
+        ("0000:02:00.1", "mlx5_1", "ACTIVE", "ib1", "Down"),
+        ("0000:02:00.5", "mlx5_2", "DOWN", "ib2", "Down"),
+        ("0000:02:00.6", "mlx5_3", "DOWN", "ib3", "Down"),
+        ("0000:02:00.7", "mlx5_4", "DOWN", "ib4", "Down"),
+        ("0000:02:00.2", "mlx5_5", "DOWN", "ib5", "Down"),
+    ]
+    assert {m["fw_ver"] for m in verbose["mappings"]} == {"12.23.1020"}
 
 
 def test_dispatch_by_kind(real_output):

@@ -182,3 +182,49 @@ def test_sxid_journal_line_and_upper_case_non_fatal_of_the_guides_convention():
 def test_sxid_none_in_a_log_without_nvswitch_lines():
     assert kernel.parse_sxid_events("[    1.0] Linux version 6.1.0\n[ 2.0] NVRM: Xid (PCI:0000:3b:00): 79, x\n") == []
     assert kernel.parse_sxid_events("") == []
+
+
+# NVIDIA Xid lines: real samples and their sources in tests/fixtures/kernel/SOURCES.md ("Xid lines").
+
+
+def _xids(name):
+    return kernel.parse_xid_events((KERNEL_FIXTURES / name).read_text(encoding="utf-8"))
+
+
+def test_real_dmesg_ctime_xids_keep_their_time_process_and_action_and_skip_other_lines():
+    events = _xids("xid_gpud-xid-readme_dmesg-ctime_EXCERPT.txt")
+    assert [(e["code"], e["pid"], e["process"]) for e in events] == [
+        (13, None, None),
+        (13, None, None),
+        (13, None, None),
+        (109, 1797828, "pt_main_thread"),
+        (31, 626486, "pt_main_thread"),
+        (109, 1158578, "pt_main_thread"),
+    ]
+    assert {e["pci_bus"] for e in events} == {"0000:cb:00"}
+    assert events[0]["timestamp"] == "Fri Aug 30 11:43:09 2024" and events[0]["host"] is None
+    assert events[0]["message"] == "Graphics SM Warp Exception on (GPC 7, TPC 7, SM 0): Illegal Instruction Parameter"
+    assert [e["action"] for e in events] == ["restart_app"] * 3 + ["reset_gpu", "restart_app", "reset_gpu"]
+    assert all(e["caused_by_code"] is None for e in events)
+
+
+def test_real_syslog_xids_carry_the_syslog_time_and_host():
+    events = _xids("xid_gpu-operator-issue1146_syslog_dbe_EXCERPT.txt")
+    assert [(e["code"], e["pci_bus"], e["timestamp"], e["host"]) for e in events] == [
+        (48, "0000:07:00", "Dec  2 11:38:47", "worker4"),
+        (64, "0000:07:00", "Dec  2 11:38:47", "worker4"),
+    ]
+    assert events[0]["message"].startswith("An uncorrectable double bit error (DBE)")
+    assert [e["action"] for e in events] == ["reset_gpu", "reset_gpu"]
+
+
+def test_real_xid_45_lines_name_the_xid_they_clean_up_after():
+    events = _xids("xid_open-gpu-kernel-modules-issue1150_xid45_EXCERPT.txt")
+    assert len(events) == 7 and {e["code"] for e in events} == {45}
+    assert [(e["pci_bus"], e["caused_by_code"]) for e in events[:4]] == [
+        ("0000:dc:00", 149),
+        ("0000:ed:00", 145),
+        ("0000:ba:00", 145),
+        ("0000:97:00", 145),
+    ]
+    assert {e["action"] for e in events} == {"ignore"}  # Xid 45's own catalogue action

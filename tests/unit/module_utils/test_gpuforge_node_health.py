@@ -595,3 +595,32 @@ def test_nvlink_view_not_gathered_is_not_read_as_zero_links():
     assert checks["nvlink_active"]["observed"] == {
         "00000000:00:06.0": "NVLink state not read (no nvidia-smi nvlink --status view)"
     }
+
+
+def test_xid_45_naming_its_cause_is_judged_as_that_cause_on_the_same_gpu(tmp_path, monkeypatch):
+    """Real Xid 45 lines (tests/fixtures/kernel/SOURCES.md, open-gpu-kernel-modules issue 1150) whose causing
+    NVLink5 Xids (145, 149) are not in the log any more: the node fails for those causes, not passes for Xid 45."""
+    node = SimNode(tmp_path, monkeypatch, "dgx-h100-ndr")
+    smi = node.nvidia_smi_facts()
+    log = (
+        Path(__file__).resolve().parents[2] / "fixtures/kernel/xid_open-gpu-kernel-modules-issue1150_xid45_EXCERPT.txt"
+    )
+    events = kernel.parse_xid_events(log.read_text(encoding="utf-8"))
+    result = judge_node(
+        smi, node.infiniband_facts(), kernel.parse_lsmod(node.lsmod()), events, expected_for("dgx-h100-ndr")
+    )
+    xid = by_name(result)["xid"]
+    assert xid["status"] == "FAIL"
+    seen = {(e["gpu"].split()[0], e["code"]): (e["action"], e["count"], e["named_by_xid_45"]) for e in xid["observed"]}
+    assert seen == {
+        ("0000:dc:00", 149): ("reset_gpu", 0, 2),
+        ("0000:ed:00", 145): ("reset_gpu", 0, 2),
+        ("0000:ba:00", 145): ("reset_gpu", 0, 2),
+        ("0000:97:00", 145): ("reset_gpu", 0, 1),
+    }
+    # Without the cause named, Xid 45 alone is what the catalogue says: no action.
+    bare = [dict(event, caused_by_code=None) for event in events]
+    plain = judge_node(
+        smi, node.infiniband_facts(), kernel.parse_lsmod(node.lsmod()), bare, expected_for("dgx-h100-ndr")
+    )
+    assert by_name(plain)["xid"]["status"] == "PASS"

@@ -143,6 +143,20 @@ def test_mount_points_decode_escapes():
     assert unread["status"] == "FAIL" and "Permission denied" in unread["fault"]
 
 
+def test_mount_points_of_a_real_mountinfo_keep_utf8_names_and_decode_the_space():
+    """A real /proc/self/mountinfo (tests/fixtures/mountinfo/SOURCES.md): "/scratch local" is written
+    /scratch\\040local, /scratch/données as UTF-8; both mount points come back as the operator names them."""
+    text = (ROOT / "tests/fixtures/mountinfo/podman-lab-node_kernel6.18_space-and-utf8.txt").read_text(encoding="utf-8")
+    points = checks.mount_points(text)
+    assert {"/", "/data/shared", "/scratch local", "/scratch/données", "/proc", "/sys/fs/cgroup/memory"} <= set(points)
+    assert len(points) == len(text.splitlines())
+    judge = registered("mounts_present").judge
+    assert judge({"mountinfo": text}, {"mounts": ["/scratch/données", "/scratch local", "/data/shared"]})["status"] == (
+        "PASS"
+    )
+    assert judge({"mountinfo": text}, {"mounts": ["/scratch/données", "/gpfs/fs1"]})["observed"] == ["/gpfs/fs1"]
+
+
 def test_kernel_events_start_over_on_a_new_boot():
     xid = {"line": "[ 5.0] NVRM: Xid (PCI:0000:0a:00): 79, ...", "code": 79}
     judged, _sx, state = health.new_kernel_events([xid], [], {}, "boot-1")
