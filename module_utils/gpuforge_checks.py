@@ -16,6 +16,7 @@ Stdlib only; runs on the managed node's Python 3.8+.
 from __future__ import annotations
 
 __all__ = [
+    "BENCH_STATUS_VERDICT",
     "FAIL",
     "PASS",
     "STATUS_RANK",
@@ -31,6 +32,9 @@ PASS, WARN, FAIL, UNKNOWN = "PASS", "WARN", "FAIL", "UNKNOWN"
 VERDICTS = (PASS, WARN, FAIL, UNKNOWN)
 # The benchmark modules' check statuses (bench_check), ranked for worst_status.
 STATUS_RANK = {"ok": 0, "warn": 1, "fail": 2}
+# The verdict each of them is where a benchmark check becomes a check of another producer (gpuforge k8s verify's
+# in-pod nccl-tests run): the one place the two words meet.
+BENCH_STATUS_VERDICT = {"ok": PASS, "warn": WARN, "fail": FAIL}
 
 
 def node_check(name, status, observed, expected, fault="", remedy="", caused_by=None) -> dict:

@@ -51,8 +51,8 @@ NODE_CHECK_SOURCE = "expected hardware spec (roles/gpuforge/defaults/main/expect
 BENCH_SOURCE = "peer baseline of the run (gpuforge_bench_attribution, roles/gpuforge_bench/defaults/main.yml)"
 
 # Producers that still write their own status words, mapped here until they write records (issue 47): summary.json's
-# benchmark results (gpuforge_bench_attribution; fio and p2p: gpuforge_bench_gates), the CLI's stages and
-# gpuforge k8s verify.
+# benchmark results (gpuforge_bench_attribution; fio and p2p: gpuforge_bench_gates) and the CLI's stages.
+# gpuforge k8s verify writes the verdicts themselves.
 _BENCH_VERDICT = {
     "ok": PASS,
     "slow": FAIL,
@@ -70,7 +70,6 @@ _EXTRA_OBSERVED = {
 # A demo stage is "faults" when its playbook failed only on its verdict over the cluster's faults
 # (src/gpuforge/demo.py): the toolkit ran, the cluster FAILs; "failed" is the toolkit's own failure.
 _STAGE_VERDICT = {"ok": PASS, "faults": FAIL, "failed": FAIL, "skipped": UNKNOWN}
-_K8S_VERDICT = {"ok": PASS, "warn": WARN, "fail": FAIL, "unknown": UNKNOWN}
 
 __all__ = [
     "KINDS",
@@ -116,6 +115,17 @@ def _verdict(table, value, where):
     if value not in table:
         raise RecordError(f"{where}: unknown status {value!r} (known: {', '.join(sorted(table))})")
     return table[value]
+
+
+def _k8s_verdict(value, where):
+    """A k8s/verify.json check's status, already one of VERDICTS; the words of verify documents written before
+    gpuforge k8s verify wrote verdicts (ok, warn, fail, unknown) are refused with the fix."""
+    if value not in VERDICTS:
+        raise RecordError(
+            f"{where}: status {value!r} is not one of {', '.join(VERDICTS)}: this k8s/verify.json was written by an "
+            "older gpuforge; run `gpuforge k8s verify` again"
+        )
+    return value
 
 
 def worst_verdict(verdicts) -> str:
@@ -494,7 +504,7 @@ def k8s_check_records(verify_file: dict, run_id=None) -> list:
                 "checked_at": checked_at,
                 "observed": check.get("observed"),
                 "threshold": {"expected": check.get("expected"), "source": _get(check, "source", str, at)},
-                "verdict": _verdict(_K8S_VERDICT, _get(check, "status", str, at), at),
+                "verdict": _k8s_verdict(_get(check, "status", str, at), at),
                 "remedy": _get(check, "remedy", str, at),
                 "caused_by": [],
             }

@@ -14,7 +14,7 @@ in the CLI's package, not in the collection's module_utils (docs/architecture.md
 
 from __future__ import annotations
 
-from gpuforge.k8s_verify_judge import check, pod_problems
+from gpuforge.k8s_verify_judge import FAIL, PASS, check, pod_problems
 from gpuforge.paths import collection_import
 
 # The parsers are the collection's (the host checks run them on the nodes); this judge is the CLI's.
@@ -95,22 +95,22 @@ def judge_port(node, role, pod, split, port=1):
     observed.update(devinfo_state=facts["devinfo_state"], role=role, problems=pod_problems(pod or {}))
     expected = {"state": "Active", "phys_state": "LinkUp"}
     if not facts["hca"]:
-        status = "fail"
+        status = FAIL
         detail = "; ".join(observed["problems"]) or split["other"].strip() or "the pod printed nothing"
         remedy = (
             f"the {role} pod has no RDMA device ({detail}): check that the RDMA shared device plugin offers the "
             "resource on this node (rdma_allocatable) and that the pod image has ibv_devinfo and ibstatus"
         )
     elif facts["state"] == "Active" and facts["phys_state"] == "LinkUp":
-        status, remedy = "ok", ""
+        status, remedy = PASS, ""
     elif facts["state"] is None:
-        status = "fail"
+        status = FAIL
         remedy = (
             f"ibstatus printed nothing for {facts['hca']} port {port} in the {role} pod "
             f"({'; '.join(facts['errors']) or 'no port block'}): is infiniband-diags in the image?"
         )
     else:
-        status = "fail"
+        status = FAIL
         remedy = (
             f"{facts['hca']} port {port} is {facts['state']}/{facts['phys_state']} inside the pod: check the cable and "
             "switch port and that a subnet manager runs (ibstat on the node shows the same)"

@@ -39,6 +39,11 @@ from pathlib import Path
 import yaml
 
 from gpuforge import paths
+from gpuforge.paths import collection_import
+
+# The one status vocabulary (gpuforge_checks): every check of the verify document has one of these.
+_checks = collection_import("plugins.module_utils.gpuforge_checks")
+PASS, FAIL, UNKNOWN = _checks.PASS, _checks.FAIL, _checks.UNKNOWN
 
 # NVIDIA's CUDA sample image for vectorAdd, as NVIDIA's own verification pods run it ("Run a Sample Workload",
 # https://docs.nvidia.com/datacenter/cloud-native/confidential-containers/latest/run-sample-workload.html).
@@ -569,14 +574,14 @@ def _mpijob(cluster, options, settings, namespace, out, suffix, waiter, plan_: P
             "gpuforge_k8s_verify_nccl_image (an image with all_reduce_perf built with MPI=1 and an SSH server, as the "
             "reference MPIJobs need), or pass --nccl-image"
         )
-        return [utils.check("mpijob_completed", "mpijob", "unknown", None, None, source, remedy)]
+        return [utils.check("mpijob_completed", "mpijob", UNKNOWN, None, None, source, remedy)]
     if not cluster.has_mpijob_crd():
         remedy = (
             f"the API server serves no {MPIJOB_PLURAL}.{MPIJOB_GROUP}/{MPIJOB_VERSION}: install the MPI operator and "
             "its CRD (the mpi_operator add-on, playbooks/k8s_addons.yml with gpuforge_kubeconfig set)"
         )
         observed = {"crd": f"{MPIJOB_PLURAL}.{MPIJOB_GROUP}", "served": False}
-        return [utils.check("mpijob_completed", "mpijob", "fail", observed, {"served": True}, source, remedy)]
+        return [utils.check("mpijob_completed", "mpijob", FAIL, observed, {"served": True}, source, remedy)]
     counts = [count for count in plan_.gpu_nodes.values() if count]
     gpus = min(counts) if counts else 1
     body = nccl_mpijob(
@@ -595,7 +600,7 @@ def _mpijob(cluster, options, settings, namespace, out, suffix, waiter, plan_: P
     if launchers:
         text = cluster.log(namespace, launchers[-1]["metadata"]["name"])
         _write(out / "nccl-launcher.log", text)
-        if checks[0]["status"] == "ok":  # a failed or unfinished job's partial output is not judged
+        if checks[0]["status"] == PASS:  # a failed or unfinished job's partial output is not judged
             checks += utils.judge_nccl_log(nccl, text, min_busbw_gbyte_per_s, nodes)
     if not options.keep:
         cluster.delete_mpijob(namespace, name)
@@ -638,7 +643,7 @@ def judge_rdma_pair(server: str, client: str, logs: dict, pods: dict, settings: 
         sources,
     )
     if not why and not hca:
-        why = "no RDMA device in the test pods: " + "; ".join(c["remedy"] for c in checks if c["status"] != "ok")
+        why = "no RDMA device in the test pods: " + "; ".join(c["remedy"] for c in checks if c["status"] != PASS)
     entry = rdma.pair_entry(server, client, splits, pods, threshold, line_rate, expected_gbit_per_s, port=port, why=why)
     block = bench.attribution_floors(
         [entry],
@@ -750,7 +755,7 @@ def verify(options: Options, cluster=None, waiter: Waiter | None = None) -> dict
         utils.check(
             "gpu_allocatable",
             "node",
-            "unknown",
+            UNKNOWN,
             None,
             None,
             utils.SOURCE_GPU,
@@ -823,14 +828,14 @@ def main(args) -> int:
     except VerifyError as exc:
         print(f"gpuforge k8s verify: {exc}", file=sys.stderr)
         return 2
-    failed = [check for check in document["checks"] if check["status"] == "fail"]
+    failed = [check for check in document["checks"] if check["status"] == FAIL]
     if args.json:
         print(json.dumps(document, indent=2))
     else:
         for check in document["checks"]:
             where = check["node"] or ",".join(check["nodes"]) or check["subject"]
             print(f"{check['status'].upper():<8} {check['check']:<18} {where}")
-            if check["status"] != "ok" and check["remedy"]:
+            if check["status"] != PASS and check["remedy"]:
                 print(f"         {check['remedy']}")
         for note in document["notes"]:
             print(f"note: {note}")

@@ -2,9 +2,10 @@
 
 Every function here takes objects exactly as the API server returns them (the JSON of a NodeList, a Pod, a pod
 log, an MPIJob) and returns checks ``{check, subject, node, nodes, status, observed, expected, source, remedy}``
-with ``status`` one of ok / warn / fail / unknown; gpuforge_records.k8s_check_records turns them into
-``k8s_check`` records (schemas/k8s-check.schema.json). Nothing here talks to the network: src/gpuforge/k8s_verify.py
-fetches the objects, so these functions are tested against recorded responses.
+with ``status`` one of the records' verdicts, PASS / WARN / FAIL / UNKNOWN (gpuforge_checks, the one status
+vocabulary); gpuforge_records.k8s_check_records turns them into ``k8s_check`` records
+(schemas/k8s-check.schema.json). Nothing here talks to the network: src/gpuforge/k8s_verify.py fetches the objects,
+so these functions are tested against recorded responses.
 
 Shapes and names, with their sources:
 
@@ -40,6 +41,9 @@ import re
 from gpuforge.paths import collection_import
 
 ParseError = collection_import("plugins.module_utils.gpuforge_errors").ParseError
+_checks = collection_import("plugins.module_utils.gpuforge_checks")
+PASS, WARN, FAIL, UNKNOWN = _checks.PASS, _checks.WARN, _checks.FAIL, _checks.UNKNOWN
+BENCH_STATUS_VERDICT = _checks.BENCH_STATUS_VERDICT
 
 GPU_RESOURCE = "nvidia.com/gpu"
 RDMA_PREFIX = "rdma"
@@ -50,7 +54,7 @@ MPIJOB_FAILED = "Failed"
 # Labels the v2 operator puts on the launcher pod (pkg/controller/mpi_job_controller.go defaultLabels;
 # pkg/apis/kubeflow/v2beta1/constants.go JobNameLabel / JobRoleLabel).
 LAUNCHER_SELECTOR = "training.kubeflow.org/job-name={name},training.kubeflow.org/job-role=launcher"
-STATUSES = ("ok", "warn", "fail", "unknown")
+STATUSES = (PASS, WARN, FAIL, UNKNOWN)
 
 SOURCE_GPU = (
     "expected hardware (gpuforge_expected_gpu_count, else gpu_count of the node's gpuforge_expected_system; "
@@ -99,7 +103,7 @@ def check(name, subject, status, observed, expected, source, remedy="", node=Non
         "observed": observed,
         "expected": expected,
         "source": source,
-        "remedy": remedy if status != "ok" else "",
+        "remedy": remedy if status != PASS else "",
     }
 
 
@@ -152,7 +156,7 @@ def judge_gpu_allocatable(node_list, expected):
                 check(
                     "gpu_allocatable",
                     "node",
-                    "fail",
+                    FAIL,
                     {"registered_node": False},
                     want,
                     SOURCE_GPU,
@@ -166,19 +170,19 @@ def judge_gpu_allocatable(node_list, expected):
         allocatable = _resources(node, "allocatable").get(GPU_RESOURCE)
         observed = {"capacity": quantity(capacity), "allocatable": quantity(allocatable)}
         if capacity is None:
-            status = "fail"
+            status = FAIL
             remedy = (
                 "the NVIDIA device plugin has not registered with this node's kubelet: check its pod on the node "
                 "(kubectl -n <namespace> logs ds/nvidia-device-plugin-daemonset) for NVML or driver errors"
             )
         elif observed["allocatable"] != want:
-            status = "fail"
+            status = FAIL
             remedy = (
                 f"the node offers {allocatable} of {want} GPUs: run 'gpuforge validate' on it (a GPU fell off the "
                 "bus, Xid, or a GPU held by another device plugin), then restart the device plugin pod"
             )
         else:
-            status, remedy = "ok", ""
+            status, remedy = PASS, ""
         checks.append(check("gpu_allocatable", "node", status, observed, want, SOURCE_GPU, remedy, node=name))
     return checks
 
@@ -212,7 +216,7 @@ def judge_rdma_allocatable(node_list, node_names, resources):
                 check(
                     "rdma_allocatable",
                     "node",
-                    "fail",
+                    FAIL,
                     {"registered_node": False},
                     expected,
                     SOURCE_RDMA,
@@ -230,19 +234,19 @@ def judge_rdma_allocatable(node_list, node_names, resources):
             if value and expected[resource] is not None and value < expected[resource]
         )
         if missing:
-            status = "fail"
+            status = FAIL
             remedy = (
                 f"{', '.join(missing)} not allocatable: check the rdma-shared-dp pod on this node (its log lists the "
                 "devices each selector matched), the HCA ports' netdevs (ip link) and that the port is up (ibstat)"
             )
         elif short:
-            status = "warn"
+            status = WARN
             remedy = (
                 f"{', '.join(short)} offered fewer times than rdmaHcaMax: pods already hold some, or the plugin's "
                 "config differs from the rendered one (re-apply rdma_shared_device_plugin)"
             )
         else:
-            status, remedy = "ok", ""
+            status, remedy = PASS, ""
         checks.append(check("rdma_allocatable", "node", status, observed, expected, SOURCE_RDMA, remedy, node=name))
     return checks
 
@@ -288,12 +292,12 @@ def judge_vector_add(pod, log_text, timeout_s=None):
     observed = {"phase": phase, "node": node, "test_passed": passed, "problems": _pod_problem(pod or {})}
     expected = {"phase": "Succeeded", "log": VECTOR_ADD_PASSED}
     if phase == "Succeeded" and passed:
-        result, remedy = "ok", ""
+        result, remedy = PASS, ""
     elif phase == "Succeeded":
-        result = "fail"
+        result = FAIL
         remedy = f"the pod ended without printing '{VECTOR_ADD_PASSED}': check that the image runs the CUDA sample"
     elif phase == "Failed":
-        result = "fail"
+        result = FAIL
         remedy = (
             "the CUDA sample failed"
             + (" its result check" if VECTOR_ADD_FAILED in text else "")
@@ -301,7 +305,7 @@ def judge_vector_add(pod, log_text, timeout_s=None):
             "the node's driver or the container toolkit"
         )
     else:
-        result = "fail"
+        result = FAIL
         within = f" within {timeout_s}s" if timeout_s else ""
         problems = "; ".join(observed["problems"]) or (
             "check image pulls (kubectl describe pod) and that a node has a free nvidia.com/gpu"
@@ -331,18 +335,18 @@ def judge_mpijob(mpijob, nodes=None, timeout_s=None):
     }
     expected = {"condition": MPIJOB_SUCCEEDED, "status": "True"}
     if MPIJOB_SUCCEEDED in true:
-        result, remedy = "ok", ""
+        result, remedy = PASS, ""
     elif MPIJOB_FAILED in true:
         failed = true[MPIJOB_FAILED]
         observed["reason"] = failed.get("reason")
         observed["message"] = failed.get("message")
-        result = "fail"
+        result = FAIL
         remedy = (
             f"the MPIJob failed ({failed.get('message') or 'no message'}): read the launcher log for mpirun/ssh "
             "errors and the workers' events; RDMA jobs need IPC_LOCK (rdma_workload_access) and the rdma/ resources"
         )
     else:
-        result = "fail"
+        result = FAIL
         within = f" within {timeout_s}s" if timeout_s else ""
         remedy = (
             f"the MPIJob did not finish{within} (conditions: {', '.join(sorted(true)) or 'none'}): check that its "
@@ -365,7 +369,7 @@ def judge_nccl_log(nccl, text, min_busbw_gbyte_per_s=None, nodes=None):
             check(
                 "nccl_output",
                 "mpijob",
-                "fail",
+                FAIL,
                 {"error": str(exc)},
                 "nccl-tests output in the launcher log",
                 SOURCE_BUSBW,
@@ -383,7 +387,7 @@ def judge_nccl_log(nccl, text, min_busbw_gbyte_per_s=None, nodes=None):
             check(
                 name,
                 "mpijob",
-                item["status"],
+                BENCH_STATUS_VERDICT[item["status"]],
                 item["observed"],
                 item["expected"],
                 source,
@@ -393,12 +397,12 @@ def judge_nccl_log(nccl, text, min_busbw_gbyte_per_s=None, nodes=None):
         )
     mode = (result.get("transport") or {}).get("mode")
     if mode in ("ib", "ib_gdr"):
-        transport_status, transport_remedy = "ok", ""
+        transport_status, transport_remedy = PASS, ""
     elif mode is None:
-        transport_status = "warn"
+        transport_status = WARN
         transport_remedy = "the log does not say which transport NCCL used: run the job with NCCL_DEBUG=INFO"
     else:
-        transport_status = "fail"
+        transport_status = FAIL
         transport_remedy = (
             "NCCL used sockets, not the RDMA devices: check the rdma/ resources and IPC_LOCK of the workers, "
             "/dev/infiniband in the containers and NCCL_IB_DISABLE"
@@ -427,7 +431,7 @@ def judge_nccl_log(nccl, text, min_busbw_gbyte_per_s=None, nodes=None):
             check(
                 "nccl_busbw",
                 "mpijob",
-                "unknown",
+                UNKNOWN,
                 observed,
                 None,
                 SOURCE_BUSBW,
