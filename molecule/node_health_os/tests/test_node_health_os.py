@@ -98,14 +98,15 @@ def test_the_epilog_fails_a_node_with_a_process_left_and_passes_when_it_is_gone(
 
 
 def test_dcgm_is_pinned_from_the_oss_cuda_repository_and_its_host_engine_runs(host):
-    """prepare.yml's nvidia_driver installs DCGM on the Ubuntu shapes from the lab's ubuntu2204/ubuntu2404 CUDA
-    repository, generated from the registry with newer DCGM builds beside the pinned one: both DCGM 4 packages land on
-    the pin and the host engine's unit runs. The registry records no DCGM build for rhel9."""
-    if host.system_info.distribution.lower() != "ubuntu":
-        pytest.skip("no DCGM build of NVIDIA's rhel9 repository in the registry (vendor_facts/nvidia-cuda/rhel9.yml)")
+    """prepare.yml's nvidia_driver installs DCGM from the lab's CUDA repository of the shape (apt on ubuntu2204 and
+    ubuntu2404, dnf on rhel9), generated from the registry with a newer DCGM build beside the pinned one: both DCGM 4
+    packages land on the pin and the host engine's unit runs."""
     defaults = yaml.safe_load((PROJECT_ROOT / "roles/nvidia_driver/defaults/main.yml").read_text(encoding="utf-8"))
     version = defaults["nvidia_driver_dcgm_version"]
     for name in ("datacenter-gpu-manager-4-core", defaults["nvidia_driver_dcgm_package"]):
-        assert host.package(name).version == version, name
+        if host.system_info.distribution.lower() == "ubuntu":
+            assert host.package(name).version == version, name
+        else:  # rpm's epoch:version-release, the registry's form of the same build
+            assert host.check_output(f"rpm -q --qf '%{{EPOCH}}:%{{VERSION}}-%{{RELEASE}}' {name}") == version, name
     service = host.service("nvidia-dcgm")
     assert service.is_enabled and service.is_running

@@ -108,3 +108,18 @@ def test_rhel_request_drops_the_deb_epoch():
         "datacenter-gpu-manager-4-core-4.4.1-1",
         "datacenter-gpu-manager-4-cuda12-4.4.1-1",
     ]
+
+
+def test_the_rhel9_request_names_builds_of_nvidia_s_rhel9_repository_and_its_exact_core_relation():
+    """What dnf installs on the rhel9 shape (molecule/node_health_os resolves it with the real dnf): each
+    name-version-release the role asks for is a build of the registry's rhel9 repository, a newer release sits
+    beside it (so -cuda12 alone would not pin -core), and -cuda12 requires -core at its own version."""
+    (repo,) = _repos("rhel9")
+    render = _render("rhel9")
+    for request in render.task("dcgm.yml", "Install DCGM (pinned, RHEL)")["name"]:
+        name, version, release = request.rsplit("-", 2)
+        builds = [v.split(":", 1)[-1] for v in repo.versions(name)]
+        assert f"{version}-{release}" in builds, request
+        assert len(builds) > 1, f"{name}: no newer build beside the pin"
+    cuda12 = [p for p in repo.packages if p.name == "datacenter-gpu-manager-4-cuda12" and p.version == "1:4.4.1-1"]
+    assert list(cuda12[0].depends) == ["datacenter-gpu-manager-4-core (= 1:4.4.1-1)"]
