@@ -139,6 +139,17 @@ def test_rhel_streams_epel_and_key(os_name, major):
     assert dkms.var("nvidia_driver_initramfs_command") == ["dracut", "--force"]
 
 
+def test_rhel_versionlock_holds_dcgm_when_it_is_installed_and_the_driver_guard_pins_only_the_driver():
+    on = driver("rhel9", gpuforge_gpu_architecture="Hopper", nvidia_driver_dcgm_enabled=True)
+    locks = on.var("nvidia_driver_dnf_versionlock")
+    assert locks[-2:] == ["datacenter-gpu-manager-4-core-4.4.1-1", "datacenter-gpu-manager-4-cuda12-4.4.1-1"]
+    assert "nvidia-driver-535.183.01" in locks
+    (pin,) = on.var("nvidia_driver_closure_guard_pins")
+    assert pin["version"] == "535.183.01-*" and not [name for name in pin["packages"] if "datacenter" in name]
+    off = driver("rhel9", gpuforge_gpu_architecture="Hopper", nvidia_driver_dcgm_enabled=False)
+    assert not [name for name in off.var("nvidia_driver_dnf_versionlock") if "datacenter" in name]
+
+
 def test_fabricmanager_package_names():
     assert driver("debian12").var("nvidia_driver_fabricmanager_package") == "nvidia-fabricmanager-550"
     assert driver("ubuntu2204").var("nvidia_driver_fabricmanager_package") == "nvidia-fabricmanager-535"
