@@ -185,3 +185,48 @@ def test_the_module_gets_suites_components_checksum_and_takeover():
         ["main", "contrib"],
     )
     assert (args["key_sha256"], args["key_fingerprint"], args["take_over"]) == ("ab" * 32, "", False)
+
+
+def test_only_the_versionlock_specs_no_entry_covers_are_added_again():
+    """The lock task passes yum_versionlock only the specs `dnf versionlock list` does not cover yet (the module
+    itself compares entries with bare names, so a covered spec would be added on every run). Entries as dnf prints
+    them: name-epoch:version-release.arch, for a name-version spec (the driver's) and a name-version-release spec
+    (DCGM's, whose next character is the arch's dot)."""
+    tasks = yaml.safe_load((ROLE / "tasks" / "setup-RedHat.yml").read_text(encoding="utf-8"))
+    task = next(t for t in tasks if t["name"].startswith("Lock the versions that must not move"))
+    specs = [
+        "nvidia-driver-535.183.01",
+        "nvidia-kmod-common-535.183.01",
+        "datacenter-gpu-manager-4-core-4.4.1-1",
+        "datacenter-gpu-manager-4-cuda12-4.4.1-1",
+    ]
+    listed = [
+        "nvidia-driver-3:535.183.01-1.el9.*",
+        "datacenter-gpu-manager-4-core-1:4.4.1-1.*",
+        "datacenter-gpu-manager-4-cuda12-1:4.5.2-1.*",  # another release of the name: not this spec
+    ]
+    render = RoleRender(
+        "vendor_repository",
+        "rhel9",
+        vendor_repository_dnf_versionlock=specs,
+        vendor_repository_locks={"stdout_lines": listed},
+        **task["vars"],
+    )
+    assert render.var("vendor_repository_locks_missing") == [
+        "nvidia-kmod-common-535.183.01",
+        "datacenter-gpu-manager-4-cuda12-4.4.1-1",
+    ]
+    every = RoleRender(
+        "vendor_repository",
+        "rhel9",
+        vendor_repository_dnf_versionlock=specs,
+        vendor_repository_locks={
+            "stdout_lines": [
+                *listed,
+                "nvidia-kmod-common-3:535.183.01-1.el9.*",
+                "datacenter-gpu-manager-4-cuda12-1:4.4.1-1.*",
+            ]
+        },
+        **task["vars"],
+    )
+    assert every.var("vendor_repository_locks_missing") == []
