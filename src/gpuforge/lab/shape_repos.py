@@ -21,6 +21,18 @@ def _registry_packages(key: str, definitions: dict) -> tuple[vendor_facts.Reposi
     return repo, [mirror._from_registry(package, repo, definitions) for package in repo.packages]
 
 
+def rpm_lab_tools(definitions: dict) -> list[dict]:
+    """The lab's own tool stand-ins built as RPMs for RHEL-shaped nodes: those whose only dependency is the simulator
+    library (nvbandwidth, p2pBandwidthLatencyTest). The nccl-tests stand-in runs on Debian's Open MPI and mpi4py,
+    which no RHEL-shaped node has (docs/lab.md, "OS shapes"), so it is not among them."""
+    sim = definitions["sim_package"]["name"]
+    return [
+        dict(package, architecture="noarch")
+        for package in definitions["lab_packages"]
+        if set(package.get("depends") or []) <= {sim} and not package.get("scripts")
+    ]
+
+
 def pockets(repo: vendor_facts.Repository, suites: list[str], package: dict) -> list[str]:
     """The pockets a package version is published in: the registry's security build of a package in
     <suite>-updates and <suite>-security (Ubuntu copies security builds to -updates), any other in the release."""
@@ -108,7 +120,7 @@ def publish(definitions: dict, key: mirror.SigningKey, staging_root: Path, next_
         served.append(path)
     if shapes.get("rpm_lab_tools"):
         sim = dict(definitions["sim_package"], kind="sim", architecture="noarch")
-        rpm_repo.publish(shapes["rpm_lab_tools"], [sim], staging_root, next_root, key)
+        rpm_repo.publish(shapes["rpm_lab_tools"], [sim, *rpm_lab_tools(definitions)], staging_root, next_root, key)
         served.append(shapes["rpm_lab_tools"])
     for path in served:
         _swap(next_root / path, mirror.MIRROR_ROOT / path)

@@ -199,6 +199,18 @@ def test_rpm_carries_the_registry_name_epoch_relations_and_simulated_files(tmp_p
 
 
 @pytest.mark.skipif(shutil.which("rpmbuild") is None, reason="rpmbuild comes with scripts/setup.sh (package rpm)")
+def test_rhel_shapes_get_the_tool_simulators_but_not_the_debian_mpi_nccl_stand_in(tmp_path: Path):
+    """lab/playbooks/site_tools.yml installs nvbandwidth and p2pBandwidthLatencyTest on RHEL-shaped nodes from the
+    RPM tools repository; the nccl-tests stand-in needs Debian's Open MPI and mpi4py and is left out there."""
+    tools = shape_repos.rpm_lab_tools(mirror.load_definitions())
+    assert sorted(p["name"] for p in tools) == ["cuda-samples-p2pbandwidthlatencytest", "nvbandwidth"]
+    built = rpm_repo.build_rpm(next(p for p in tools if p["name"] == "nvbandwidth"), tmp_path / "w", tmp_path / "o")
+    assert rpm_repo.rpm_query(built, "%{NAME} %{VERSION}-%{RELEASE} %{ARCH}") == "nvbandwidth 0.6-1gpuforge1 noarch"
+    assert _requires(built) == ["gpuforge-lab-sim"]
+    assert rpm_repo.rpm_query(built, "[%{FILENAMES}\n]").split() == ["/usr/bin/nvbandwidth"]
+
+
+@pytest.mark.skipif(shutil.which("rpmbuild") is None, reason="rpmbuild comes with scripts/setup.sh (package rpm)")
 def test_release_package_provides_what_dnf_reads_releasever_from(tmp_path: Path):
     _, packages = _packages("rhel-baseos/rhel9")
     package = next(p for p in packages if p["name"] == "redhat-release")
