@@ -106,7 +106,7 @@ def test_dcgm_is_pinned_from_the_oss_cuda_repository_and_its_host_engine_runs(ho
     for name in ("datacenter-gpu-manager-4-core", defaults["nvidia_driver_dcgm_package"]):
         if host.system_info.distribution.lower() == "ubuntu":
             assert host.package(name).version == version, name
-        else:  # rpm's epoch:version-release, the registry's form of the same build; locked, as dnf update must not move it
+        else:  # rpm's epoch:version-release (the registry's form), and locked: a dnf update must not move it
             assert host.check_output(f"rpm -q --qf '%{{EPOCH}}:%{{VERSION}}-%{{RELEASE}}' {name}") == version, name
             assert f"{name}-{version}." in host.check_output("dnf -q versionlock list"), name
     service = host.service("nvidia-dcgm")
