@@ -596,7 +596,11 @@ def _xid_check(events, expected, gpus, lost, failing):
         list(grouped.values()),
         "no Xid needing action (NVIDIA Xid catalogue" + (f"; always fatal: {sorted(fatal)})" if fatal else ")"),
         "Xid in the kernel log: "
-        + "; ".join(f"{e['code']} {e['description'] or 'not in the catalogue'} on {e['gpu']}" for e in shown),
+        + "; ".join(
+            f"{e['code']} {e['description'] or 'not in the catalogue'} on {e['gpu']}"
+            + (f" (named by {e['named_by_xid_45']} Xid 45 line(s))" if e.get("named_by_xid_45") else "")
+            for e in shown
+        ),
         remedy + " (https://docs.nvidia.com/deploy/xid-errors/)",
         caused_by=caused_by,
     )

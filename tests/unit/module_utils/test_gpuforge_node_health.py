@@ -618,6 +618,7 @@ def test_xid_45_naming_its_cause_is_judged_as_that_cause_on_the_same_gpu(tmp_pat
         ("0000:ba:00", 145): ("reset_gpu", 0, 2),
         ("0000:97:00", 145): ("reset_gpu", 0, 1),
     }
+    assert "149 NVLink5 error (decode the interrupt info) on 0000:dc:00 (named by 2 Xid 45 line(s))" in xid["fault"]
     # Without the cause named, Xid 45 alone is what the catalogue says: no action.
     bare = [dict(event, caused_by_code=None) for event in events]
     plain = judge_node(
