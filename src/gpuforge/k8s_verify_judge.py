@@ -54,7 +54,7 @@ MPIJOB_FAILED = "Failed"
 # Labels the v2 operator puts on the launcher pod (pkg/controller/mpi_job_controller.go defaultLabels;
 # pkg/apis/kubeflow/v2beta1/constants.go JobNameLabel / JobRoleLabel).
 LAUNCHER_SELECTOR = "training.kubeflow.org/job-name={name},training.kubeflow.org/job-role=launcher"
-STATUSES = (PASS, WARN, FAIL, UNKNOWN)
+STATUSES = _checks.VERDICTS
 
 SOURCE_GPU = (
     "expected hardware (gpuforge_expected_gpu_count, else gpu_count of the node's gpuforge_expected_system; "
