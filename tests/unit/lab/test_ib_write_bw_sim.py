@@ -36,17 +36,19 @@ def test_duration_run_moves_real_data(tmp_path, monkeypatch):
 
 
 def test_rate_fault_caps_the_result(tmp_path, monkeypatch):
+    # The cap is far below loopback TCP even on a loaded CI machine (2.5 Gb/s was not: make test's Molecule lanes
+    # beside the unit suite once held loopback to 288 MB/s), so the printed rate is the cap, not the measurement.
     write_hardware(
-        tmp_path, monkeypatch, DGX1, [{"type": "ib_port_rate", "hca": "mlx5_0", "port": 1, "rate_gbit_per_s": 2.5}]
+        tmp_path, monkeypatch, DGX1, [{"type": "ib_port_rate", "hca": "mlx5_0", "port": 1, "rate_gbit_per_s": 0.25}]
     )
-    _server, client = loopback("mlx5_0", ["-n", "3000", "-q", "2"])
+    _server, client = loopback("mlx5_0", ["-n", "1000", "-q", "2"])
     assert client.returncode == 0, client.stderr
     result = parse_perftest_bw(client.stdout)
     assert result["bw_unit"] == "MB/sec"
-    assert result["iterations"] == 6000  # iterations x QPs, as perftest counts them
+    assert result["iterations"] == 2000  # iterations x QPs, as perftest counts them
     assert len(result["local_addresses"]) == 2
-    assert result["bw_average"] == 298.02  # 2.5 Gb/s = 312,500,000 B/s / 2^20
-    assert result["bw_peak"] == 298.02
+    assert result["bw_average"] == 29.80  # 0.25 Gb/s = 31,250,000 B/s / 2^20
+    assert result["bw_peak"] == 29.80
 
 
 def test_port_down_fails_like_perftest(tmp_path, monkeypatch, capsys):
