@@ -35,6 +35,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_at
     attribute,
     check_keys,
     judge_results,
+    judge_value,
     unit_of,
 )
 
@@ -284,14 +285,13 @@ def _judge_floor(result: dict) -> dict:
     floor = round(float(result["threshold"]), 2)
     unit = unit_of(result)
     rule = result.get("threshold_source") or "the result's own floor"
-    entry = {**result, "value": value, "unit": unit, "threshold": floor}
-    if value is None:
-        entry.update(verdict="failed", reason=result.get("error") or "the run produced no measurement")
-    elif value < floor:
-        entry.update(verdict="slow", reason=f"{value} {unit} is below {floor} {unit} ({rule})")
-    else:
-        entry.update(verdict="ok", reason=f"{value} {unit} reaches {floor} {unit} ({rule})")
-    return entry
+    return {
+        **result,
+        "value": value,
+        "unit": unit,
+        "threshold": floor,
+        **judge_value(value, floor, unit, rule, result.get("error")),
+    }
 
 
 def attribution_floors(

@@ -43,6 +43,7 @@ Then the slow results are attributed (``rail`` = HCA port identity, ``mlx5_2/1``
 
 from __future__ import annotations
 
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, UNKNOWN
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_number
 
 
@@ -86,7 +87,7 @@ def judge_results(
     median_fraction: float = 0.5,
     expected: float | None = None,
 ) -> list[dict]:
-    """Each result with value, unit, threshold (in that unit), verdict (ok, slow, failed, unjudged) and reason.
+    """Each result with value, unit, threshold (in that unit), verdict, run_failed and reason (judge_value).
 
     ``expected``: the reference of baseline ``absolute`` for a result that carries no ``expected`` of its own; the
     judged result then carries it. A ``threshold`` the input carries is replaced (gpuforge_bench_attribution_floors
@@ -121,16 +122,23 @@ def judge_results(
             if reference is not None:
                 entry["expected"] = reference
         entry["threshold"] = threshold
-        if value is None:
-            entry.update(verdict="failed", reason=result.get("error") or "the run produced no measurement")
-        elif threshold is None:
-            entry.update(verdict="unjudged", reason="no threshold: set an expected value")
-        elif value < threshold:
-            entry.update(verdict="slow", reason=f"{value} {unit} is below {threshold} {unit} ({rule})")
-        else:
-            entry.update(verdict="ok", reason=f"{value} {unit} reaches {threshold} {unit} ({rule})")
+        entry.update(judge_value(value, threshold, unit, rule, result.get("error")))
         judged.append(entry)
     return judged
+
+
+def judge_value(value, threshold, unit: str, rule: str, error=None) -> dict:
+    """A measured ``value`` against its ``threshold`` (both in ``unit``; ``rule`` says where the threshold comes from):
+    ``{verdict, run_failed, reason}``. The verdict is FAIL for a value below its threshold and for a run that produced
+    no value (``run_failed``: the toolkit's failure, the play fails on it; a low value is the cluster's), UNKNOWN
+    when there is no threshold, else PASS."""
+    if value is None:
+        return {"verdict": FAIL, "run_failed": True, "reason": error or "the run produced no measurement"}
+    if threshold is None:
+        return {"verdict": UNKNOWN, "run_failed": False, "reason": "no threshold: set an expected value"}
+    if value < threshold:
+        return {"verdict": FAIL, "run_failed": False, "reason": f"{value} {unit} is below {threshold} {unit} ({rule})"}
+    return {"verdict": PASS, "run_failed": False, "reason": f"{value} {unit} reaches {threshold} {unit} ({rule})"}
 
 
 def _label(result: dict) -> str:
@@ -154,7 +162,7 @@ def _is_multi(result: dict) -> bool:
 
 def attribute(judged: list[dict], bisection: dict | None = None) -> dict:
     """Slow nodes and slow links from judged results (see the module docstring for the rules)."""
-    bad_names = {id(r) for r in judged if r["verdict"] in ("slow", "failed")}
+    bad_names = {id(r) for r in judged if r["verdict"] == FAIL}
 
     def is_bad(result: dict) -> bool:
         return id(result) in bad_names

@@ -8,27 +8,29 @@ that gpuforge_records makes benchmark_run records of them. Each result names its
     {"name": "fio-gpu01-scratch:/var/tmp-seq_read", "group": "scratch:/var/tmp", "nodes": ["gpu01"],
      "target": "scratch:/var/tmp", "job": "seq_read", "value": 512.3, "unit": "MiB/s", "threshold": 400,
      "op": ">=", "threshold_source": "...", "mib_per_second": 512.3, "iops": 512.3, "clat_p99_us": 2.1,
-     "module_verdict": "ok", "verdict": "ok", "reason": "...", "remedy": ""}
+     "module_verdict": "ok", "verdict": "PASS", "run_failed": false, "reason": "...", "remedy": ""}
 
 * fio: one result per node x target x job; the value is the job's gated measure, MiB/s for the sequential
   jobs and IOPS for the random ones (gpuforge_fio's floors), the threshold the site's floor for that target
   (``gpuforge_bench_fio_thresholds[<label>]``, else ``["default"]``) where set. A target that is not mounted
-  on the node is one ``skipped`` result, a run that failed (missing directory, fio absent, timeout,
-  unreadable output) one ``failed`` result per target.
+  on the node is one UNKNOWN result (not measured), a run that failed (missing directory, fio absent, timeout,
+  unreadable output) one FAIL result with ``run_failed`` per target.
 * p2p: one result per node; the value is the lowest bidirectional P2P=Enabled bandwidth over the peer pairs
   (GB/s), the threshold the site's ``min_bidirectional_gbyte_per_s`` where set; the verdict is the module's, whose
   checks also
-  hold each pair's enabled/disabled ratio against the SKU reference. A node without the binary is ``skipped``
+  hold each pair's enabled/disabled ratio against the SKU reference. A node without the binary is UNKNOWN
   with the module's reason.
 
-Verdicts: ``ok``; ``slow`` (a bandwidth, IOPS, latency or ratio gate missed); ``fail`` (p2p: fewer GPUs than
-expected, or peer access off); ``failed`` (the run produced no result for it: the play fails at the end,
-playbooks/tasks/bench_summary.yml); ``unjudged`` (measured, no threshold set); ``skipped`` (not run, and
-not a failure). Stdlib only, Python 3.8.
+Verdicts (gpuforge_checks.VERDICTS, as gpuforge_bench_attribution judges the other benchmarks): ``PASS``; ``FAIL``
+for a bandwidth, IOPS, latency or ratio gate missed, for p2p's fewer GPUs than expected or peer access off, and for
+a run that produced no result for it (``run_failed`` true: the play fails at the end, roles/gpuforge_bench/tasks/
+summary.yml); ``UNKNOWN`` for measured with no threshold set, or not run and not a failure (the reason says which).
+Stdlib only, Python 3.8.
 """
 
 from __future__ import annotations
 
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, UNKNOWN, WARN
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_fio import JOBS, SITE_SOURCE, thresholds_for
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_number
 
@@ -39,7 +41,8 @@ P2P_SOURCE = (
     "per-SKU P2P=Enabled/P2P=Disabled reference ratio (module_utils/gpuforge_p2p.py REFERENCES) and the site's "
     "gpuforge_bench_p2p_expect"
 )
-ORDER = ("failed", "fail", "slow", "unjudged", "skipped", "ok")
+# Verdicts worst first, as judged_block counts them; a failed run (run_failed) is the worst FAIL.
+ORDER = (FAIL, WARN, UNKNOWN, PASS)
 
 
 def _label_name(node, label, job=None):
@@ -76,9 +79,9 @@ def _fio_target(node, item, base):
     if item.get("skipped"):
         path = base["directory"]
         reason = f"{path} is not mounted on {node}: not measured"
-        return [dict(entry, verdict="skipped", reason=reason, remedy="")]
+        return [dict(entry, verdict=UNKNOWN, run_failed=False, reason=reason, remedy="")]
     message = str(item.get("msg") or "fio produced no result")
-    return [dict(entry, verdict="failed", reason=message, remedy=message)]
+    return [dict(entry, verdict=FAIL, run_failed=True, reason=message, remedy=message)]
 
 
 def _fio_job(node, item, result, base, expect, source):
@@ -123,12 +126,13 @@ def _fio_job(node, item, result, base, expect, source):
     if parsed.get("error") or not measured.get("io_bytes") or value is None:
         reason = "; ".join(f"{c['name']}: {c.get('observed')} (expected {c.get('expected')})" for c in bad)
         # No result: the value is none (what fio printed for the job stays in mib_per_second and iops).
-        return dict(entry, value=None, verdict="failed", reason=reason or f"{job} measured nothing", remedy=remedy)
+        reason = reason or f"{job} measured nothing"
+        return dict(entry, value=None, verdict=FAIL, run_failed=True, reason=reason, remedy=remedy)
     failed_rc = [c for c in item.get("checks") or [] if c.get("name") == "fio_rc" and c.get("status") != "ok"]
     rc_check = failed_rc[0] if failed_rc else None
     if rc_check is not None:
         reason = f"fio exited with rc {rc_check.get('observed')}: {rc_check.get('remedy') or 'see the notices'}"
-        return dict(entry, verdict="failed", reason=reason, remedy=str(rc_check.get("remedy") or ""))
+        return dict(entry, verdict=FAIL, run_failed=True, reason=reason, remedy=str(rc_check.get("remedy") or ""))
     parts = []
     if floor is not None:
         parts.append(f"{value} {unit} {'reaches' if value >= floor else 'is below'} {floor:g} {unit}")
@@ -140,12 +144,14 @@ def _fio_job(node, item, result, base, expect, source):
         label = base["target"]
         return dict(
             entry,
-            verdict="unjudged",
+            verdict=UNKNOWN,
+            run_failed=False,
             reason=f"{value} {unit}; no threshold for {label} (gpuforge_bench_fio_thresholds): reported, not judged",
             remedy="",
         )
     where = f" ({entry['threshold_source']})"
-    return dict(entry, verdict="slow" if bad else "ok", reason="; ".join(parts) + where, remedy=remedy)
+    verdict = FAIL if bad else PASS
+    return dict(entry, verdict=verdict, run_failed=False, reason="; ".join(parts) + where, remedy=remedy)
 
 
 def fio_results(loop_results, node, thresholds=None) -> list:
@@ -181,9 +187,6 @@ def fio_results(loop_results, node, thresholds=None) -> list:
         entry.pop("threshold_key", None)
         entry.pop("threshold_sources", None)
     return found
-
-
-_SPEED_CHECKS = ("p2p_uni_ratio", "p2p_bi_ratio", "p2p_uni_gbyte_per_s", "p2p_bi_gbyte_per_s")
 
 
 def _observed_text(check):
@@ -226,41 +229,41 @@ def p2p_results(registered, node, expect=None) -> list:
     }
     if summary.get("verdict") == "skipped" or (registered.get("skipped") and not registered.get("checks")):
         reason = str(summary.get("reason") or registered.get("skip_reason") or registered.get("msg") or "not run")
-        return [dict(entry, verdict="skipped", reason=reason, remedy="")]
+        return [dict(entry, verdict=UNKNOWN, run_failed=False, reason=reason, remedy="")]
     checks = [c for c in registered.get("checks") or [] if isinstance(c, dict)]
     if summary.get("verdict") == "failed" or not summary:
         message = str(registered.get("msg") or "p2pBandwidthLatencyTest produced no result")
-        return [dict(entry, verdict="failed", reason=message, remedy=message)]
+        return [dict(entry, verdict=FAIL, run_failed=True, reason=message, remedy=message)]
     bad = [c for c in checks if c.get("status") != "ok"]
     reason = "; ".join(
         f"{c['name']} {c.get('status')}: {_observed_text(c)} (expected {c.get('expected')})" for c in (bad or checks)
     )
     remedy = "; ".join(sorted({str(c.get("remedy")) for c in bad if c.get("remedy")}))
+    run_failed = any(c["name"] == "p2p_output" for c in bad)
     if not checks:
-        verdict = "unjudged"
+        verdict = UNKNOWN
         reason = "no peer pair to judge (no bandwidth matrices) and no site threshold"
-    elif any(c["name"] == "p2p_output" for c in bad):
-        verdict = "failed"
-    elif any(c["name"] not in _SPEED_CHECKS for c in bad):
-        verdict = "fail"
     else:
-        verdict = "slow" if bad else "ok"
-    return [dict(entry, verdict=verdict, reason=reason, remedy=remedy)]
+        verdict = FAIL if bad else PASS
+    return [dict(entry, verdict=verdict, run_failed=run_failed, reason=reason, remedy=remedy)]
 
 
 def judged_block(results, baseline="site", what="results") -> dict:
     """summary.json's block of already judged results: {baseline, results, slow_nodes, slow_links, summary}.
 
     Nothing is attributed across nodes (each result is one node's own), so ``slow_nodes`` and ``slow_links``
-    are empty; ``summary`` counts the verdicts and quotes the first result that is not ok."""
+    are empty; ``summary`` counts the verdicts (and the failed runs among the FAILs) and quotes the worst result."""
     results = [dict(r) for r in results or [] if isinstance(r, dict)]
     counts = {}
     for result in results:
         counts[result.get("verdict")] = counts.get(result.get("verdict"), 0) + 1
     parts = [f"{counts[verdict]} {verdict}" for verdict in ORDER if counts.get(verdict)]
+    failed_runs = sum(1 for r in results if r.get("run_failed"))
+    if failed_runs:
+        parts[0] += f" ({failed_runs} run{'s' if failed_runs != 1 else ''} failed)"
     worst = sorted(
-        (r for r in results if r.get("verdict") != "ok"),
-        key=lambda r: ORDER.index(r["verdict"]) if r.get("verdict") in ORDER else 0,
+        (r for r in results if r.get("verdict") != PASS),
+        key=lambda r: (ORDER.index(r["verdict"]) if r.get("verdict") in ORDER else 0, not r.get("run_failed")),
     )
     summary = f"{len(results)} {what}: " + ", ".join(parts) if results else f"no {what}"
     if worst:

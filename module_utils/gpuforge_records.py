@@ -50,26 +50,12 @@ _RANK = {PASS: 0, UNKNOWN: 1, WARN: 2, FAIL: 3}
 NODE_CHECK_SOURCE = "expected hardware spec (roles/gpuforge/defaults/main/expected_hardware.yml)"
 BENCH_SOURCE = "peer baseline of the run (gpuforge_bench_attribution, roles/gpuforge_bench/defaults/main.yml)"
 
-# Producers that still write their own status words, mapped here until they write records (issue 47): summary.json's
-# benchmark results (gpuforge_bench_attribution; fio and p2p: gpuforge_bench_gates) and the CLI's stages.
-# gpuforge k8s verify writes the verdicts themselves.
-_BENCH_VERDICT = {
-    "ok": PASS,
-    "slow": FAIL,
-    "fail": FAIL,
-    "failed": FAIL,
-    "unjudged": UNKNOWN,
-    "skipped": UNKNOWN,
-}
 # What a fio or p2p result adds to its record's ``observed`` (gpuforge_bench_gates), with the types read.
 _NUMBER = (int, float, type(None))
 _EXTRA_OBSERVED = {
     "fio": {"mib_per_second": _NUMBER, "iops": _NUMBER, "clat_p99_us": _NUMBER},
     "p2p": {"gpus": (int, type(None)), "sku": (str, type(None)), "uni_min_ratio": _NUMBER, "bi_min_ratio": _NUMBER},
 }
-# A demo stage is "faults" when its playbook failed only on its verdict over the cluster's faults
-# (src/gpuforge/demo.py): the toolkit ran, the cluster FAILs; "failed" is the toolkit's own failure.
-_STAGE_VERDICT = {"ok": PASS, "faults": FAIL, "failed": FAIL, "skipped": UNKNOWN}
 
 __all__ = [
     "KINDS",
@@ -111,19 +97,13 @@ def _names(types):
     return " or ".join("null" if kind is type(None) else kind.__name__ for kind in _as_tuple(types))
 
 
-def _verdict(table, value, where):
-    if value not in table:
-        raise RecordError(f"{where}: unknown status {value!r} (known: {', '.join(sorted(table))})")
-    return table[value]
-
-
-def _k8s_verdict(value, where):
-    """A k8s/verify.json check's status, already one of VERDICTS; the words of verify documents written before
-    gpuforge k8s verify wrote verdicts (ok, warn, fail, unknown) are refused with the fix."""
+def _written_verdict(value, where, rerun):
+    """A verdict its producer wrote, one of VERDICTS; a word of the producers' older vocabularies (ok, slow, failed,
+    unjudged, ...) is refused with the fix: ``rerun``, the command that writes the file again."""
     if value not in VERDICTS:
         raise RecordError(
-            f"{where}: status {value!r} is not one of {', '.join(VERDICTS)}: this k8s/verify.json was written by an "
-            "older gpuforge; run `gpuforge k8s verify` again"
+            f"{where}: verdict {value!r} is not one of {', '.join(VERDICTS)}: this file was written by an older "
+            f"gpuforge; {rerun}"
         )
     return value
 
@@ -346,7 +326,8 @@ def benchmark_run_records(bench_summary: dict, run_id=None, raw=None) -> list:
                 **_result_identity(result, benchmark, at),
                 "observed": observed,
                 "threshold": limits,
-                "verdict": _verdict(_BENCH_VERDICT, _get(result, "verdict", str, at), at),
+                "verdict": _written_verdict(_get(result, "verdict", str, at), at, "run playbooks/benchmark.yml again"),
+                "run_failed": _get(result, "run_failed", bool, at),
                 "module_verdict": result.get("module_verdict"),
                 "reason": reason,
                 "remedy": (_get(result, "remedy", str, at) if "remedy" in result else "") or result.get("error") or "",
@@ -473,7 +454,7 @@ def stage_result_records(cli_summary: dict) -> list:
                 "status": _get(stage, "status", str, at),
                 "rc": _get(stage, "rc", (int, type(None)), at),
                 "detail": _get(stage, "detail", (str, type(None)), at) or "",
-                "verdict": _verdict(_STAGE_VERDICT, stage["status"], at),
+                "verdict": _written_verdict(_get(stage, "verdict", str, at), at, "run the command again"),
                 "remedy": "",
                 "caused_by": [],
             }
@@ -504,7 +485,7 @@ def k8s_check_records(verify_file: dict, run_id=None) -> list:
                 "checked_at": checked_at,
                 "observed": check.get("observed"),
                 "threshold": {"expected": check.get("expected"), "source": _get(check, "source", str, at)},
-                "verdict": _k8s_verdict(_get(check, "status", str, at), at),
+                "verdict": _written_verdict(_get(check, "status", str, at), at, "run `gpuforge k8s verify` again"),
                 "remedy": _get(check, "remedy", str, at),
                 "caused_by": [],
             }

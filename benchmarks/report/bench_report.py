@@ -148,7 +148,7 @@ def _gate(name, group, nodes, value, threshold, verdict, unit="Gb/s", **extra) -
     """One summary.json result: value and threshold in unit (schemas/bench-summary.schema.json)."""
     reason = (
         f"{value} {unit} reaches {threshold} {unit}"
-        if verdict == "ok"
+        if verdict == "PASS"
         else f"{value} {unit} is below {threshold} {unit}"
     )
     entry = {
@@ -158,8 +158,9 @@ def _gate(name, group, nodes, value, threshold, verdict, unit="Gb/s", **extra) -
         "value": value,
         "unit": unit,
         "threshold": threshold,
-        "module_verdict": "ok" if verdict == "ok" else "fail",
+        "module_verdict": "ok" if verdict == "PASS" else "fail",
         "verdict": verdict,
+        "run_failed": value is None,
         "reason": reason,
     }
     entry.update(extra)
@@ -174,13 +175,13 @@ def bench_summary(nodes: list[str], rails: list[str], pairs_mode: str, rng: rand
     for node in nodes:
         value = round(rng.uniform(180, 200), 2)
         raw[f"nccl/single-{node}.json"] = {"nccl": {"rows": _nccl_rows(value / 8)}}
-        nccl.append(_gate(f"nccl-single-{node}", "nccl_single", [node], value, 92.5, "ok"))
+        nccl.append(_gate(f"nccl-single-{node}", "nccl_single", [node], value, 92.5, "PASS"))
     for mode, value in (("tcp", 9.6), ("ib", 88.0), ("ib_gdr", 96.0)):
         raw[f"nccl/multi-{mode}.json"] = {"nccl": {"rows": _nccl_rows(value / 8)}}
-        nccl.append(_gate(f"nccl-multi-{mode}", f"nccl_multi_{mode}", nodes, value, value / 2, "ok"))
+        nccl.append(_gate(f"nccl-multi-{mode}", f"nccl_multi_{mode}", nodes, value, value / 2, "PASS"))
     for rail in rails:
         raw[f"nccl/rail-{rail}-1.json"] = {"nccl": {"rows": _nccl_rows(23.0 / 8)}}
-        nccl.append(_gate(f"nccl-rail-{rail}-1", "nccl_rail_ib", nodes, 23.0, 11.5, "ok", rail=f"{rail}/1", hca=rail))
+        nccl.append(_gate(f"nccl-rail-{rail}-1", "nccl_rail_ib", nodes, 23.0, 11.5, "PASS", rail=f"{rail}/1", hca=rail))
     if pairs_mode == "all":
         pairs = [(a, b) for i, a in enumerate(nodes) for b in nodes[i + 1 :]]
     else:
@@ -192,23 +193,25 @@ def bench_summary(nodes: list[str], rails: list[str], pairs_mode: str, rng: rand
         for server, client in pairs:
             name = f"{server}__{client}__{rail}"
             if (server, client, rail) == failed_pair:
-                ib.append(_gate(name, "ib_write_bw", [server, client], None, 45.0, "failed", hca=rail, **line,
+                ib.append(_gate(name, "ib_write_bw", [server, client], None, 45.0, "FAIL", hca=rail, **line,
                                 error=f"{rail} port 1 is not Active on {client}"))  # fmt: skip
                 continue
             value = round(rng.uniform(5, 20) if slow in (server, client) else rng.uniform(88, 97), 2)
-            verdict = "slow" if value < 45.0 else "ok"
+            verdict = "FAIL" if value < 45.0 else "PASS"
             ib.append(_gate(name, "ib_write_bw", [server, client], value, 45.0, verdict, hca=rail, **line))
     resnet = []
     for node in nodes:
         value = round(rng.uniform(2700, 2900), 1)
         raw[f"resnet50/{node}/node.json"] = {"kind": "resnet50_node", "host": node, "gpus": 8}
-        resnet.append(_gate(f"resnet50-node-{node}", "resnet50_node", [node], value, 1400.0, "ok", unit="images/s"))
+        resnet.append(_gate(f"resnet50-node-{node}", "resnet50_node", [node], value, 1400.0, "PASS", unit="images/s"))
     sweep = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
     raw["resnet50/sweep.json"] = {"kind": "resnet50_sweep", "runs": [{"gpus": gpus} for gpus in sweep]}
     for gpus in sweep:
         value = round(355.0 * gpus * (0.97 ** (gpus.bit_length() - 1)), 1)
         resnet.append(
-            _gate(f"resnet50-sweep-{gpus}gpu", f"resnet50_sweep_{gpus}", nodes, value, value / 2, "ok", unit="images/s")
+            _gate(
+                f"resnet50-sweep-{gpus}gpu", f"resnet50_sweep_{gpus}", nodes, value, value / 2, "PASS", unit="images/s"
+            )
         )
     fio, p2p = fio_and_p2p(nodes, rng)
     summary = {
@@ -261,23 +264,26 @@ def fio_and_p2p(nodes: list[str], rng: random.Random) -> tuple[list, list]:
     for node in nodes:
         for job, unit, floor, typical in FIO_JOBS:
             value = round(typical * (0.4 if node == slow and job == "seq_read" else rng.uniform(0.95, 1.05)), 2)
-            verdict = "unjudged" if floor is None else ("ok" if value >= floor else "slow")
+            verdict = "UNKNOWN" if floor is None else ("PASS" if value >= floor else "FAIL")
             mib = value if unit == "MiB/s" else round(value * 4 / 1024, 2)
             fio.append(
                 {"name": f"fio-{node}-{target}-{job}", "group": target, "nodes": [node], "target": target,
                  "directory": "/var/tmp", "job": job, "value": value, "unit": unit, "threshold": floor, "op": ">=",
                  "threshold_source": f"{gates_mod.FIO_SOURCE}[{target!r}]", "mib_per_second": mib,
                  "iops": value, "clat_p99_us": 120.0, "module_verdict": None,
-                 "verdict": verdict, "reason": f"{value} {unit}", "remedy": "" if verdict != "slow" else "check it"}
+                 "verdict": verdict, "run_failed": False, "reason": f"{value} {unit}",
+                 "remedy": "" if verdict != "FAIL" else "check it"}
             )  # fmt: skip
         entry = {"name": f"p2p-{node}", "group": "p2p", "nodes": [node], "unit": "GB/s", "threshold": None, "op": ">=",
                  "threshold_source": gates_mod.P2P_SOURCE, "module_verdict": None, "remedy": ""}  # fmt: skip
         if node == no_binary:
-            p2p.append(dict(entry, value=None, verdict="skipped", reason="p2pBandwidthLatencyTest not found"))
+            p2p.append(
+                dict(entry, value=None, verdict="UNKNOWN", run_failed=False, reason="p2pBandwidthLatencyTest not found")
+            )
         else:
             p2p.append(
                 dict(entry, value=round(rng.uniform(140, 150), 2), gpus=8, sku="Tesla V100-SXM2-32GB",
-                     uni_min_ratio=3.5, bi_min_ratio=7.3, verdict="ok", reason="every peer pair ok")
+                     uni_min_ratio=3.5, bi_min_ratio=7.3, verdict="PASS", run_failed=False, reason="every peer pair ok")
             )  # fmt: skip
     return fio, p2p
 
@@ -294,12 +300,12 @@ def burnin_run(nodes: list[str], rails: list[str], rounds: int, rng: random.Rand
     for number in range(1, rounds + 1):
         factor = 0.6 if number >= 4 else 1.0
         nccl = [
-            {"name": f"nccl-single-{n}", "group": "nccl_single", "nodes": [n], "verdict": "ok", "unit": "Gb/s",
+            {"name": f"nccl-single-{n}", "group": "nccl_single", "nodes": [n], "verdict": "PASS", "unit": "Gb/s",
              "value": round(rng.uniform(180, 200) * (factor if n == slows else 1.0), 2)}
             for n in nodes
         ]  # fmt: skip
         ib = [
-            {"name": f"{a}__{b}__{rail}", "group": "ib_write_bw", "nodes": [a, b], "hca": rail, "verdict": "ok",
+            {"name": f"{a}__{b}__{rail}", "group": "ib_write_bw", "nodes": [a, b], "hca": rail, "verdict": "PASS",
              "unit": "Gb/s", "value": round(rng.uniform(88, 97) * (factor if slows in (a, b) else 1.0), 2)}
             for rail in rails
             for a, b in pairs
@@ -348,8 +354,11 @@ def build_records(
         "schema_version": 1, "run_id": run_id, "command": "demo", "playbook": None, "rc": 2, "status": "failed",
         "inventory": "inventories/synthetic-256/hosts.yml", "started": "2026-11-23T00:00:00Z",
         "finished": "2026-11-23T01:00:00Z", "duration_s": 3600.0,
-        "stages": [{"name": name, "status": "ok", "rc": 0, "detail": "synthetic"} for name in ("provision", "validate")]
-        + [{"name": "benchmark", "status": "failed", "rc": 2, "detail": "synthetic: one failed pair"}],
+        "stages": [
+            {"name": name, "status": "ok", "verdict": "PASS", "rc": 0, "detail": "synthetic"}
+            for name in ("provision", "validate")
+        ]
+        + [{"name": "benchmark", "status": "failed", "verdict": "FAIL", "rc": 2, "detail": "synthetic: a failed pair"}],
     }  # fmt: skip
     records = records_mod.stage_result_records(cli_summary)
     hosts, faulty = validation_files(nodes, rails, rng)

@@ -231,7 +231,7 @@ def run(
 ) -> int:
     """The burn-in loop; returns the exit code. runner(request, round_dir, view) -> the round's run summary
     (gpuforge.runner.run_playbook by default; tests pass a fake that writes the round's files)."""
-    from gpuforge.runner import RunRequest, new_run_id, write_summary
+    from gpuforge.runner import RunRequest, new_run_id, stage_entry, write_summary
 
     burnin = _burnin_module()
     runner = runner or _default_runner
@@ -308,12 +308,12 @@ def run(
             }
         )
         stages.append(
-            {
-                "name": f"round {number}",
-                "status": "ok" if summary.get("rc") == 0 else "failed",
-                "rc": summary.get("rc"),
-                "detail": ", ".join(f"{r['node']} {r['verdict']}" for r in found),
-            }
+            stage_entry(
+                f"round {number}",
+                "ok" if summary.get("rc") == 0 else "failed",
+                summary.get("rc"),
+                ", ".join(f"{r['node']} {r['verdict']}" for r in found),
+            )
         )
         out(round_line(number, started, ended, summary, found))
         if interrupted:

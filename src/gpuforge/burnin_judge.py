@@ -8,7 +8,7 @@ ib_write_bw, with the InfiniBand port error counters read before and after them)
 (playbooks/tasks/validate_dcgm.yml). What a round leaves in ``<run_dir>/burnin/round-<n>/``:
 
 * ``bench/<bench run>/summary.json`` - the benchmark summary (roles/gpuforge_bench/tasks/summary.yml): per result
-  ``name``, ``nodes``, ``value`` in its ``unit`` (Gb/s for both), ``verdict`` (ok / slow / failed / unjudged),
+  ``name``, ``nodes``, ``value`` in its ``unit`` (Gb/s for both), ``verdict`` (PASS / FAIL / UNKNOWN), ``run_failed``,
   ``hca`` for ib_write_bw pairs, and the ``slow_nodes`` the attribution names;
 * ``counters/<host>.json`` - ``{node, before, after, max_growth, errors}``: perfquery PortCounters per port
   (``<hca>/<port>``) before and after the benchmarks (library/ib_port_counters.py) and the growth limits;
@@ -38,7 +38,7 @@ How a node is judged over the rounds (``judge_trend``):
   the one that got slower. With two nodes there is one pair per rail, so a slower node cannot be told from its
   partner: both are named.
 * **a failed run in any round**: the node failed or was unreachable in that round's playbook run, a benchmark run
-  that names it produced no result (verdict ``failed``), the round produced nothing for it, or DCGM failed.
+  that names it produced no result (``run_failed``), the round produced nothing for it, or DCGM failed.
 
 A round of a node is WARN when the benchmark attribution named it slow in that round, DCGM warned, or a counter
 is saturated (it cannot show growth); a node is WARN over the burn-in when any of its rounds is.
@@ -165,7 +165,7 @@ def _failed_results(bench_summary, node):
     for benchmark in ("ib_write_bw", "nccl"):
         for result in _results(bench_summary, benchmark):
             nodes = [str(n) for n in result.get("nodes") or []]
-            if result.get("verdict") != "failed" or node not in nodes:
+            if not result.get("run_failed") or node not in nodes:
                 continue
             reason = str(result.get("reason") or result.get("error") or "no result")
             named = [n for n in nodes if re.search(r"(?<![\w.-])" + re.escape(n) + r"(?![\w-])", reason)]

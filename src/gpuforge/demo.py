@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpuforge import paths, report
-from gpuforge.runner import RunRequest, new_run_id, run_playbook, write_summary
+from gpuforge.runner import RunRequest, new_run_id, run_playbook, stage_entry, write_summary
 
 DEMO_SPEC = paths.LAB_DIR / "specs" / "demo.yml"
 # Validation must not stop the demo on the faulty node: record failures, do not fail the play.
@@ -211,7 +211,7 @@ def _write_run_summary(run_dir: Path, stages: list[Stage], started: float) -> di
         "duration_s": round(finished - started, 3),
         "hosts": {},
         "failed_tasks": [task for stage in stages for task in stage.summary.get("failed_tasks", [])],
-        "stages": [{"name": s.name, "status": s.status, "rc": s.rc, "detail": s.detail} for s in stages],
+        "stages": [stage_entry(s.name, s.status, s.rc, s.detail) for s in stages],
         "artifacts": {"run_dir": str(run_dir)},
     }
     write_summary(run_dir, summary)

@@ -228,6 +228,17 @@ def _finish(summary, run_dir, started, rc, status, model, request) -> dict:
     return summary
 
 
+# What a stage of a multi-playbook command (demo, burnin) says of the cluster, written into summary.json's stages[]
+# here, once (gpuforge_records.stage_result_records reads it): a stage that ran clean is PASS; one that failed, on the
+# cluster's faults (demo's "faults") or as the toolkit's own failure ("failed"), is FAIL; a skipped one is UNKNOWN.
+STAGE_STATUS_VERDICT = {"ok": "PASS", "faults": "FAIL", "failed": "FAIL", "skipped": "UNKNOWN"}
+
+
+def stage_entry(name: str, status: str, rc, detail: str) -> dict:
+    """One summary.json ``stages[]`` entry: the stage's status (STAGE_STATUS_VERDICT's words) and its verdict."""
+    return {"name": name, "status": status, "verdict": STAGE_STATUS_VERDICT[status], "rc": rc, "detail": detail}
+
+
 def write_summary(run_dir: Path, summary: dict) -> Path:
     path = run_dir / "summary.json"
     path.write_text(json.dumps(summary, indent=2, sort_keys=False) + "\n", encoding="utf-8")

@@ -164,7 +164,7 @@ def build_site_gates_run(run_dir: Path) -> Path:
             "host": node,
             "skipped": reg.get("skipped", False),
             "skip_reason": reg.get("skip_reason"),
-            "error": entry["reason"] if entry["verdict"] == "failed" else None,
+            "error": entry["reason"] if entry["run_failed"] else None,
             "verdict": reg.get("verdict"),
             "checks": reg.get("checks", []),
             "result": entry,

@@ -348,12 +348,12 @@ def gates_section(data: ReportData) -> str:
             return f'<p id="gates-failed">All {len(data.runs)} benchmark gates passed.</p>'
         return f'<p id="gates-failed">All {judged} judged benchmark gates passed.</p>' + unjudged
     explained = {id(r) for a in data.attributions for r in failed if _explained_by(a, r)}
-    shown = [r for r in failed if r["observed"]["value"] is None or id(r) not in explained]
-    shown.sort(key=lambda r: (r["observed"]["value"] is not None, RANK[r["verdict"]], r["name"]))
+    shown = [r for r in failed if r["run_failed"] or id(r) not in explained]
+    shown.sort(key=lambda r: (not r["run_failed"], RANK[r["verdict"]], r["name"]))
     rows = []
     for record in shown[:MAX_GATE_ROWS]:
         value = record["observed"]["value"]
-        kind = "failed run" if value is None else "below threshold"
+        kind = "failed run" if record["run_failed"] else "below threshold"
         rows.append(
             f'<tr class="v-{record["verdict"]}" data-name="{escape(record["name"])}" data-kind="{kind}">'
             f"<td>{escape(record['benchmark'])}</td><td>{escape(record['name'])}</td><td>{kind}</td>"

@@ -82,12 +82,12 @@ def render(data: ReportData, html_name: str = "report.html") -> str:
         ]
         lines += _table(["benchmark", "attribution", "name", "reasons"], rows) if rows else ["No slow node or link."]
         explained = {id(r) for a in data.attributions for r in failed_gates if _explained_by(a, r)}
-        failed_gates.sort(key=lambda r: (r["observed"]["value"] is not None, id(r) in explained, RANK[r["verdict"]]))
+        failed_gates.sort(key=lambda r: (not r["run_failed"], id(r) in explained, RANK[r["verdict"]]))
         rows = [
             [
                 r["benchmark"],
                 r["name"],
-                "failed run" if r["observed"]["value"] is None else ("explained" if id(r) in explained else "slow"),
+                "failed run" if r["run_failed"] else ("explained" if id(r) in explained else "slow"),
                 r["observed"]["value"],
                 r["threshold"]["value"],
                 r["observed"]["unit"],

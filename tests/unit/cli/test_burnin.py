@@ -45,7 +45,7 @@ def healthy_bench(bench_id: str) -> dict:
     for result in bench["ib_write_bw"]["results"]:
         if "gpu02" in result["nodes"]:
             result["value"] = 12.5
-        result.update(verdict="ok", reason="healthy round")
+        result.update(verdict="PASS", run_failed=False, reason="healthy round")
     bench["ib_write_bw"]["slow_nodes"] = []
     return bench
 

@@ -96,10 +96,10 @@ def test_edr_old_fraction_passed_10729_mib_per_s_and_the_table_fails_it():
         "expected": 100,
     }
     old = gpuforge_filters.gpuforge_bench_attribution([measured], baseline="absolute", min_fraction=0.9)
-    assert old["results"][0]["verdict"] == "ok"
+    assert old["results"][0]["verdict"] == "PASS"
     floored = {**measured, "threshold": threshold["min_gbit_per_s"], "threshold_source": threshold["threshold_source"]}
     new = bench.attribution_floors([floored], baseline="absolute", min_fraction=0.9)
-    assert (new["results"][0]["verdict"], new["results"][0]["threshold"]) == ("slow", 92.27)
+    assert (new["results"][0]["verdict"], new["results"][0]["threshold"]) == ("FAIL", 92.27)
     assert "IBM Redpaper REDP-5610" in new["results"][0]["reason"]
 
 
@@ -136,7 +136,7 @@ def test_a_link_speed_without_an_entry_keeps_the_fraction_of_line_rate():
     # No floor: the pair is judged as before, 0.9 of its expected rate.
     result = {"name": "p", "group": "ib_write_bw", "nodes": ["a", "b"], "value": 89.0, "unit": "Gb/s", "expected": 100}
     judged = bench.attribution_floors([result], baseline="absolute", min_fraction=0.9)["results"][0]
-    assert (judged["verdict"], judged["threshold"]) == ("slow", 90.0)
+    assert (judged["verdict"], judged["threshold"]) == ("FAIL", 90.0)
 
 
 def test_the_site_expected_rate_overrides_the_table():
@@ -291,11 +291,11 @@ def test_floored_singles_are_judged_by_their_floor_the_others_against_each_other
     summary = bench.attribution_floors(results, baseline="median", median_fraction=0.5)
     verdicts = {result["name"]: result["verdict"] for result in summary["results"]}
     assert verdicts == {
-        "nccl-single-a100-1": "ok",
-        "nccl-single-a100-2": "slow",
-        "nccl-single-v100-1": "ok",
-        "nccl-single-v100-2": "ok",
-        "nccl-single-v100-3": "slow",
+        "nccl-single-a100-1": "PASS",
+        "nccl-single-a100-2": "FAIL",
+        "nccl-single-v100-1": "PASS",
+        "nccl-single-v100-2": "PASS",
+        "nccl-single-v100-3": "FAIL",
     }
     slow = {result["name"]: result for result in summary["results"]}["nccl-single-a100-2"]
     assert (slow["value"], slow["unit"], slow["threshold"]) == (1600.0, "Gb/s", 1824.0)
@@ -432,9 +432,9 @@ def test_summary_yml_judges_ib_and_nccl_results_with_their_floors():
         "hostvars": {"a": {}},
     }
     ib = _render(facts["ib_write_bw"], variables)
-    assert [r["verdict"] for r in ib["results"]] == ["ok", "slow"]
+    assert [r["verdict"] for r in ib["results"]] == ["PASS", "FAIL"]
     nccl = _render(facts["nccl"], variables)
-    assert [r["verdict"] for r in nccl["results"]] == ["slow"]
+    assert [r["verdict"] for r in nccl["results"]] == ["FAIL"]
 
 
 def test_fio_targets_keep_their_order_and_labels():
@@ -594,11 +594,12 @@ def test_the_role_summary_is_valid_and_every_result_names_its_unit(site_gates_ru
     pair = summary["ib_write_bw"]["results"][0]
     assert (pair["value"], pair["unit"], pair["expected"], pair["line_rate_gbit_per_s"]) == (86.5, "Gb/s", 100, 100)
     if baseline == "absolute":  # the EDR floor of the table, in Gb/s like the value
-        assert (pair["threshold"], pair["min_mib_per_s"], pair["verdict"]) == (92.27, 11000, "slow")
+        assert (pair["threshold"], pair["min_mib_per_s"], pair["verdict"]) == (92.27, 11000, "FAIL")
         assert pair["reason"] == "86.5 Gb/s is below 92.27 Gb/s (IBM Redpaper REDP-5610)"
     else:
         assert "min_mib_per_s" not in pair and pair["threshold"] == 43.25
-    assert summary["ib_write_bw"]["results"][1]["verdict"] == "failed"  # the inactive pair: no value
+    inactive = summary["ib_write_bw"]["results"][1]
+    assert (inactive["verdict"], inactive["run_failed"]) == ("FAIL", True)  # the inactive pair: no value
     multi = {result["name"]: result for result in summary["nccl"]["results"]}
     assert (multi["nccl-multi-ib"]["value"], multi["nccl-rail-mlx5_0-1"]["value"]) == (92.0, 82.0)
     assert multi["nccl-multi-tcp"]["value"] is None

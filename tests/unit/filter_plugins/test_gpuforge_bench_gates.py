@@ -41,9 +41,9 @@ def test_fio_one_result_per_node_target_and_job_with_the_unit_it_holds(site_gate
     fio = _summary(site_gates_run)["fio"]
     results = _by_name(fio["results"])
     assert (fio["baseline"], fio["slow_nodes"], fio["slow_links"]) == ("site", [], [])
-    assert fio["summary"].startswith("19 results: 1 failed, 1 slow, 9 unjudged, 3 skipped, 5 ok (first: ")
+    assert fio["summary"].startswith("19 results: 2 FAIL (1 run failed), 12 UNKNOWN, 5 PASS (first: ")
     seq = results["fio-gpu01-scratch:/var/tmp-seq_read"]
-    assert (seq["value"], seq["unit"], seq["threshold"], seq["verdict"]) == (680.49, "MiB/s", 600, "ok")
+    assert (seq["value"], seq["unit"], seq["threshold"], seq["verdict"]) == (680.49, "MiB/s", 600, "PASS")
     assert (seq["group"], seq["target"], seq["job"], seq["nodes"]) == (
         "scratch:/var/tmp",
         "scratch:/var/tmp",
@@ -53,18 +53,29 @@ def test_fio_one_result_per_node_target_and_job_with_the_unit_it_holds(site_gate
     assert seq["threshold_source"] == "site threshold gpuforge_bench_fio_thresholds['scratch:/var/tmp']"
     rand = results["fio-gpu01-scratch:/var/tmp-rand_read"]
     assert (rand["value"], rand["unit"], rand["threshold"], rand["clat_p99_us_max"]) == (44866.07, "IOPS", 40000, 2000)
-    assert (rand["mib_per_second"], rand["clat_p99_us"], rand["verdict"]) == (175.26, 1253.38, "ok")
+    assert (rand["mib_per_second"], rand["clat_p99_us"], rand["verdict"]) == (175.26, 1253.38, "PASS")
     unjudged = results["fio-gpu01-scratch:/var/tmp-seq_write"]
-    assert (unjudged["value"], unjudged["threshold"], unjudged["verdict"]) == (1807.77, None, "unjudged")
+    assert (unjudged["value"], unjudged["threshold"], unjudged["verdict"]) == (1807.77, None, "UNKNOWN")
     slow = results["fio-gpu03-scratch:/var/tmp-seq_read"]
-    assert (slow["value"], slow["verdict"], slow["module_verdict"]) == (340.25, "slow", "fail")
+    assert (slow["value"], slow["verdict"], slow["run_failed"], slow["module_verdict"]) == (
+        340.25,
+        "FAIL",
+        False,
+        "fail",
+    )
     assert slow["reason"].startswith("340.25 MiB/s is below 600 MiB/s")
     assert "is below the threshold" in slow["remedy"]
     failed = results["fio-gpu03-data-rand_read"]
-    assert (failed["verdict"], failed["reason"]) == ("failed", "fio_rand_read: fio error 2 (expected no error)")
+    assert (failed["verdict"], failed["run_failed"]) == ("FAIL", True)
+    assert failed["reason"] == "fio_rand_read: fio error 2 (expected no error)"
     assert "errno 2" in failed["remedy"]
     skipped = results["fio-gpu02-nfs:/shared/home"]
-    assert (skipped["verdict"], skipped["job"], skipped["value"]) == ("skipped", None, None)
+    assert (skipped["verdict"], skipped["run_failed"], skipped["job"], skipped["value"]) == (
+        "UNKNOWN",
+        False,
+        None,
+        None,
+    )
     assert skipped["reason"] == "/shared/home is not mounted on gpu02: not measured"
 
 
@@ -74,9 +85,10 @@ def test_fio_a_run_that_could_not_start_is_one_failed_result_for_its_target(tmp_
         run_module(fio_benchmark, {"directory": missing["path"], "node": "gpu01"}, fake_fio(0, "")), missing
     )
     (result,) = filters.gpuforge_bench_fio_results([item], "gpu01", {})
-    assert (result["name"], result["verdict"], result["value"], result["job"]) == (
+    assert (result["name"], result["verdict"], result["run_failed"], result["value"], result["job"]) == (
         "fio-gpu01-nfs:/home",
-        "failed",
+        "FAIL",
+        True,
         None,
         None,
     )
@@ -88,13 +100,13 @@ def test_fio_default_thresholds_apply_to_targets_without_their_own(tmp_path):
     item = _fio_item(tmp_path, expect=thresholds["default"])
     results = _by_name(filters.gpuforge_bench_fio_results([item], "gpu01", thresholds))
     write = results["fio-gpu01-scratch:/var/tmp-seq_write"]
-    assert (write["verdict"], write["threshold"]) == ("slow", 2000)
+    assert (write["verdict"], write["threshold"]) == ("FAIL", 2000)
     assert write["threshold_source"] == "site threshold gpuforge_bench_fio_thresholds['default']"
 
 
 def test_fio_a_nonzero_exit_fails_the_jobs_it_measured(tmp_path):
     results = filters.gpuforge_bench_fio_results([_fio_item(tmp_path, rc=1)], "gpu01", {})
-    assert {result["verdict"] for result in results} == {"failed"}
+    assert {(result["verdict"], result["run_failed"]) for result in results} == {("FAIL", True)}
     assert results[0]["reason"].startswith("fio exited with rc 1")
 
 
@@ -121,9 +133,9 @@ def test_fio_check_mode_reports_nothing(tmp_path):
 def test_p2p_one_result_per_node_and_a_missing_binary_is_skipped_not_failed(site_gates_run):
     p2p = _summary(site_gates_run)["p2p"]
     results = _by_name(p2p["results"])
-    assert p2p["summary"].startswith("3 nodes: 1 skipped, 2 ok (first: p2p-gpu02: p2pBandwidthLatencyTest not found")
+    assert p2p["summary"].startswith("3 nodes: 1 UNKNOWN, 2 PASS (first: p2p-gpu02: p2pBandwidthLatencyTest not found")
     v100 = results["p2p-gpu01"]
-    assert (v100["value"], v100["unit"], v100["threshold"], v100["verdict"]) == (75.25, "GB/s", None, "ok")
+    assert (v100["value"], v100["unit"], v100["threshold"], v100["verdict"]) == (75.25, "GB/s", None, "PASS")
     assert (v100["gpus"], v100["sku"], v100["uni_min_ratio"], v100["bi_min_ratio"]) == (
         4,
         "Tesla V100-SXM2-16GB",
@@ -132,7 +144,12 @@ def test_p2p_one_result_per_node_and_a_missing_binary_is_skipped_not_failed(site
     )
     assert "p2p_uni_ratio ok: worst pair 1->2 3.43x (34.18 / 9.96 GB/s)" in v100["reason"]
     skipped = results["p2p-gpu02"]
-    assert (skipped["verdict"], skipped["value"], skipped["remedy"]) == ("skipped", None, "")
+    assert (skipped["verdict"], skipped["run_failed"], skipped["value"], skipped["remedy"]) == (
+        "UNKNOWN",
+        False,
+        None,
+        "",
+    )
     assert skipped["reason"].startswith("p2pBandwidthLatencyTest not found at ")
     assert results["p2p-gpu03"]["sku"] == "NVIDIA A100-SXM4-80GB"
 
@@ -147,29 +164,39 @@ def _p2p(tmp_path, rc, out, expect=None):
 
 
 @pytest.mark.parametrize(
-    ("rc", "out", "expect", "verdict", "reason"),
+    ("rc", "out", "expect", "verdict", "run_failed", "reason"),
     [
-        (1, "CUDA error: no CUDA-capable device is detected\n", {}, "failed", "p2pBandwidthLatencyTest failed (rc 1)"),
+        (
+            1,
+            "CUDA error: no CUDA-capable device is detected\n",
+            {},
+            "FAIL",
+            True,
+            "p2pBandwidthLatencyTest failed (rc 1)",
+        ),
         (
             0,
             DELLEMC_C4140.replace("  1 47.86 738.42 34.18 38.74", "  1 47.86 738.42 10.50 38.74"),
             {},
-            "slow",
+            "FAIL",
+            False,
             "p2p_uni_ratio fail",
         ),
-        (0, DELLEMC_C4140, {"gpus": 8}, "fail", "p2p_gpus fail: 4 (expected >= 8)"),
+        (0, DELLEMC_C4140, {"gpus": 8}, "FAIL", False, "p2p_gpus fail: 4 (expected >= 8)"),
         (
             0,
             DELLEMC_C4140,
             {"min_bidirectional_gbyte_per_s": 80},
-            "slow",
+            "FAIL",
+            False,
             "p2p_bi_gbyte_per_s fail: lowest pair 0->1 75.25 GB/s",
         ),
+        (0, DELLEMC_C4140, {}, "PASS", False, "p2p_uni_ratio ok: worst pair 1->2 3.43x"),
     ],
 )
-def test_p2p_verdicts(tmp_path, rc, out, expect, verdict, reason):
+def test_p2p_verdicts(tmp_path, rc, out, expect, verdict, run_failed, reason):
     (result,) = _p2p(tmp_path, rc, out, expect)
-    assert result["verdict"] == verdict
+    assert (result["verdict"], result["run_failed"]) == (verdict, run_failed)
     assert result["reason"].startswith(reason)
     assert result["threshold"] == expect.get("min_bidirectional_gbyte_per_s")
 
@@ -177,11 +204,12 @@ def test_p2p_verdicts(tmp_path, rc, out, expect, verdict, reason):
 def test_judged_block_counts_and_quotes_the_worst():
     block = filters.gpuforge_bench_judged([], baseline="site")
     assert block == {"baseline": "site", "results": [], "slow_nodes": [], "slow_links": [], "summary": "no results"}
-    results = [{"name": "a", "verdict": "ok"}, {"name": "b", "verdict": "skipped", "reason": "x"}]
-    results.append({"name": "c", "verdict": "failed", "reason": "crashed"})
+    results = [{"name": "a", "verdict": "PASS"}, {"name": "b", "verdict": "UNKNOWN", "reason": "x"}]
+    results.append({"name": "c", "verdict": "FAIL", "run_failed": False, "reason": "slow"})
+    results.append({"name": "d", "verdict": "FAIL", "run_failed": True, "reason": "crashed"})
     assert (
         filters.gpuforge_bench_judged(results, what="nodes")["summary"]
-        == "3 nodes: 1 failed, 1 skipped, 1 ok (first: c: crashed)"
+        == "4 nodes: 2 FAIL (1 run failed), 1 UNKNOWN, 1 PASS (first: d: crashed)"
     )
 
 
@@ -206,7 +234,7 @@ def test_bench_summary_yml_builds_the_blocks_and_fails_the_play_on_a_failed_fio_
     failed = _render(check["vars"]["failed_runs"], variables)
     # The demo run's pairs over gpu03's Down port (both of them), and gpu03's fio job that could not run; not
     # gpu02's missing p2p binary.
-    down_port = [f"{r['name']}: {r['reason']}" for r in summary["ib_write_bw"]["results"] if r["verdict"] == "failed"]
+    down_port = [f"{r['name']}: {r['reason']}" for r in summary["ib_write_bw"]["results"] if r["run_failed"]]
     assert down_port == [
         "gpu02__gpu03__mlx5_2: mlx5_2/1 is not Active on gpu03",
         "gpu03__gpu01__mlx5_2: mlx5_2/1 is not Active on gpu03",
@@ -224,17 +252,17 @@ def test_fio_storage_kind_floors_judge_what_the_site_leaves_unset(tmp_path):
     assert item["thresholds"] == {"seq_read_mib_per_s": 319}
     results = _by_name(filters.gpuforge_bench_fio_results([item], "gpu01", {}))
     seq = results["fio-gpu01-scratch:/var/tmp-seq_read"]
-    assert (seq["value"], seq["threshold"], seq["verdict"]) == (680.49, 319, "ok")
+    assert (seq["value"], seq["threshold"], seq["verdict"]) == (680.49, 319, "PASS")
     assert seq["threshold_source"].startswith("gpuforge default for scratch: Dell EMC Ready Solutions for AI")
-    assert results["fio-gpu01-scratch:/var/tmp-seq_write"]["verdict"] == "unjudged"
+    assert results["fio-gpu01-scratch:/var/tmp-seq_write"]["verdict"] == "UNKNOWN"
 
     site = {"scratch:/var/tmp": {"seq_read_mib_per_s": 700, "seq_write_mib_per_s": 100}}
     item = _fio_item(tmp_path, expect=site["scratch:/var/tmp"], storage_kind="scratch")
     results = _by_name(filters.gpuforge_bench_fio_results([item], "gpu01", site))
     seq = results["fio-gpu01-scratch:/var/tmp-seq_read"]
-    assert (seq["threshold"], seq["verdict"]) == (700, "slow")
+    assert (seq["threshold"], seq["verdict"]) == (700, "FAIL")
     assert seq["threshold_source"] == "site threshold gpuforge_bench_fio_thresholds['scratch:/var/tmp']"
-    assert results["fio-gpu01-scratch:/var/tmp-seq_write"]["verdict"] == "ok"
+    assert results["fio-gpu01-scratch:/var/tmp-seq_write"]["verdict"] == "PASS"
 
 
 def test_fio_gates_apply_the_kind_floor_of_a_target_the_module_did_not_report():

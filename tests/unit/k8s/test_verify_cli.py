@@ -583,7 +583,7 @@ def test_the_in_pod_pair_is_judged_by_the_host_threshold_table_and_written_as_it
     # dgx1-v100-edr's mlx5_1 port is EDR: gpuforge_expected_ib_write_bw EDR 11,000 MB/sec (IBM Redpaper REDP-5610),
     # the host benchmark's floor; IBM Redpaper REDP-5610's in-pod run averaged 11,264.11 MB/sec = 94.49 Gb/s.
     assert (result["value"], result["threshold"], result["min_mib_per_s"]) == (94.49, 92.27, 11000.0)
-    assert result["verdict"] == "ok" and result["link_speed"] == "EDR"
+    assert result["verdict"] == "PASS" and result["link_speed"] == "EDR"
     assert result["threshold_source"].startswith("IBM Redpaper REDP-5610")
     assert (result["nodes"], result["rail"], result["name"]) == (
         ["dgx02", "dgx01"],
@@ -625,7 +625,7 @@ def test_an_rdma_pod_without_locked_memory_fails_the_pair_and_flags_both_nodes(s
     _, kubeconfig = serve(routes)
     run(kubeconfig, tmp_path)
     (result,) = bench_summary(tmp_path)[0]["ib_write_bw"]["results"]
-    assert (result["value"], result["verdict"]) == (None, "failed")
+    assert (result["value"], result["verdict"], result["run_failed"]) == (None, "FAIL", True)
     assert "Couldn't allocate MR" in result["reason"] and "memlock" in result["reason"]
     built = [r for r in export.load_records(tmp_path / "run") if r["kind"] == "benchmark_run"]
     assert built[0]["verdict"] == "FAIL"
@@ -640,7 +640,7 @@ def test_an_unschedulable_rdma_server_is_a_failed_pair_and_no_client_is_created(
     checks = by_check(run(kubeconfig, tmp_path))
     assert not api.sent("GET", RDMA_CLIENT)
     (result,) = bench_summary(tmp_path)[0]["ib_write_bw"]["results"]
-    assert result["verdict"] == "failed"
+    assert (result["verdict"], result["run_failed"]) == ("FAIL", True)
     assert "within 60s" in result["reason"] and "Insufficient rdma/shared_ib1" in result["reason"]
     assert {c["node"]: c["status"] for c in checks["rdma_pod_port"]} == {"dgx02": "FAIL", "dgx01": "FAIL"}
     assert len(api.sent("DELETE", RDMA_SERVER)) == 1
@@ -658,7 +658,7 @@ def test_a_slower_pair_than_the_table_is_slow():
     systems = {"dgx01": {}, "dgx02": {}}  # no expected system: the link speed comes from the pods' ibstatus rate
     checks, block = k8s_verify.judge_rdma_pair("dgx02", "dgx01", logs, pods, settings, systems)
     (result,) = block["results"]
-    assert (result["verdict"], result["threshold"], result["link_speed"]) == ("slow", 100.66, "EDR")
+    assert (result["verdict"], result["threshold"], result["link_speed"]) == ("FAIL", 100.66, "EDR")
     assert "(no source recorded: a site value)" in result["threshold_source"]
     assert [link["nodes"] for link in block["slow_links"]] == [["dgx02", "dgx01"]]
     assert {c["status"] for c in checks} == {"PASS"}

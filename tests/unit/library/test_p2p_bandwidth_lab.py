@@ -65,7 +65,7 @@ def run_module(ansible_module):
 
 
 @pytest.mark.parametrize(
-    ("faults", "verdict"), [([], "ok"), ([{"type": "nvlink_inactive", "gpu": 7, "links": [3, 5]}], "slow")]
+    ("faults", "verdict"), [([], "PASS"), ([{"type": "nvlink_inactive", "gpu": 7, "links": [3, 5]}], "FAIL")]
 )
 def test_the_benchmark_result_of_a_lab_node(tmp_path, monkeypatch, run_module, faults, verdict):
     """What roles/gpuforge_bench/tasks/p2p.yml records for a lab node: the module runs the simulator's output and the
@@ -80,7 +80,7 @@ def test_the_benchmark_result_of_a_lab_node(tmp_path, monkeypatch, run_module, f
     )
     entry = p2p_results(result, "gpu03", LAB_EXPECT)[0]
     assert entry["verdict"] == verdict and entry["gpus"] == 8 and entry["threshold"] == 30
-    if verdict == "ok":
+    if verdict == "PASS":
         assert entry["value"] == 42.93 and entry["remedy"] == ""  # one NVLink both ways
     else:
         assert entry["value"] == 18.84
@@ -124,11 +124,11 @@ def test_the_run_numbers_devices_in_pci_bus_order(tmp_path, monkeypatch, run_mod
     ("profile", "faults", "gpus", "verdict", "reason"),
     [
         # The vGPU guest has one GPU: no peer pair, so without the expected count nothing is judged ...
-        ("vsphere-t4-vgpu-roce", [], None, "unjudged", "no peer pair to judge"),
+        ("vsphere-t4-vgpu-roce", [], None, "UNKNOWN", "no peer pair to judge"),
         # ... and with it (roles/gpuforge_bench passes the node's expected count) the run has a verdict.
-        ("vsphere-t4-vgpu-roce", [], 1, "ok", "p2p_gpus ok: 1 (expected >= 1)"),
+        ("vsphere-t4-vgpu-roce", [], 1, "PASS", "p2p_gpus ok: 1 (expected >= 1)"),
         # A GPU the driver does not enumerate is one CUDA cannot test: the run fails on the count.
-        ("dgx1-v100-edr", [{"type": "gpu_missing", "gpu": 3}], 8, "fail", "p2p_gpus fail: 7 (expected >= 8)"),
+        ("dgx1-v100-edr", [{"type": "gpu_missing", "gpu": 3}], 8, "FAIL", "p2p_gpus fail: 7 (expected >= 8)"),
     ],
 )
 def test_the_expected_gpu_count_judges_every_node(

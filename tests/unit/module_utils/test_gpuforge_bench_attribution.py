@@ -45,10 +45,10 @@ def test_degraded_node_in_ring_is_named_absolute():
     assert out["slow_links"] == []
     verdicts = {r["name"]: r["verdict"] for r in out["results"]}
     assert verdicts == {
-        "gpu01__gpu02__mlx5_0": "slow",
-        "gpu02__gpu03__mlx5_0": "slow",
-        "gpu03__gpu04__mlx5_0": "ok",
-        "gpu04__gpu01__mlx5_0": "ok",
+        "gpu01__gpu02__mlx5_0": "FAIL",
+        "gpu02__gpu03__mlx5_0": "FAIL",
+        "gpu03__gpu04__mlx5_0": "PASS",
+        "gpu04__gpu01__mlx5_0": "PASS",
     }
     assert (out["results"][1]["threshold"], out["results"][1]["expected"], out["results"][1]["unit"]) == (
         90.0,
@@ -85,7 +85,7 @@ def test_three_node_ring_needs_the_best_baseline():
 def test_all_equal_names_nothing():
     out = attribute_results(ring(NODES, {}), baseline="median")
     assert out["slow_nodes"] == [] and out["slow_links"] == []
-    assert {r["verdict"] for r in out["results"]} == {"ok"}
+    assert {r["verdict"] for r in out["results"]} == {"PASS"}
     assert out["summary"] == "no slow node or link"
 
 
@@ -120,7 +120,7 @@ def test_nccl_single_node_run_names_its_node_and_explains_multi_node():
     assert [n["node"] for n in out["slow_nodes"]] == ["gpu02"]
     assert out["slow_nodes"][0]["reasons"][0].startswith("its own run nccl-tcp-gpu02: 2.0 Gb/s is below 4.75")
     # alone in its group, the multi-node run is its own median: not slow by the relative rule
-    assert out["results"][3]["verdict"] == "ok"
+    assert out["results"][3]["verdict"] == "PASS"
 
 
 def test_failed_run_without_bandwidth_counts_as_bad():
@@ -128,16 +128,17 @@ def test_failed_run_without_bandwidth_counts_as_bad():
     results[3]["error"] = "client timed out"
     out = attribute_results(results)
     assert [n["node"] for n in out["slow_nodes"]] == ["gpu04"]
-    assert out["results"][3]["verdict"] == "failed"
+    assert (out["results"][3]["verdict"], out["results"][3]["run_failed"]) == ("FAIL", True)
     assert out["results"][3]["reason"] == "client timed out"
 
 
 def test_missing_expectation_is_unjudged_and_bad_baseline_raises():
     judged = judge_results([{"name": "x", "nodes": ["a", "b"], "value": 5}])
-    assert (judged[0]["verdict"], judged[0]["threshold"], judged[0]["unit"]) == ("unjudged", None, "Gb/s")
+    assert (judged[0]["verdict"], judged[0]["threshold"], judged[0]["unit"]) == ("UNKNOWN", None, "Gb/s")
     assert "expected" not in judged[0]
     slow = judge_results([{"name": "x", "nodes": ["a"], "value": "7.5"}], expected=10)[0]
-    assert (slow["verdict"], slow["value"], slow["threshold"], slow["expected"]) == ("slow", 7.5, 9.0, 10.0)
+    assert (slow["verdict"], slow["value"], slow["threshold"], slow["expected"]) == ("FAIL", 7.5, 9.0, 10.0)
+    assert slow["run_failed"] is False  # measured: the cluster's FAIL, not the toolkit's
     with pytest.raises(ValueError, match="baseline must be one of absolute, median"):
         judge_results([], baseline="mean")
 
@@ -289,7 +290,7 @@ def resnet50(values):
 def test_resnet50_images_per_second_is_judged_and_reported_in_images_per_second():
     out = attribute_results(resnet50({"gpu01": 1.22, "gpu02": 2.6, "gpu03": 2.5}), baseline="median")
     slow = out["results"][0]
-    assert (slow["value"], slow["unit"], slow["threshold"], slow["verdict"]) == (1.22, "images/s", 1.25, "slow")
+    assert (slow["value"], slow["unit"], slow["threshold"], slow["verdict"]) == (1.22, "images/s", 1.25, "FAIL")
     assert (
         slow["reason"]
         == "1.22 images/s is below 1.25 images/s (50% of the median of resnet50_node_fp32 (2.5 images/s))"
@@ -301,7 +302,7 @@ def test_resnet50_images_per_second_is_judged_and_reported_in_images_per_second(
 def test_the_absolute_baseline_states_its_reference_in_the_results_unit():
     results = [{"name": "srun-nccl", "group": "srun_nccl", "nodes": ["a", "b"], "value": 20.0, "unit": "GB/s busbw"}]
     (judged,) = judge_results(results, expected=25.0)
-    assert (judged["expected"], judged["threshold"], judged["verdict"]) == (25.0, 22.5, "slow")
+    assert (judged["expected"], judged["threshold"], judged["verdict"]) == (25.0, 22.5, "FAIL")
     assert judged["reason"] == "20.0 GB/s busbw is below 22.5 GB/s busbw (90% of the expected 25.0 GB/s busbw)"
 
 

@@ -140,7 +140,9 @@ def test_the_schema_refuses(runs, change):
         ("value", "680", "'value' is str"),
         ("threshold", "600", "'threshold' is str"),
         ("unit", None, "'unit' is NoneType"),
-        ("verdict", "meh", "unknown status 'meh'"),
+        ("verdict", "meh", "verdict 'meh' is not one of PASS, WARN, FAIL, UNKNOWN"),
+        ("verdict", "slow", "this file was written by an older gpuforge; run playbooks/benchmark.yml again"),
+        ("run_failed", "no", "'run_failed' is str, expected bool"),
         ("iops", [1], "'iops' is list"),
     ],
 )
