@@ -23,7 +23,8 @@ options:
     default: {}
   fail_on:
     description:
-      - Fail the task when the verdict is at least this bad; C(never) only reports.
+      - Fail the task when the verdict is at least this bad (C(fail) at C(FAIL), C(warn) at C(WARN) or C(FAIL));
+        C(never) only reports.
       - The verdict, the checks and the parsed output are returned either way.
     type: str
     choices: [fail, warn, never]

@@ -38,6 +38,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_at
     judge_value,
     unit_of,
 )
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL
 
 MIB = 1 << 20  # perftest's "MB" (ib_write_bw's MB/sec column): 2^20 bytes
 # The units of the summary results built here (the role's Jinja-built ib_write_bw and NCCL entries use Gb/s too).
@@ -264,7 +265,7 @@ def nccl_single_result(registered: dict | None, node: str, floor: dict | None = 
         "nodes": [node],
         "value": round(busbw * 8, 2) if busbw is not None else None,
         "unit": NCCL_UNIT,
-        "module_verdict": registered.get("verdict", "fail"),
+        "module_verdict": registered.get("verdict", FAIL),
     }
     if floor:
         result.update(
@@ -350,7 +351,7 @@ def resnet50_node_documents(registered_by_node) -> list:
                 "cmd": run.get("cmd"),
                 "images_per_second": run.get("images_per_second"),
                 "checks": run.get("checks", []),
-                "verdict": run.get("verdict", "fail"),
+                "verdict": run.get("verdict", FAIL),
                 "error": run.get("error"),
             }
             for run in registered.get("runs") or []
@@ -358,7 +359,7 @@ def resnet50_node_documents(registered_by_node) -> list:
         document = {
             "kind": "resnet50_node",
             "host": node,
-            "verdict": registered.get("verdict", "fail"),
+            "verdict": registered.get("verdict", FAIL),
             "comparison": registered.get("comparison", []),
             "error": registered.get("msg") if registered.get("failed", False) else None,
             "runs": runs,
@@ -386,7 +387,7 @@ def resnet50_results(registered_by_node, sweep, precisions, nodes) -> list:
                     "images_per_second": value,
                     "precision": precision,
                     "nodes": [node],
-                    "module_verdict": run.get("verdict", registered.get("verdict", "fail")),
+                    "module_verdict": run.get("verdict", registered.get("verdict", FAIL)),
                     "error": run.get("error", registered.get("msg")),
                 }
             )
@@ -415,7 +416,7 @@ def resnet50_results(registered_by_node, sweep, precisions, nodes) -> list:
                 "precision": run.get("precision"),
                 "nodes": list(nodes or []),
                 "images_per_second": value,
-                "module_verdict": run.get("verdict", "fail"),
+                "module_verdict": run.get("verdict", FAIL),
             }
         )
     return results
@@ -437,7 +438,7 @@ def slurm_results(nccl, resnet50, nodes, apptainer_nccl=None, apptainer_image=""
             "nodes": nodes,
             "value": (nccl.get("nccl") or {}).get("avg_busbw"),
             "unit": SRUN_NCCL_UNIT,
-            "module_verdict": nccl.get("verdict", "fail"),
+            "module_verdict": nccl.get("verdict", FAIL),
         },
         {
             "name": "srun-resnet50",
@@ -446,7 +447,7 @@ def slurm_results(nccl, resnet50, nodes, apptainer_nccl=None, apptainer_image=""
             "value": images,
             "unit": IMAGES_UNIT,
             "images_per_second": images,
-            "module_verdict": resnet50.get("verdict", "fail"),
+            "module_verdict": resnet50.get("verdict", FAIL),
         },
     ]
     if apptainer_image:
@@ -458,7 +459,7 @@ def slurm_results(nccl, resnet50, nodes, apptainer_nccl=None, apptainer_image=""
                 "nodes": nodes,
                 "value": (apptainer_nccl.get("nccl") or {}).get("avg_busbw"),
                 "unit": SRUN_NCCL_UNIT,
-                "module_verdict": apptainer_nccl.get("verdict", "fail"),
+                "module_verdict": apptainer_nccl.get("verdict", FAIL),
             }
         )
     return results

@@ -147,7 +147,7 @@ fio:
 results:
   description:
     - One entry per job, C({name, nodes, label, directory, job, mib_per_second, iops, clat_p99_us, verdict}),
-      ready to be written as the run's JSON.
+      ready to be written as the run's JSON; the verdict is its checks' worst, C(UNKNOWN) without a threshold.
   returned: when fio ran
   type: list
   elements: dict
@@ -167,7 +167,7 @@ checks:
   type: list
   elements: dict
 verdict:
-  description: Worst check status, C(ok) or C(fail).
+  description: Worst check status, C(PASS) or C(FAIL).
   returned: when fio ran
   type: str
 """
@@ -184,7 +184,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_co
     judge_run,
     last_lines,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, UNKNOWN, bench_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_fio import (
     EXPECT,
@@ -220,7 +220,7 @@ def _results(parsed, checks, node, label, directory):
                 "mib_per_second": measured.get("bw_mib_s"),
                 "iops": measured.get("iops"),
                 "clat_p99_us": measured.get("clat_p99_us"),
-                "verdict": overall_status([{"status": s} for s in statuses]) if statuses else "unjudged",
+                "verdict": overall_status([{"status": s} for s in statuses]) if statuses else UNKNOWN,
             }
         )
     return results
@@ -305,9 +305,9 @@ def main():
     def judge(parsed):
         checks = judge_fio(parsed, expect, label)
         result["results"] = _results(parsed, checks, params["node"] or host, label, directory)
-        if run.rc != 0 and overall_status(checks) == "ok":
+        if run.rc != 0 and overall_status(checks) == PASS:
             remedy = "; ".join(parsed["notices"]) or "fio exited with an error"
-            checks.append(bench_check("fio_rc", "fail", run.rc, 0, remedy))
+            checks.append(bench_check("fio_rc", FAIL, run.rc, 0, remedy))
         return checks
 
     judge_run(

@@ -13,8 +13,8 @@ short_description: Measure RDMA write bandwidth between two nodes with perftest 
 description:
   - Runs one side of a perftest bandwidth test. Without O(server) it is the server (it waits for one
     client, then exits, as perftest does); with O(server) it is the client that connects to it.
-  - Parses the result table and returns it with a verdict - C(ok) when the average bandwidth reaches
-    O(min_fraction) of the link's line rate (or O(min_mib_per_s)), else C(fail) with a remedy.
+  - Parses the result table and returns it with a verdict - C(PASS) when the average bandwidth reaches
+    O(min_fraction) of the link's line rate (or O(min_mib_per_s)), else C(FAIL) with a remedy.
   - The threshold source is IBM Redpaper REDP-5610 - at least 11,000 MB/sec for one
     point-to-point EDR (100 Gb/s) link on a DGX-1, where it measured 11,264 MB/sec. 11,000 MB/sec is
     0.923 of EDR's 11,921 MB/sec (perftest MB = 2^20 bytes), so O(min_mib_per_s=11000) reproduces that
@@ -84,7 +84,7 @@ options:
     type: str
     default: ib_write_bw
   fail_on_verdict:
-    description: Fail the task when the verdict is C(fail). When false the verdict is only reported.
+    description: Fail the task when the verdict is C(FAIL). When false the verdict is only reported.
     type: bool
     default: true
 extends_documentation_fragment:
@@ -177,7 +177,7 @@ verdict:
   type: dict
   contains:
     status:
-      description: C(ok) or C(fail).
+      description: C(PASS) or C(FAIL).
       type: str
     observed:
       description: Average bandwidth in MB/sec (null when the run produced no result).
@@ -192,10 +192,10 @@ verdict:
       description: Line rate the threshold was derived from.
       type: float
     remedy:
-      description: What to check when the status is C(fail); empty when C(ok).
+      description: What to check when the status is C(FAIL); empty when C(PASS).
       type: str
   sample:
-    status: ok
+    status: PASS
     observed: 11264.11
     expected: 10728.84
     observed_gbit_per_s: 94.49
@@ -204,6 +204,7 @@ verdict:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_perftest import (
     ParseError,
     mib_per_s_to_gbit_per_s,
@@ -275,7 +276,7 @@ class IbWriteBw:
         expected = expected_mib_per_s(line_rate, params["min_fraction"], params["min_mib_per_s"])
         observed = parsed.get("bw_average_mib_per_s") if parsed else None
         verdict = {
-            "status": "fail",
+            "status": FAIL,
             "observed": observed,
             "expected": expected,
             "observed_gbit_per_s": round(mib_per_s_to_gbit_per_s(observed), 2) if observed is not None else None,
@@ -301,7 +302,7 @@ class IbWriteBw:
         elif expected is None:
             verdict["remedy"] = "no threshold: pass line_rate_gbit_per_s or min_mib_per_s (ibstat was not available)"
         elif observed >= expected:
-            verdict["status"] = "ok"
+            verdict["status"] = PASS
         else:
             verdict["remedy"] = (
                 f"{observed:.2f} MB/sec is below {expected:.2f} MB/sec on {where}: check the port rate and "
@@ -339,7 +340,7 @@ class IbWriteBw:
                 self.fail(f"could not read {params['executable']} output (rc={rc}): {exc}")
         self.result["result"] = parsed
         self.result["verdict"] = self.judge(parsed, rc, timed_out, line_rate)
-        if params["fail_on_verdict"] and self.result["verdict"]["status"] != "ok":
+        if params["fail_on_verdict"] and self.result["verdict"]["status"] != PASS:
             self.fail(f"{params['executable']} verdict fail: {self.result['verdict']['remedy']}")
         self.module.exit_json(**self.result)
 

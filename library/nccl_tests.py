@@ -273,10 +273,10 @@ checks:
   type: list
   elements: dict
 verdict:
-  description: Worst check status, C(ok), C(warn) or C(fail).
+  description: Worst check status, C(PASS), C(WARN) or C(FAIL).
   returned: when it ran and the output could be read
   type: str
-  sample: ok
+  sample: PASS
 json_output:
   description: The C(-J) file read (nccl-tests may have added C(.N) to I(json_output)).
   returned: when json_output is set and the file was read

@@ -102,8 +102,8 @@ p2p:
 results:
   description:
     - One entry for this node, C({name, nodes, gpus, sku, uni_min_ratio, bi_min_ratio, bi_min_enabled_gbyte_per_s,
-      verdict}); verdict C(skipped) (with C(reason)) when the binary is absent, C(failed) when the test
-      produced no result.
+      verdict, run_failed}); verdict C(UNKNOWN) (with C(reason)) when the binary is absent or in check mode,
+      C(FAIL) with run_failed true when the test produced no result, else the run's verdict.
   returned: always
   type: list
   elements: dict
@@ -113,7 +113,7 @@ checks:
   type: list
   elements: dict
 verdict:
-  description: Worst check status.
+  description: Worst check status, C(PASS) or C(FAIL).
   returned: when it ran
   type: str
 """
@@ -127,7 +127,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_co
     finish,
     judge_run,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, UNKNOWN, bench_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError, ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nvidia_smi import parse_topo_matrix
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_p2p import (
@@ -177,7 +177,8 @@ def main():
     params = module.params
     binary = params["binary"]
     node = params["node"] or this_host()
-    summary = {"name": f"p2p-{node}", "nodes": [node], "verdict": "failed"}
+    # FAIL with run_failed until the run gives a verdict: a task that fails below produced no result.
+    summary = {"name": f"p2p-{node}", "nodes": [node], "verdict": FAIL, "run_failed": True}
     result = {"changed": False, "cmd": [binary, *params["args"]], "results": [summary]}
     try:
         check_common_options(params, EXPECT)
@@ -191,12 +192,12 @@ def main():
             "role (playbooks/benchmark_tools.yml, benchmark_tools_enabled: true), or set gpuforge_bench_p2p_binary to "
             "the site's build"
         )
-        summary.update(verdict="skipped", reason=reason)
+        summary.update(verdict=UNKNOWN, run_failed=False, reason=reason)
         module.exit_json(skipped=True, skip_reason=reason, msg=reason, **result)
     if not os.access(binary, os.X_OK):
         module.fail_json(msg=f"{binary} on {this_host()} is not executable", **result)
     if module.check_mode:
-        summary.update(verdict="skipped", reason="check mode")
+        summary.update(verdict=UNKNOWN, run_failed=False, reason="check mode")
         module.exit_json(**result)
     # CUDA numbers devices fastest first; PCI bus order makes them nvidia-smi's, whose topo -m scales the references.
     environ = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", **(params["env"] or {})}
@@ -210,7 +211,7 @@ def main():
             checks.append(
                 bench_check(
                     "p2p_output",
-                    "fail",
+                    FAIL,
                     parsed["errors"],
                     "every matrix complete",
                     "the output was cut short: rerun the test and check its exit status",
@@ -242,6 +243,7 @@ def main():
         bi_min_ratio=min(ratios[1]) if ratios[1] else None,
         bi_min_enabled_gbyte_per_s=min((row["enabled_gbyte_per_s"] for row in bi), default=None),
         verdict=result["verdict"],
+        run_failed=False,
     )
     finish(module, result, "p2pBandwidthLatencyTest", params["fail_on"])
 

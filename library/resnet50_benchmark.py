@@ -225,7 +225,7 @@ checks:
   type: list
   elements: dict
 verdict:
-  description: Worst check status, C(ok), C(warn) or C(fail) (C(fail) when a run failed).
+  description: Worst check status, C(PASS), C(WARN) or C(FAIL) (C(FAIL) when a run failed).
   returned: when it ran
   type: str
 """
@@ -242,6 +242,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_co
     last_lines,
     save_output,
 )
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_resnet50 import (
     EXPECT,
@@ -392,7 +393,7 @@ class Resnet50Sweep:
     def run_one(self, precision, gpus, cmd):
         params = self.params
         run = {"precision": precision, "gpus": gpus, "cmd": cmd, "rc": None, "output_path": None, "resnet50": None}
-        run["images_per_second"], run["checks"], run["verdict"], run["error"] = None, [], "fail", None
+        run["images_per_second"], run["checks"], run["verdict"], run["error"] = None, [], FAIL, None
         ran = Tool(self.module, cmd[0], self.launcher_fix(cmd), result=self.result).run_bounded(
             cmd[1:], params["timeout"], environ=self.run_env()
         )
@@ -453,7 +454,7 @@ class Resnet50Sweep:
         checks += judge_precision_comparison(comparison, expect.get("min_amp_speedup"))
         self.result["checks"] = checks
         failed = [run for run in self.result["runs"] if run["error"]]
-        self.result["verdict"] = "fail" if failed else overall_status(checks)
+        self.result["verdict"] = FAIL if failed else overall_status(checks)
         if failed:
             self.fail("; ".join(f"{run['precision']} {run['gpus']} GPUs: {run['error']}" for run in failed))
         finish(self.module, self.result, "ResNet-50", params["fail_on"], label=_check_label)

@@ -16,7 +16,13 @@ from __future__ import annotations
 
 import os
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import STATUS_RANK, worst_status
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import (
+    FAIL,
+    PASS,
+    STATUS_RANK,
+    WARN,
+    worst_status,
+)
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import env_vars
 
@@ -40,6 +46,8 @@ COMMON_OPTIONS = {
     "expect": {"type": "dict", "default": {}},
     "fail_on": {"type": "str", "choices": ["fail", "warn", "never"], "default": "fail"},
 }
+# The verdict from which fail_on fails the task: its level, named in lower case as the option takes it.
+FAIL_ON_VERDICT = {"fail": FAIL, "warn": WARN}
 
 
 def check_common_options(params: dict, expect_spec) -> None:
@@ -55,8 +63,8 @@ def joined_output(run) -> str:
 
 
 def verdict_blocks(verdict: str, fail_on: str) -> bool:
-    """True when a verdict is at least as bad as fail_on (never: nothing blocks)."""
-    return fail_on != "never" and STATUS_RANK[verdict] >= STATUS_RANK[fail_on]
+    """True when a verdict (PASS, WARN, FAIL) is at least as bad as fail_on's (never: nothing blocks)."""
+    return fail_on != "never" and STATUS_RANK[verdict] >= STATUS_RANK[FAIL_ON_VERDICT[fail_on]]
 
 
 def last_lines(output: str, limit: int | None = 500) -> str:
@@ -114,7 +122,7 @@ def failing_checks(checks: list, label=None) -> str:
     return ", ".join(
         f"{label(check) if label else check['name']}={check['observed']} (expected {check['expected']})"
         for check in checks
-        if check["status"] != "ok"
+        if check["status"] != PASS
     )
 
 

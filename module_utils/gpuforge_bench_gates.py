@@ -8,7 +8,7 @@ that gpuforge_records makes benchmark_run records of them. Each result names its
     {"name": "fio-gpu01-scratch:/var/tmp-seq_read", "group": "scratch:/var/tmp", "nodes": ["gpu01"],
      "target": "scratch:/var/tmp", "job": "seq_read", "value": 512.3, "unit": "MiB/s", "threshold": 400,
      "op": ">=", "threshold_source": "...", "mib_per_second": 512.3, "iops": 512.3, "clat_p99_us": 2.1,
-     "module_verdict": "ok", "verdict": "PASS", "run_failed": false, "reason": "...", "remedy": ""}
+     "module_verdict": "PASS", "verdict": "PASS", "run_failed": false, "reason": "...", "remedy": ""}
 
 * fio: one result per node x target x job; the value is the job's gated measure, MiB/s for the sequential
   jobs and IOPS for the random ones (gpuforge_fio's floors), the threshold the site's floor for that target
@@ -30,7 +30,13 @@ Stdlib only, Python 3.8.
 
 from __future__ import annotations
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, UNKNOWN, WARN
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import (
+    FAIL,
+    PASS,
+    STATUS_RANK,
+    UNKNOWN,
+    WARN,
+)
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_fio import JOBS, SITE_SOURCE, thresholds_for
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_units import to_number
 
@@ -96,7 +102,7 @@ def _fio_job(node, item, result, base, expect, source):
             parsed = candidate
     measured = parsed.get("measured") or {}
     checks = [c for c in item.get("checks") or [] if c.get("name") in (f"fio_{job}", f"fio_{job}_p99")]
-    bad = [c for c in checks if c.get("status") != "ok"]
+    bad = [c for c in checks if c.get("status") != PASS]
     entry = dict(
         base,
         name=str(result.get("name") or _label_name(node, base["target"], job)),
@@ -107,7 +113,7 @@ def _fio_job(node, item, result, base, expect, source):
         mib_per_second=result.get("mib_per_second"),
         iops=result.get("iops"),
         clat_p99_us=result.get("clat_p99_us"),
-        module_verdict=result.get("verdict") if result.get("verdict") in ("ok", "warn", "fail") else None,
+        module_verdict=result.get("verdict") if result.get("verdict") in STATUS_RANK else None,
     )
     if ceiling is not None:
         entry["clat_p99_us_max"] = ceiling
@@ -128,7 +134,7 @@ def _fio_job(node, item, result, base, expect, source):
         # No result: the value is none (what fio printed for the job stays in mib_per_second and iops).
         reason = reason or f"{job} measured nothing"
         return dict(entry, value=None, verdict=FAIL, run_failed=True, reason=reason, remedy=remedy)
-    failed_rc = [c for c in item.get("checks") or [] if c.get("name") == "fio_rc" and c.get("status") != "ok"]
+    failed_rc = [c for c in item.get("checks") or [] if c.get("name") == "fio_rc" and c.get("status") != PASS]
     rc_check = failed_rc[0] if failed_rc else None
     if rc_check is not None:
         reason = f"fio exited with rc {rc_check.get('observed')}: {rc_check.get('remedy') or 'see the notices'}"
@@ -225,16 +231,18 @@ def p2p_results(registered, node, expect=None) -> list:
         "sku": summary.get("sku"),
         "uni_min_ratio": summary.get("uni_min_ratio"),
         "bi_min_ratio": summary.get("bi_min_ratio"),
-        "module_verdict": registered.get("verdict") if registered.get("verdict") in ("ok", "warn", "fail") else None,
+        "module_verdict": registered.get("verdict") if registered.get("verdict") in STATUS_RANK else None,
     }
-    if summary.get("verdict") == "skipped" or (registered.get("skipped") and not registered.get("checks")):
+    if (summary.get("verdict") == UNKNOWN and not summary.get("run_failed")) or (
+        registered.get("skipped") and not registered.get("checks")
+    ):
         reason = str(summary.get("reason") or registered.get("skip_reason") or registered.get("msg") or "not run")
         return [dict(entry, verdict=UNKNOWN, run_failed=False, reason=reason, remedy="")]
     checks = [c for c in registered.get("checks") or [] if isinstance(c, dict)]
-    if summary.get("verdict") == "failed" or not summary:
+    if summary.get("run_failed") or not summary:
         message = str(registered.get("msg") or "p2pBandwidthLatencyTest produced no result")
         return [dict(entry, verdict=FAIL, run_failed=True, reason=message, remedy=message)]
-    bad = [c for c in checks if c.get("status") != "ok"]
+    bad = [c for c in checks if c.get("status") != PASS]
     reason = "; ".join(
         f"{c['name']} {c.get('status')}: {_observed_text(c)} (expected {c.get('expected')})" for c in (bad or checks)
     )

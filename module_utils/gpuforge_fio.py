@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, bench_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import worst_status as overall_status
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import number, record
@@ -240,7 +240,7 @@ def judge_fio(result: dict, expect: dict | None = None, target: str = "") -> lis
             checks.append(
                 bench_check(
                     f"fio_{name}",
-                    "fail",
+                    FAIL,
                     f"fio error {job['error']}",
                     "no error",
                     f"fio could not run {name}{where}: read the notices (errno {job['error']}); check the "
@@ -252,7 +252,7 @@ def judge_fio(result: dict, expect: dict | None = None, target: str = "") -> lis
             checks.append(
                 bench_check(
                     f"fio_{name}",
-                    "fail",
+                    FAIL,
                     measured.get("io_bytes"),
                     "> 0 bytes moved",
                     f"fio moved no data in {name}{where}: check the runtime and that the file system is not full",
@@ -263,7 +263,7 @@ def judge_fio(result: dict, expect: dict | None = None, target: str = "") -> lis
         if floor_key and expect.get(floor_key) is not None:
             observed = measured.get(field)
             floor = expect[floor_key]
-            status = "ok" if observed is not None and observed >= floor else "fail"
+            status = PASS if observed is not None and observed >= floor else FAIL
             checks.append(
                 bench_check(
                     f"fio_{name}",
@@ -271,7 +271,7 @@ def judge_fio(result: dict, expect: dict | None = None, target: str = "") -> lis
                     observed,
                     f">= {floor:g} {unit} ({floor_key})",
                     ""
-                    if status == "ok"
+                    if status == PASS
                     else f"{name}{where} is below the threshold: check the mount options (NFS rsize/wsize, "
                     "proto=rdma), the network path (IPoIB link, ib_write_bw) and the server's load",
                 )
@@ -280,14 +280,14 @@ def judge_fio(result: dict, expect: dict | None = None, target: str = "") -> lis
         if ceiling_key and expect.get(ceiling_key) is not None:
             observed = measured.get("clat_p99_us")
             ceiling = expect[ceiling_key]
-            status = "ok" if observed is not None and observed <= ceiling else "fail"
+            status = PASS if observed is not None and observed <= ceiling else FAIL
             checks.append(
                 bench_check(
                     f"fio_{name}_p99",
                     status,
                     observed,
                     f"<= {ceiling:g} us ({ceiling_key})",
-                    "" if status == "ok" else f"{name}{where}: the 99th-percentile completion latency is too high",
+                    "" if status == PASS else f"{name}{where}: the 99th-percentile completion latency is too high",
                 )
             )
     return checks

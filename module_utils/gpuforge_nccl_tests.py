@@ -33,7 +33,7 @@ import os
 import re
 from collections import Counter
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, WARN, bench_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import worst_status as overall_status
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import OptionError, ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import integer, number, record, string
@@ -683,7 +683,7 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
         checks.append(
             bench_check(
                 "result_rows",
-                "fail",
+                FAIL,
                 0,
                 ">= 1",
                 "the run printed no result table: read the raw output for NCCL WARN or test failure lines",
@@ -695,11 +695,11 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
         observed = _large_busbw(rows, expect.get("large_message_bytes"))
         ratio = expect.get("warn_ratio", 0.9)
         if observed is not None and observed >= min_busbw_gbyte_per_s:
-            status = "ok"
+            status = PASS
         elif observed is not None and observed >= min_busbw_gbyte_per_s * ratio:
-            status = "warn"
+            status = WARN
         else:
-            status = "fail"
+            status = FAIL
         checks.append(
             bench_check(
                 "large_message_busbw",
@@ -707,7 +707,7 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
                 observed,
                 f">= {min_busbw_gbyte_per_s} GB/s",
                 ""
-                if status == "ok"
+                if status == PASS
                 else "check the fabric: port rate and state (ibstat), NCCL_DEBUG=INFO transport lines, "
                 "GPU-NIC affinity (nvidia-smi topo -m), and that every rank reached the same switch tier",
             )
@@ -720,13 +720,13 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
     if bound is not None:
         observed = _small_latency(rows, expect.get("small_message_bytes", 1024))
         if observed is None:
-            status = "fail"
+            status = FAIL
         elif observed < bound:
-            status = "ok"
+            status = PASS
         elif observed < 1000:
-            status = "warn"
+            status = WARN
         else:
-            status = "fail"  # IBM Redpaper REDP-5610: thousands of µs means Ethernet, not InfiniBand
+            status = FAIL  # IBM Redpaper REDP-5610: thousands of µs means Ethernet, not InfiniBand
         checks.append(
             bench_check(
                 "small_message_latency",
@@ -734,7 +734,7 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
                 observed,
                 f"< {bound} us",
                 ""
-                if status == "ok"
+                if status == PASS
                 else "latency in the thousands of microseconds means NCCL is not using InfiniBand: "
                 "check the RDMA device plugin, IPC_LOCK/memlock and the NET/IB lines in the log",
             )
@@ -745,14 +745,14 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
     oob_ok = result.get("out_of_bounds_ok")
     unchecked = (result.get("correctness") or {}).get("validation") == 0
     if unchecked or (wrong is None and oob_ok is None):
-        status = "warn"  # -c 0, or an old format without the summary: nothing says the values were checked
+        status = WARN  # -c 0, or an old format without the summary: nothing says the values were checked
     elif (wrong or 0) <= max_wrong and oob_ok is not False:
-        status = "ok"
+        status = PASS
     else:
-        status = "fail"
-    if status == "ok":
+        status = FAIL
+    if status == PASS:
         remedy = ""
-    elif status == "warn":
+    elif status == WARN:
         remedy = "the values were not checked: rerun with -c 1 so #wrong and the Out of bounds footer count them"
     else:
         remedy = (
@@ -766,7 +766,7 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
         checks.append(
             bench_check(
                 "nccl_tests_min_bw",
-                "ok" if gate == "OK" else "fail",
+                PASS if gate == "OK" else FAIL,
                 result.get("avg_busbw"),
                 ">= 0.9 x NCCL_TESTS_MIN_BW"
                 + (f" ({result['min_bw_env']} GB/s)" if result.get("min_bw_env") else "")
@@ -782,11 +782,11 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
     if cv_bound is not None:
         observed = (result.get("per_iteration") or {}).get("max_cv_pct")
         if observed is None:
-            status, remedy = "warn", "run with -I 1 so nccl-tests prints the per-iteration columns"
+            status, remedy = WARN, "run with -I 1 so nccl-tests prints the per-iteration columns"
         elif observed <= cv_bound:
-            status, remedy = "ok", ""
+            status, remedy = PASS, ""
         else:
-            status = "fail"
+            status = FAIL
             remedy = (
                 "iteration times vary: look for throttling GPUs (nvidia-smi -q -d PERFORMANCE), "
                 "congested links and noisy neighbours on the nodes"
@@ -796,11 +796,11 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
     if transport:
         observed = (result.get("transport") or {}).get("mode")
         if observed == transport:
-            status, remedy = "ok", ""
+            status, remedy = PASS, ""
         elif observed is None:
-            status, remedy = "warn", "run with NCCL_DEBUG=INFO so the log says which transport NCCL used"
+            status, remedy = WARN, "run with NCCL_DEBUG=INFO so the log says which transport NCCL used"
         else:
-            status = "fail"
+            status = FAIL
             remedy = {
                 "tcp": "set NCCL_IB_DISABLE=1 for a TCP measurement",
                 "ib": "NCCL fell back to sockets: check the HCAs (ibstat), /dev/infiniband in the "

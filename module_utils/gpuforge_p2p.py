@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, bench_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import worst_status as overall_status
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import (
@@ -257,14 +257,14 @@ def judge_p2p(result: dict, expect: dict | None = None, nvlinks: dict | None = N
     expect = EXPECT("expect", expect or {})
     checks = []
     if expect.get("gpus") is not None:
-        status = "ok" if result["gpus"] >= expect["gpus"] else "fail"
+        status = PASS if result["gpus"] >= expect["gpus"] else FAIL
         checks.append(
             bench_check(
                 "p2p_gpus",
                 status,
                 result["gpus"],
                 f">= {expect['gpus']}",
-                "" if status == "ok" else "the test saw fewer GPUs than the node has: check CUDA_VISIBLE_DEVICES",
+                "" if status == PASS else "the test saw fewer GPUs than the node has: check CUDA_VISIBLE_DEVICES",
             )
         )
     if expect.get("require_p2p"):
@@ -274,7 +274,7 @@ def judge_p2p(result: dict, expect: dict | None = None, nvlinks: dict | None = N
         checks.append(
             bench_check(
                 "p2p_access",
-                "fail" if missing else "ok",
+                FAIL if missing else PASS,
                 missing or "every pair",
                 "every GPU pair can access its peer",
                 ""
@@ -318,7 +318,7 @@ def judge_p2p(result: dict, expect: dict | None = None, nvlinks: dict | None = N
         checks.append(
             bench_check(
                 f"p2p_{kind}_ratio",
-                "fail" if slow else "ok",
+                FAIL if slow else PASS,
                 {
                     "worst": {**worst, "needed_ratio": needed[worst["pair"]]},
                     "slow_pairs": [row["pair"] for row in slow],
@@ -333,7 +333,7 @@ def judge_p2p(result: dict, expect: dict | None = None, nvlinks: dict | None = N
             checks.append(
                 bench_check(
                     f"p2p_{kind}_gbyte_per_s",
-                    "fail" if low else "ok",
+                    FAIL if low else PASS,
                     {
                         "lowest": min(rows, key=lambda row: row["enabled_gbyte_per_s"]),
                         "slow_pairs": [r["pair"] for r in low],

@@ -97,12 +97,12 @@ def _names(types):
     return " or ".join("null" if kind is type(None) else kind.__name__ for kind in _as_tuple(types))
 
 
-def _written_verdict(value, where, rerun):
-    """A verdict its producer wrote, one of VERDICTS; a word of the producers' older vocabularies (ok, slow, failed,
-    unjudged, ...) is refused with the fix: ``rerun``, the command that writes the file again."""
+def _written_verdict(value, where, rerun, key="verdict"):
+    """A verdict its producer wrote (under ``key``), one of VERDICTS; a word of the producers' older vocabularies (ok,
+    slow, failed, unjudged, ...) is refused with the fix: ``rerun``, the command that writes the file again."""
     if value not in VERDICTS:
         raise RecordError(
-            f"{where}: verdict {value!r} is not one of {', '.join(VERDICTS)}: this file was written by an older "
+            f"{where}: {key} {value!r} is not one of {', '.join(VERDICTS)}: this file was written by an older "
             f"gpuforge; {rerun}"
         )
     return value
@@ -485,7 +485,9 @@ def k8s_check_records(verify_file: dict, run_id=None) -> list:
                 "checked_at": checked_at,
                 "observed": check.get("observed"),
                 "threshold": {"expected": check.get("expected"), "source": _get(check, "source", str, at)},
-                "verdict": _written_verdict(_get(check, "status", str, at), at, "run `gpuforge k8s verify` again"),
+                "verdict": _written_verdict(
+                    _get(check, "status", str, at), at, "run `gpuforge k8s verify` again", key="status"
+                ),
                 "remedy": _get(check, "remedy", str, at),
                 "caused_by": [],
             }

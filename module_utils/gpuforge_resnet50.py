@@ -10,7 +10,7 @@ import math
 import re
 import shlex
 
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import bench_check
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, WARN, bench_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import worst_status as overall_status
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_options import integer, number, record, string
@@ -302,20 +302,20 @@ def judge_resnet50(result: dict, expect: dict | None = None) -> list[dict]:
     checks = []
     world = result.get("world_size")
     if expect.get("world_size") is not None:
-        status = "ok" if world == expect["world_size"] else "fail"
+        status = PASS if world == expect["world_size"] else FAIL
         checks.append(
             bench_check(
                 "world_size",
                 status,
                 world,
                 expect["world_size"],
-                "" if status == "ok" else "not every rank joined: check the launcher hostfile/slots and GPU count",
+                "" if status == PASS else "not every rank joined: check the launcher hostfile/slots and GPU count",
             )
         )
     loss = result.get("loss")
     if loss is not None and math.isnan(loss):
         checks.append(
-            bench_check("loss", "fail", "nan", "finite", "training diverged: check precision (fp16 needs loss scaling)")
+            bench_check("loss", FAIL, "nan", "finite", "training diverged: check precision (fp16 needs loss scaling)")
         )
     floor, source = expect.get("min_per_gpu"), "min_per_gpu"
     if floor is None and expect.get("sku") and result.get("precision") != "fp32":
@@ -324,17 +324,17 @@ def judge_resnet50(result: dict, expect: dict | None = None) -> list[dict]:
             floor, source = reference["per_gpu"], reference["source"]
         else:
             checks.append(
-                bench_check("per_gpu_throughput", "warn", result.get("per_gpu"), f"reference for {expect['sku']}", "")
+                bench_check("per_gpu_throughput", WARN, result.get("per_gpu"), f"reference for {expect['sku']}", "")
             )
     if floor is not None:
         observed = result.get("per_gpu")
         ratio, fail_ratio = expect.get("ratio", 0.9), expect.get("fail_ratio", 0.75)
         if observed is None or observed < floor * fail_ratio:
-            status = "fail"
+            status = FAIL
         elif observed < floor * ratio:
-            status = "warn"
+            status = WARN
         else:
-            status = "ok"
+            status = PASS
         checks.append(
             bench_check(
                 "per_gpu_throughput",
@@ -342,7 +342,7 @@ def judge_resnet50(result: dict, expect: dict | None = None) -> list[dict]:
                 observed,
                 f">= {round(floor * ratio, 2)} img/s per GPU ({ratio:g} x {floor} from {source})",
                 ""
-                if status == "ok"
+                if status == PASS
                 else "check GPU clocks and throttling (nvidia-smi -q -d PERFORMANCE), precision (fp16/bf16 with "
                 "channels_last), and for multi-node runs the NCCL transport (nccl_tests with mode ib_gdr)",
             )
@@ -360,11 +360,11 @@ def judge_scaling(rows: list[dict], min_efficiency: float = 0.9, warn_margin: fl
     for row in rows[1:]:
         efficiency = row["efficiency"]
         if efficiency >= min_efficiency:
-            status = "ok"
+            status = PASS
         elif efficiency >= min_efficiency - warn_margin:
-            status = "warn"
+            status = WARN
         else:
-            status = "fail"
+            status = FAIL
         checks.append(
             bench_check(
                 f"scaling_efficiency_{row['world_size']}",
@@ -372,7 +372,7 @@ def judge_scaling(rows: list[dict], min_efficiency: float = 0.9, warn_margin: fl
                 efficiency,
                 f">= {min_efficiency:g}",
                 ""
-                if status == "ok"
+                if status == PASS
                 else "scaling falls short of linear: run nccl_tests across the same hosts; TCP instead of RDMA "
                 "(NCCL_IB_DISABLE, missing HCAs in the pods) is the usual cause (VMware vGPU/PVRDMA paper)",
             )
@@ -414,7 +414,7 @@ def judge_precision_comparison(rows: list[dict], min_speedup: float | None = Non
         return []
     checks = []
     for row in rows:
-        status = "ok" if row["speedup"] >= min_speedup else "fail"
+        status = PASS if row["speedup"] >= min_speedup else FAIL
         checks.append(
             {
                 **bench_check(
@@ -423,7 +423,7 @@ def judge_precision_comparison(rows: list[dict], min_speedup: float | None = Non
                     row["speedup"],
                     f">= {min_speedup:g} x fp32 (min_amp_speedup)",
                     ""
-                    if status == "ok"
+                    if status == PASS
                     else "mixed precision is not faster enough than FP32: check that the GPU has tensor cores, that "
                     "autocast ran in 16 bits (the run's precision field) and channels_last",
                 ),

@@ -247,9 +247,9 @@ def test_no_floor_for_another_gpu_count_or_a_sku_without_an_entry(sku, gpus):
 
 
 def _nccl_registered(avg, large=None):
-    registered = {"verdict": "ok", "nccl": {"avg_busbw": avg}, "checks": []}
+    registered = {"verdict": "PASS", "nccl": {"avg_busbw": avg}, "checks": []}
     if large is not None:
-        registered["checks"].append({"name": "large_message_busbw", "status": "ok", "observed": large})
+        registered["checks"].append({"name": "large_message_busbw", "status": "PASS", "observed": large})
     return registered
 
 
@@ -272,7 +272,7 @@ def test_the_single_result_holds_the_largest_message_busbw_against_a_floor_else_
         "nodes": ["gpu02"],
         "value": 10.0,
         "unit": "Gb/s",
-        "module_verdict": "ok",
+        "module_verdict": "PASS",
     }
     assert bench.nccl_single_result({}, "gpu03", floor)["value"] is None
 
@@ -448,15 +448,15 @@ def test_fio_targets_keep_their_order_and_labels():
 
 def test_resnet50_results_one_per_node_and_precision_then_the_sweep():
     registered = {
-        "gpu01": {"verdict": "ok", "runs": [{"precision": "fp32", "images_per_second": 10.0, "verdict": "ok"}]},
-        "gpu02": {"failed": True, "msg": "no venv", "verdict": "fail"},
+        "gpu01": {"verdict": "PASS", "runs": [{"precision": "fp32", "images_per_second": 10.0, "verdict": "PASS"}]},
+        "gpu02": {"failed": True, "msg": "no venv", "verdict": "FAIL"},
     }
     results = bench.resnet50_results(registered, {"msg": "bad hosts"}, ["fp32", "amp"], ["gpu01", "gpu02"])
     assert [(r["name"], r["value"], r.get("module_verdict"), r["error"]) for r in results] == [
-        ("resnet50-node-gpu01-fp32", 10.0, "ok", None),
-        ("resnet50-node-gpu01-amp", None, "ok", None),
-        ("resnet50-node-gpu02-fp32", None, "fail", "no venv"),
-        ("resnet50-node-gpu02-amp", None, "fail", "no venv"),
+        ("resnet50-node-gpu01-fp32", 10.0, "PASS", None),
+        ("resnet50-node-gpu01-amp", None, "PASS", None),
+        ("resnet50-node-gpu02-fp32", None, "FAIL", "no venv"),
+        ("resnet50-node-gpu02-amp", None, "FAIL", "no venv"),
         ("resnet50-sweep", None, None, "bad hosts"),
     ]
     documents = bench.resnet50_node_documents(registered)
@@ -467,14 +467,16 @@ def test_resnet50_results_one_per_node_and_precision_then_the_sweep():
 
 
 def test_slurm_results_add_the_apptainer_run_only_with_an_image():
-    nccl = {"verdict": "ok", "nccl": {"avg_busbw": 1.5}}
-    resnet = {"verdict": "ok", "runs": [{"resnet50": {"total_imgs_per_sec": 9}}]}
+    nccl = {"verdict": "PASS", "nccl": {"avg_busbw": 1.5}}
+    resnet = {"verdict": "PASS", "runs": [{"resnet50": {"total_imgs_per_sec": 9}}]}
     bare = bench.slurm_results(nccl, resnet, ["a", "b"])
     assert [(r["name"], r["value"], r["unit"]) for r in bare] == [
         ("srun-nccl", 1.5, "GB/s busbw"),
         ("srun-resnet50", 9, "images/s"),
     ]
-    with_image = bench.slurm_results(nccl, resnet, ["a", "b"], {"verdict": "ok", "nccl": {"avg_busbw": 1.4}}, "/x.sif")
+    with_image = bench.slurm_results(
+        nccl, resnet, ["a", "b"], {"verdict": "PASS", "nccl": {"avg_busbw": 1.4}}, "/x.sif"
+    )
     assert [(r["name"], r["value"], r["unit"]) for r in with_image][-1] == ("srun-apptainer-nccl", 1.4, "GB/s busbw")
 
 
@@ -487,7 +489,7 @@ RETIRED = {"gbps", "threshold_gbps", "expected_gbps"}
 def _ib_pair_results(baseline: str, threshold: dict) -> list:
     """The role's ib_write_bw entries ("Keep the round's results", ib_pair.yml): one measured pair, one inactive."""
     task = _task("ib_pair.yml", "Keep the round's results")
-    measured = {"observed_gbit_per_s": 86.5, "observed": 10312.0, "status": "fail", "remedy": "check the port"}
+    measured = {"observed_gbit_per_s": 86.5, "observed": 10312.0, "status": "FAIL", "remedy": "check the port"}
     results = []
     for run, name, client in ((True, "a__b__mlx5_0", "b"), (False, "a__c__mlx5_0", "c")):
         item = {
@@ -511,9 +513,9 @@ def _nccl_multi_results() -> list:
     task = _task("nccl.yml", "Keep the results of the all-node and per-rail runs")
     results = []
     for registered, kind in (
-        ({"item": "ib", "verdict": "ok", "nccl": {"avg_busbw": 11.5}}, "multi"),
-        ({"item": "mlx5_0/1", "verdict": "ok", "nccl": {"avg_busbw": 10.25}}, "rail"),
-        ({"item": "tcp", "verdict": "fail", "nccl": None}, "multi"),
+        ({"item": "ib", "verdict": "PASS", "nccl": {"avg_busbw": 11.5}}, "multi"),
+        ({"item": "mlx5_0/1", "verdict": "PASS", "nccl": {"avg_busbw": 10.25}}, "rail"),
+        ({"item": "tcp", "verdict": "FAIL", "nccl": None}, "multi"),
     ):
         variables = {
             **task["vars"],
@@ -539,13 +541,13 @@ def _role_summary(site_gates_run, baseline="absolute") -> dict:
         "A100-SXM4-80GB", 8, NCCL_TABLE, SOURCES["gpuforge_expected_nccl_single_node_busbw"]
     )
     registered = {
-        "a": {"verdict": "ok", "runs": [{"precision": "fp32", "images_per_second": 1.22, "verdict": "ok"}]},
-        "b": {"verdict": "ok", "runs": [{"precision": "fp32", "images_per_second": 2.6, "verdict": "ok"}]},
-        "c": {"verdict": "ok", "runs": [{"precision": "fp32", "images_per_second": 2.5, "verdict": "ok"}]},
+        "a": {"verdict": "PASS", "runs": [{"precision": "fp32", "images_per_second": 1.22, "verdict": "PASS"}]},
+        "b": {"verdict": "PASS", "runs": [{"precision": "fp32", "images_per_second": 2.6, "verdict": "PASS"}]},
+        "c": {"verdict": "PASS", "runs": [{"precision": "fp32", "images_per_second": 2.5, "verdict": "PASS"}]},
     }
-    sweep = {"runs": [{"gpus": 1, "precision": "fp32", "images_per_second": 2.5, "verdict": "ok"}]}
-    slurm_nccl = {"verdict": "ok", "nccl": {"avg_busbw": 1.5}}
-    slurm_resnet = {"verdict": "ok", "runs": [{"resnet50": {"total_imgs_per_sec": 9.0}}]}
+    sweep = {"runs": [{"gpus": 1, "precision": "fp32", "images_per_second": 2.5, "verdict": "PASS"}]}
+    slurm_nccl = {"verdict": "PASS", "nccl": {"avg_busbw": 1.5}}
+    slurm_resnet = {"verdict": "PASS", "runs": [{"resnet50": {"total_imgs_per_sec": 9.0}}]}
     results = {
         "ib_write_bw": _ib_pair_results(baseline, edr),
         "nccl": [

@@ -61,7 +61,7 @@ def test_fio_one_result_per_node_target_and_job_with_the_unit_it_holds(site_gate
         340.25,
         "FAIL",
         False,
-        "fail",
+        "FAIL",
     )
     assert slow["reason"].startswith("340.25 MiB/s is below 600 MiB/s")
     assert "is below the threshold" in slow["remedy"]
@@ -142,7 +142,7 @@ def test_p2p_one_result_per_node_and_a_missing_binary_is_skipped_not_failed(site
         3.43,
         7.22,
     )
-    assert "p2p_uni_ratio ok: worst pair 1->2 3.43x (34.18 / 9.96 GB/s)" in v100["reason"]
+    assert "p2p_uni_ratio PASS: worst pair 1->2 3.43x (34.18 / 9.96 GB/s)" in v100["reason"]
     skipped = results["p2p-gpu02"]
     assert (skipped["verdict"], skipped["run_failed"], skipped["value"], skipped["remedy"]) == (
         "UNKNOWN",
@@ -180,18 +180,18 @@ def _p2p(tmp_path, rc, out, expect=None):
             {},
             "FAIL",
             False,
-            "p2p_uni_ratio fail",
+            "p2p_uni_ratio FAIL",
         ),
-        (0, DELLEMC_C4140, {"gpus": 8}, "FAIL", False, "p2p_gpus fail: 4 (expected >= 8)"),
+        (0, DELLEMC_C4140, {"gpus": 8}, "FAIL", False, "p2p_gpus FAIL: 4 (expected >= 8)"),
         (
             0,
             DELLEMC_C4140,
             {"min_bidirectional_gbyte_per_s": 80},
             "FAIL",
             False,
-            "p2p_bi_gbyte_per_s fail: lowest pair 0->1 75.25 GB/s",
+            "p2p_bi_gbyte_per_s FAIL: lowest pair 0->1 75.25 GB/s",
         ),
-        (0, DELLEMC_C4140, {}, "PASS", False, "p2p_uni_ratio ok: worst pair 1->2 3.43x"),
+        (0, DELLEMC_C4140, {}, "PASS", False, "p2p_uni_ratio PASS: worst pair 1->2 3.43x"),
     ],
 )
 def test_p2p_verdicts(tmp_path, rc, out, expect, verdict, run_failed, reason):

@@ -192,7 +192,7 @@ def test_calibration_is_the_dellemc_capture(tmp_path, monkeypatch):
     real = parse_p2p((ROOT / "tests/fixtures/p2p/dellemc_c4140_4xv100_sxm2_cuda91.txt").read_text(encoding="utf-8"))
     for matrix, tolerance in (("uni_disabled", 0.02), ("bi_disabled", 0.02), ("uni_enabled", 0.3)):
         assert parsed["matrices"][matrix][0][1] == pytest.approx(real["matrices"][matrix][0][1], rel=tolerance)
-    assert judge_p2p(parsed, {})[0]["status"] == "ok"  # the SKU reference of that capture
+    assert judge_p2p(parsed, {})[0]["status"] == "PASS"  # the SKU reference of that capture
 
 
 def test_driver_not_loaded_is_a_cuda_failure(tmp_path, monkeypatch):
@@ -237,7 +237,7 @@ def _judged(tmp_path, monkeypatch, hardware):
 
 
 def _bad(checks):
-    return {check["name"]: check["observed"]["slow_pairs"] for check in checks if check["status"] != "ok"}
+    return {check["name"]: check["observed"]["slow_pairs"] for check in checks if check["status"] != "PASS"}
 
 
 def _spec_nodes(path):

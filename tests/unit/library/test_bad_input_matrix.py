@@ -1427,7 +1427,7 @@ def test_malformed_facts_are_reported(ansible_module, tmp_path, source):
 def test_coerced_values_reach_the_judges(ansible_module, tmp_path):
     """What -e hands a module ("50") is judged as the number, not skipped and not compared as text."""
     result, _ = run_nccl_tests(ansible_module, tmp_path, _unchanged, {"expect": {"min_busbw_gbyte_per_s": "500"}})
-    assert result["failed"] and result["msg"].startswith("NCCL verdict fail: large_message_busbw=")
+    assert result["failed"] and result["msg"].startswith("NCCL verdict FAIL: large_message_busbw=")
     assert check_by_name(result)["large_message_busbw"]["expected"] == ">= 500.0 GB/s"
     result, _ = run_gpu_node_check(
         ansible_module, tmp_path, _unchanged, {"expected": {**EXPECTED_BAD, "gpu_count": "8", "nvlink_links": "6"}}

@@ -58,12 +58,12 @@ def test_really_runs_fio_on_a_temp_dir(ansible_module, tmp_path):
     assert [r["job"] for r in result["results"]] == ["seq_read", "seq_write", "rand_read", "rand_write"]
     assert all(r["mib_per_second"] > 0 and r["iops"] > 0 for r in result["results"])
     assert {r["job"]: r["verdict"] for r in result["results"]} == {
-        "seq_read": "ok",
-        "seq_write": "unjudged",
-        "rand_read": "unjudged",
-        "rand_write": "ok",
+        "seq_read": "PASS",
+        "seq_write": "UNKNOWN",
+        "rand_read": "UNKNOWN",
+        "rand_write": "PASS",
     }
-    assert result["verdict"] == "ok" and result["changed"] is True
+    assert result["verdict"] == "PASS" and result["changed"] is True
     assert list(target.iterdir()) == []  # the test file is gone
     # fio's raw output, with the notes fio prints before the JSON (psync caps the queue depth at 1)
     assert '"fio version"' in (tmp_path / "out" / "fio.json").read_text(encoding="utf-8")
@@ -82,7 +82,7 @@ def test_captured_output_judged_and_test_file_removed(run_module, tmp_path):
     assert argv[:3] == ["/usr/bin/timeout", "--kill-after=30", str(4 * 30 + 600)]
     assert argv[3:6] == ["fio", "--output-format=json", f"--directory={tmp_path}"]
     assert kwargs["environ_update"]["LC_ALL"] == "C"
-    assert result["msg"].startswith("fio on nfs:/home: verdict fail: fio_seq_read=680.49 (expected >= 700 MiB/s")
+    assert result["msg"].startswith("fio on nfs:/home: verdict FAIL: fio_seq_read=680.49 (expected >= 700 MiB/s")
     assert result["results"][0]["name"] == "fio-gpu01-nfs:/home-seq_read"
     assert list(tmp_path.iterdir()) == []
 
@@ -91,8 +91,8 @@ def test_job_error_fails_even_without_thresholds(run_module, tmp_path):
     result = run_module(
         {"directory": str(tmp_path), "fail_on": "never"}, FakeFio(1, JOB_ERROR), bin_path="/usr/bin/{}".format
     )
-    assert result["verdict"] == "fail"
-    assert [c["name"] for c in result["checks"] if c["status"] == "fail"] == ["fio_rand_read"]
+    assert result["verdict"] == "FAIL"
+    assert [c["name"] for c in result["checks"] if c["status"] == "FAIL"] == ["fio_rand_read"]
     assert list(tmp_path.iterdir()) == []
 
 

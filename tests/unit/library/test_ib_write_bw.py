@@ -45,7 +45,7 @@ def test_client_seed_run_passes_default_fraction(run_module, fixture_text):
     runner = FakeRunner(fixture_text(SEED))
     result = run_module({"device": "mlx5_1", "server": "dgx02", "line_rate_gbit_per_s": 100}, runner)
     assert result["verdict"] == {
-        "status": "ok",
+        "status": "PASS",
         "observed": 11264.11,
         "expected": 10728.84,  # 0.9 x 100 Gb/s in perftest MB/sec (2^20 bytes)
         "observed_gbit_per_s": 94.49,
@@ -65,14 +65,14 @@ def test_client_seed_run_passes_default_fraction(run_module, fixture_text):
 
 def test_seed_threshold_11000_and_a_stricter_one(run_module, fixture_text):
     args = {"device": "mlx5_1", "server": "dgx02", "min_mib_per_s": 11000}
-    assert run_module(args, FakeRunner(fixture_text(SEED)))["verdict"]["status"] == "ok"
+    assert run_module(args, FakeRunner(fixture_text(SEED)))["verdict"]["status"] == "PASS"
     result = run_module({**args, "min_mib_per_s": 11300}, FakeRunner(fixture_text(SEED)), expect_failure=True)
-    assert result["verdict"]["status"] == "fail"
+    assert result["verdict"]["status"] == "FAIL"
     assert result["verdict"]["remedy"].startswith("11264.11 MB/sec is below 11300.00 MB/sec on mlx5_1 port 1")
     assert "verdict fail" in result["msg"]
     report_only = {**args, "min_mib_per_s": 11300, "fail_on_verdict": False}
     reported = run_module(report_only, FakeRunner(fixture_text(SEED)))
-    assert reported["verdict"]["status"] == "fail"
+    assert reported["verdict"]["status"] == "FAIL"
 
 
 def test_server_gbits_line_rate_from_ibstat(run_module, real_output):
@@ -89,7 +89,7 @@ def test_server_gbits_line_rate_from_ibstat(run_module, real_output):
         verdict["observed_gbit_per_s"],
         verdict["line_rate_gbit_per_s"],
     ) == (
-        "ok",
+        "PASS",
         11014.94,
         92.4,
         100.0,
@@ -100,7 +100,7 @@ def test_port_down_verdict(run_module):
     runner = FakeRunner("", rc=1, err=" Port number 1 state is Down\n Couldn't get context for the device\n")
     args = {"device": "mlx5_0", "server": "n1", "line_rate_gbit_per_s": 100}
     result = run_module(args, runner, expect_failure=True)
-    assert result["verdict"]["status"] == "fail"
+    assert result["verdict"]["status"] == "FAIL"
     assert result["verdict"]["observed"] is None
     assert "mlx5_0 port 1 is not Active (Port number 1 state is Down)" in result["verdict"]["remedy"]
 

@@ -72,8 +72,8 @@ def test_local_run_writes_output_and_judges(run_module, binary, tmp_path, fixtur
     assert result["nccl"]["peak_busbw"] == 129.15
     assert len(result["nccl"]["rows"]) == 26
     checks = {check["name"]: check["status"] for check in result["checks"]}
-    assert checks == {"large_message_busbw": "ok", "wrong_values": "warn"}
-    assert result["verdict"] == "warn"
+    assert checks == {"large_message_busbw": "PASS", "wrong_values": "WARN"}
+    assert result["verdict"] == "WARN"
     assert result["hostfile"] is None
 
 
@@ -122,7 +122,7 @@ def test_mpirun_ib_gdr_hostfile_and_env(run_module, binary, tmp_path, fixture_te
     ]
     assert runner.bench_calls and all(not call[0][0].endswith("nvidia-smi") for call in runner.calls)
     checks = {check["name"]: check for check in result["checks"]}
-    assert checks["transport"]["status"] == "ok"
+    assert checks["transport"]["status"] == "PASS"
     assert checks["transport"]["observed"] == "ib_gdr"
     assert checks["small_message_latency"]["observed"] == 91.61
     assert checks["large_message_busbw"]["observed"] == 5.72
@@ -155,8 +155,8 @@ def test_ib_gdr_expected_but_not_used_fails(run_module, binary, fixture_text):
         runner,
         expect_failure=True,
     )
-    assert result["msg"] == "NCCL verdict fail: transport=ib (expected ib_gdr)"
-    assert result["verdict"] == "fail"
+    assert result["msg"] == "NCCL verdict FAIL: transport=ib (expected ib_gdr)"
+    assert result["verdict"] == "FAIL"
     assert result["cmd"][:5] == ["srun", "--ntasks", "2", "--nodes", "2"]
     assert result["cmd"][5:7] == ["--nodelist", "dgx01,dgx02"]
 
@@ -273,8 +273,8 @@ def test_json_output_and_per_iteration_read_the_file_it_wrote(run_module, binary
     assert result["nccl"]["format"] == "json"
     assert result["nccl"]["wrong_total"] == 3
     assert result["nccl"]["transport"]["mode"] == "ib_gdr"
-    assert result["verdict"] == "fail"
-    assert [c["name"] for c in result["checks"] if c["status"] == "fail"] == ["wrong_values"]
+    assert result["verdict"] == "FAIL"
+    assert [c["name"] for c in result["checks"] if c["status"] == "FAIL"] == ["wrong_values"]
 
 
 def test_json_output_missing_falls_back_to_the_table(run_module, binary, tmp_path, fixture_text):

@@ -42,7 +42,13 @@ def test_absent_binary_is_skipped_with_the_reason(run_module, tmp_path):
     assert result["skipped"] is True
     assert result["skip_reason"].startswith(f"p2pBandwidthLatencyTest not found at {tmp_path / 'nope'} on ")
     assert result["results"] == [
-        {"name": "p2p-gpu01", "nodes": ["gpu01"], "verdict": "skipped", "reason": result["skip_reason"]}
+        {
+            "name": "p2p-gpu01",
+            "nodes": ["gpu01"],
+            "verdict": "UNKNOWN",
+            "run_failed": False,
+            "reason": result["skip_reason"],
+        }
     ]
     assert runner.calls == []
     assert result["skip_reason"].endswith(
@@ -78,11 +84,12 @@ def test_dellemc_output_passes(run_module, binary, tmp_path):
     )
     assert runner.calls[0][:3] == ["/usr/bin/timeout", "--kill-after=30", "600"]
     assert runner.calls[0][3:] == [binary]
-    assert result["verdict"] == "ok"
+    assert result["verdict"] == "PASS"
     assert result["results"][0] == {
         "name": "p2p-node008",
         "nodes": ["node008"],
-        "verdict": "ok",
+        "verdict": "PASS",
+        "run_failed": False,
         "gpus": 4,
         "sku": "Tesla V100-SXM2-16GB",
         "uni_min_ratio": 3.43,
@@ -96,14 +103,14 @@ def test_dellemc_output_passes(run_module, binary, tmp_path):
 def test_slow_pair_fails_the_task(run_module, binary):
     slow = DELLEMC_C4140.replace("  1 47.86 738.42 34.18 38.74", "  1 47.86 738.42 10.50 38.74")
     result = run_module({"binary": binary}, answer(0, slow), expect_failure=True)
-    assert result["msg"].startswith("p2pBandwidthLatencyTest verdict fail: p2p_uni_ratio=")
-    assert result["results"][0]["verdict"] == "fail"
+    assert result["msg"].startswith("p2pBandwidthLatencyTest verdict FAIL: p2p_uni_ratio=")
+    assert result["results"][0]["verdict"] == "FAIL"
 
 
 def test_failed_run_and_unreadable_output(run_module, binary):
     result = run_module({"binary": binary}, answer(1, "CUDA error: no CUDA-capable device is detected\n"), True)
     assert result["msg"] == "p2pBandwidthLatencyTest failed (rc 1): CUDA error: no CUDA-capable device is detected"
-    assert result["results"][0]["verdict"] == "failed"
+    assert (result["results"][0]["verdict"], result["results"][0]["run_failed"]) == ("FAIL", True)
     result = run_module({"binary": binary}, answer(0, "node008\n"), True)
     assert result["msg"].startswith("could not read the p2pBandwidthLatencyTest output: no p2pBandwidthLatencyTest")
 

@@ -84,7 +84,7 @@ def test_the_benchmark_result_of_a_lab_node(tmp_path, monkeypatch, run_module, f
         assert entry["value"] == 42.93 and entry["remedy"] == ""  # one NVLink both ways
     else:
         assert entry["value"] == 18.84
-        assert "p2p_uni_ratio fail: worst pair 5->7 1.05x (10.46 / 9.94 GB/s)" in entry["reason"]
+        assert "p2p_uni_ratio FAIL: worst pair 5->7 1.05x (10.46 / 9.94 GB/s)" in entry["reason"]
         assert "nvidia-smi nvlink --status for down links" in entry["remedy"]
 
 
@@ -99,7 +99,7 @@ def test_without_nvidia_smi_every_pair_is_held_to_the_reference_as_it_is(tmp_pat
         {"binary": str(binary), "node": "gpu03", "expect": LAB_EXPECT, "fail_on": "never"}, answers(output, None)
     )
     ratio = {check["name"]: check for check in result["checks"]}["p2p_uni_ratio"]
-    assert ratio["status"] == "fail" and ratio["expected"].startswith("P2P=Enabled >= 3.09 x P2P=Disabled"), ratio
+    assert ratio["status"] == "FAIL" and ratio["expected"].startswith("P2P=Enabled >= 3.09 x P2P=Disabled"), ratio
     assert ratio["observed"]["worst"]["needed_ratio"] == 3.09
 
 
@@ -126,9 +126,9 @@ def test_the_run_numbers_devices_in_pci_bus_order(tmp_path, monkeypatch, run_mod
         # The vGPU guest has one GPU: no peer pair, so without the expected count nothing is judged ...
         ("vsphere-t4-vgpu-roce", [], None, "UNKNOWN", "no peer pair to judge"),
         # ... and with it (roles/gpuforge_bench passes the node's expected count) the run has a verdict.
-        ("vsphere-t4-vgpu-roce", [], 1, "PASS", "p2p_gpus ok: 1 (expected >= 1)"),
+        ("vsphere-t4-vgpu-roce", [], 1, "PASS", "p2p_gpus PASS: 1 (expected >= 1)"),
         # A GPU the driver does not enumerate is one CUDA cannot test: the run fails on the count.
-        ("dgx1-v100-edr", [{"type": "gpu_missing", "gpu": 3}], 8, "FAIL", "p2p_gpus fail: 7 (expected >= 8)"),
+        ("dgx1-v100-edr", [{"type": "gpu_missing", "gpu": 3}], 8, "FAIL", "p2p_gpus FAIL: 7 (expected >= 8)"),
     ],
 )
 def test_the_expected_gpu_count_judges_every_node(

@@ -89,8 +89,8 @@ def test_redp5610_sweep_torchrun_then_mpirun(run_module, script, tmp_path):
     assert [row["efficiency"] for row in result["scaling"]] == [1.0, 0.9944, 0.9856, 0.9545]
     assert result["scaling"][3]["speedup"] == 15.27
     per_gpu = [c for c in result["checks"] if c["name"] == "per_gpu_throughput"]
-    assert [(c["gpus"], c["status"]) for c in per_gpu] == [(1, "ok"), (2, "ok"), (8, "ok"), (16, "ok")]
-    assert result["verdict"] == "ok"
+    assert [(c["gpus"], c["status"]) for c in per_gpu] == [(1, "PASS"), (2, "PASS"), (8, "PASS"), (16, "PASS")]
+    assert result["verdict"] == "PASS"
     assert (tmp_path / "resnet50-16gpu-auto.txt").read_text(encoding="utf-8") == outputs[16][1]
     assert result["changed"] is True
 
@@ -116,8 +116,8 @@ def test_vmware_tcp_scaling_fails(run_module, script):
     ]
     assert result["runs"][0]["cmd"][:3] == ["torchrun", "--standalone", "--nproc_per_node=1"]
     assert [row["efficiency"] for row in result["scaling"]] == [1.0, 0.5353, 0.4044]
-    assert result["verdict"] == "fail"
-    assert result["msg"].startswith("ResNet-50 verdict fail: per_gpu_throughput@auto/2=182.0 (expected >= 239.85")
+    assert result["verdict"] == "FAIL"
+    assert result["msg"].startswith("ResNet-50 verdict FAIL: per_gpu_throughput@auto/2=182.0 (expected >= 239.85")
     assert "scaling_efficiency_4@auto=0.4044 (expected >= 0.7)" in result["msg"]
 
 
@@ -139,7 +139,7 @@ def test_failed_run_is_reported_and_sweep_goes_on(run_module, script):
         "timed out after 1800 s; its process group was terminated",
         "could not read the benchmark output: no 'RESNET50 RESULT' line and no 'total images/sec:' line found",
     ]
-    assert result["verdict"] == "fail"
+    assert result["verdict"] == "FAIL"
     assert result["msg"].startswith("fp32 2 GPUs: rc 1: Traceback")
     assert result["scaling"] == [
         {
@@ -296,8 +296,8 @@ def test_fp32_and_amp_side_by_side_by_default(run_module, script, tmp_path):
         "precision_speedup_1",
         "precision_speedup_2",
     ]
-    assert all(c["status"] == "ok" for c in result["checks"] if c["name"].startswith("precision_speedup"))
-    assert result["msg"].startswith("ResNet-50 verdict fail: per_gpu_throughput@amp/1=700.0")
+    assert all(c["status"] == "PASS" for c in result["checks"] if c["name"].startswith("precision_speedup"))
+    assert result["msg"].startswith("ResNet-50 verdict FAIL: per_gpu_throughput@amp/1=700.0")
 
 
 def test_bad_batch_size_by_precision(run_module, script):

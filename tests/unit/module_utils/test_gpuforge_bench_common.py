@@ -24,11 +24,12 @@ def test_joined_output_is_stdout_then_stderr():
 @pytest.mark.parametrize(
     ("verdict", "fail_on", "blocks"),
     [
-        ("warn", "fail", False),
-        ("fail", "fail", True),
-        ("warn", "warn", True),
-        ("ok", "warn", False),
-        ("fail", "never", False),
+        ("WARN", "fail", False),
+        ("FAIL", "fail", True),
+        ("WARN", "warn", True),
+        ("FAIL", "warn", True),
+        ("PASS", "warn", False),
+        ("FAIL", "never", False),
     ],
 )
 def test_verdict_blocks(verdict, fail_on, blocks):
@@ -60,7 +61,7 @@ def parse_lines(text):
 
 
 def judge_lines(parsed):
-    status = "ok" if len(parsed["lines"]) >= 2 else "fail"
+    status = "PASS" if len(parsed["lines"]) >= 2 else "FAIL"
     return [bench_check("lines", status, len(parsed["lines"]), ">= 2", "print more")]
 
 
@@ -102,14 +103,14 @@ def test_judge_run_parses_judges_and_records(tmp_path):
     assert parsed == {"lines": ["one", "two"]}
     assert result["rc"] == 0 and result["changed"] is True
     assert result["bench"] is parsed
-    assert [check["status"] for check in result["checks"]] == ["ok"]
-    assert result["verdict"] == "ok"
+    assert [check["status"] for check in result["checks"]] == ["PASS"]
+    assert result["verdict"] == "PASS"
     assert out.read_text(encoding="utf-8") == "one two\n"
 
 
 def test_judge_run_verdict_is_the_worst_check():
     _parsed, result = tail_up((0, "one\n", False))
-    assert result["verdict"] == "fail"
+    assert result["verdict"] == "FAIL"
 
 
 def test_judge_run_saves_the_output_of_a_timed_out_run_then_fails(tmp_path):
@@ -124,7 +125,7 @@ def test_judge_run_fails_a_nonzero_rc_only_when_asked():
     how, result = ended(tail_up, (1, "a\nb\nc\nCUDA error\n", False), failed="bench failed")
     assert (how, result["msg"]) == ("fail", "bench failed (rc 1): b | c | CUDA error")
     _parsed, result = tail_up((1, "a b\n", False))
-    assert (result["rc"], result["verdict"]) == (1, "ok")
+    assert (result["rc"], result["verdict"]) == (1, "PASS")
 
 
 def test_judge_run_fails_unreadable_output_with_the_modules_words():
@@ -134,7 +135,7 @@ def test_judge_run_fails_unreadable_output_with_the_modules_words():
 
 
 def test_failing_checks_lists_those_that_did_not_pass():
-    checks = [bench_check("a", "ok", 1, 1), bench_check("b", "warn", 2, "<= 1"), bench_check("c", "fail", 3, 0)]
+    checks = [bench_check("a", "PASS", 1, 1), bench_check("b", "WARN", 2, "<= 1"), bench_check("c", "FAIL", 3, 0)]
     assert failing_checks(checks) == "b=2 (expected <= 1), c=3 (expected 0)"
     assert failing_checks(checks, label=lambda check: check["name"].upper()) == "B=2 (expected <= 1), C=3 (expected 0)"
     assert failing_checks(checks[:1]) == ""
@@ -142,7 +143,7 @@ def test_failing_checks_lists_those_that_did_not_pass():
 
 @pytest.mark.parametrize(
     ("verdict", "fail_on", "how"),
-    [("ok", "fail", "exit"), ("warn", "fail", "exit"), ("warn", "warn", "fail"), ("fail", "never", "exit")],
+    [("PASS", "fail", "exit"), ("WARN", "fail", "exit"), ("WARN", "warn", "fail"), ("FAIL", "never", "exit")],
 )
 def test_finish_gates_the_verdict(verdict, fail_on, how):
     checks = [bench_check("busbw", verdict, 150, ">= 170")]
@@ -150,7 +151,7 @@ def test_finish_gates_the_verdict(verdict, fail_on, how):
     ended_how, ended_result = ended(finish, EndingModule(), result, "NCCL", fail_on)
     assert ended_how == how
     if how == "fail":
-        assert ended_result["msg"] == "NCCL verdict warn: busbw=150 (expected >= 170)"
+        assert ended_result["msg"] == "NCCL verdict WARN: busbw=150 (expected >= 170)"
         assert ended_result["checks"] == checks
     else:
         assert ended_result == result

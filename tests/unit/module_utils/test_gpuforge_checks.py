@@ -49,7 +49,7 @@ def test_node_check_refuses_a_status_outside_the_one_vocabulary(status):
         node_check("x", status, 1, 0)
 
 
-@pytest.mark.parametrize("status", ["ok", "warn", "fail"])
+@pytest.mark.parametrize("status", ["PASS", "WARN", "FAIL"])
 def test_bench_check_keeps_what_it_is_given(status):
     assert bench_check("busbw", status, 150.0, ">= 170", "check NVLink") == {
         "name": "busbw",
@@ -63,7 +63,19 @@ def test_bench_check_keeps_what_it_is_given(status):
 
 @pytest.mark.parametrize(
     ("statuses", "worst"),
-    [([], "ok"), (["ok"], "ok"), (["ok", "warn"], "warn"), (["fail", "warn", "ok"], "fail"), (["warn"], "warn")],
+    [
+        ([], "PASS"),
+        (["PASS"], "PASS"),
+        (["PASS", "WARN"], "WARN"),
+        (["FAIL", "WARN", "PASS"], "FAIL"),
+        (["WARN"], "WARN"),
+    ],
 )
 def test_worst_status(statuses, worst):
     assert worst_status([{"status": status} for status in statuses]) == worst
+
+
+@pytest.mark.parametrize("status", ["ok", "warn", "fail", "UNKNOWN", None])
+def test_bench_check_refuses_a_status_outside_pass_warn_fail(status):
+    with pytest.raises(ValueError, match="PASS, WARN, FAIL"):
+        bench_check("busbw", status, 1, 2)

@@ -55,7 +55,7 @@ def test_job_error_and_the_line_fio_printed_before_the_json():
     assert by_name(result)["rand_read"]["error"] == 2
     assert result["errors"] == ["job rand_read: fio error 2"]
     checks = {check["name"]: check for check in judge_fio(result, {}, "scratch:/tmp")}
-    assert checks["fio_rand_read"]["status"] == "fail"
+    assert checks["fio_rand_read"]["status"] == "FAIL"
     assert "scratch:/tmp" in checks["fio_rand_read"]["remedy"]
     assert list(checks) == ["fio_rand_read"]  # the others moved data and have no threshold: reported only
 
@@ -69,12 +69,12 @@ def test_thresholds_floor_and_latency_ceiling():
         "rand_write_p99_us": 500,
     }
     checks = {check["name"]: check for check in judge_fio(result, expect)}
-    assert checks["fio_seq_read"]["status"] == "fail"  # 680.49 < 700
-    assert checks["fio_seq_write"]["status"] == "ok"  # "1000" from -e is a number
-    assert checks["fio_rand_read"]["status"] == "ok"
-    assert checks["fio_rand_write_p99"]["status"] == "fail"  # 692.22 us > 500
+    assert checks["fio_seq_read"]["status"] == "FAIL"  # 680.49 < 700
+    assert checks["fio_seq_write"]["status"] == "PASS"  # "1000" from -e is a number
+    assert checks["fio_rand_read"]["status"] == "PASS"
+    assert checks["fio_rand_write_p99"]["status"] == "FAIL"  # 692.22 us > 500
     assert "fio_rand_write" not in checks
-    assert overall_status(list(checks.values())) == "fail"
+    assert overall_status(list(checks.values())) == "FAIL"
 
 
 def test_unknown_threshold_key_is_refused():
@@ -145,7 +145,7 @@ def test_the_lab_judges_every_scratch_job():
             job = result["name"].rsplit("-", 1)[1]
             measured[job] = min(measured.get(job, result["value"]), result["value"])
     assert sorted(measured) == sorted(JOBS)
-    for scale, status in ((1, "ok"), (0.001, "fail")):
+    for scale, status in ((1, "PASS"), (0.001, "FAIL")):
         jobs = [
             {"name": job, "measured": {"io_bytes": 1, "bw_mib_s": value * scale, "iops": value * scale}}
             for job, value in measured.items()

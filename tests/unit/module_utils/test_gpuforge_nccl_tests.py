@@ -232,55 +232,55 @@ def test_judge_redp5610_ib_gdr_passes(fixture_text):
     checks = _by_name(
         judge_nccl(parse_nccl_tests(fixture_text(SEED_16X1)), {"transport": "ib_gdr", "min_busbw_gbyte_per_s": 5.0})
     )
-    assert checks["large_message_busbw"]["status"] == "ok"
+    assert checks["large_message_busbw"]["status"] == "PASS"
     assert checks["large_message_busbw"]["observed"] == 5.72
-    assert checks["small_message_latency"]["status"] == "ok"
+    assert checks["small_message_latency"]["status"] == "PASS"
     assert checks["small_message_latency"]["observed"] == 91.61  # max time up to 1 KiB
     assert checks["small_message_latency"]["expected"] == "< 100.0 us"
-    assert checks["transport"]["status"] == "ok"
+    assert checks["transport"]["status"] == "PASS"
     # The Redpaper omits the summary lines: nothing says the values were checked.
-    assert checks["wrong_values"]["status"] == "warn"
+    assert checks["wrong_values"]["status"] == "WARN"
 
 
 def test_judge_2x8_thresholds(fixture_text):
     result = parse_nccl_tests(fixture_text(SEED_2X8))
     checks = _by_name(judge_nccl(result, {"transport": "ib_gdr", "min_busbw_gbyte_per_s": 60.0}))
-    assert checks["large_message_busbw"]["status"] == "warn"  # 55.22 >= 0.9 * 60
-    assert checks["transport"]["status"] == "fail"  # GDRDMA not seen
+    assert checks["large_message_busbw"]["status"] == "WARN"  # 55.22 >= 0.9 * 60
+    assert checks["transport"]["status"] == "FAIL"  # GDRDMA not seen
     assert "nvidia-peermem" in checks["transport"]["remedy"]
-    assert checks["wrong_values"]["status"] == "ok"
-    assert overall_status(list(checks.values())) == "fail"
+    assert checks["wrong_values"]["status"] == "PASS"
+    assert overall_status(list(checks.values())) == "FAIL"
     low = _by_name(judge_nccl(result, {"min_busbw_gbyte_per_s": 70.0}))
-    assert low["large_message_busbw"]["status"] == "fail"
+    assert low["large_message_busbw"]["status"] == "FAIL"
     sized = _by_name(judge_nccl(result, {"min_busbw_gbyte_per_s": 40.0, "large_message_bytes": 33554432}))
     assert sized["large_message_busbw"]["observed"] == 55.22
 
 
 def test_judge_tcp_latency_and_wrong():
     checks = _by_name(judge_nccl(parse_nccl_tests(SOCKET_LOG), {"transport": "ib"}))
-    assert checks["small_message_latency"]["status"] == "fail"
+    assert checks["small_message_latency"]["status"] == "FAIL"
     assert checks["small_message_latency"]["observed"] == 2402.0
     assert checks["transport"]["observed"] == "tcp"
-    assert checks["transport"]["status"] == "fail"
+    assert checks["transport"]["status"] == "FAIL"
     assert checks["wrong_values"] == {
         "name": "wrong_values",
-        "status": "fail",
+        "status": "FAIL",
         "observed": 3,
         "expected": "<= 0",
         "remedy": "wrong results point at broken GPU memory, PCIe/NVLink errors or a bad NIC: "
         "check Xid/ECC errors and rerun with -c 1",
     }
-    assert _by_name(judge_nccl(parse_nccl_tests(SOCKET_LOG), {"transport": "tcp"}))["transport"]["status"] == "ok"
+    assert _by_name(judge_nccl(parse_nccl_tests(SOCKET_LOG), {"transport": "tcp"}))["transport"]["status"] == "PASS"
 
 
 def test_judge_no_rows_and_no_info(real_output):
     checks = _by_name(judge_nccl({"rows": [], "wrong_total": None}, {"transport": "ib"}))
-    assert checks["result_rows"]["status"] == "fail"
-    assert checks["transport"]["status"] == "warn"
-    assert checks["small_message_latency"]["status"] == "fail"
+    assert checks["result_rows"]["status"] == "FAIL"
+    assert checks["transport"]["status"] == "WARN"
+    assert checks["small_message_latency"]["status"] == "FAIL"
     oci = _by_name(judge_nccl(parse_nccl_tests(real_output(OCI_H100)), {"min_busbw_gbyte_per_s": 400}))
     assert oci["large_message_busbw"]["observed"] == 464.79
-    assert oci["large_message_busbw"]["status"] == "ok"
+    assert oci["large_message_busbw"]["status"] == "PASS"
     assert "transport" not in oci
 
 
@@ -324,7 +324,7 @@ def test_nccl_banner_without_info_prefix_and_c0_is_unchecked(fixture_text):
     assert result["correctness"]["verdict"] == "unchecked"
     assert len(result["nccl_warnings"]) == 2
     wrong = next(check for check in judge_nccl(result) if check["name"] == "wrong_values")
-    assert wrong["status"] == "warn"
+    assert wrong["status"] == "WARN"
     assert "-c 1" in wrong["remedy"]
 
 
@@ -369,12 +369,12 @@ def test_per_iteration_columns_and_min_bw_failed(fixture_text):
     assert result["min_bw_check"] == "FAILED"
     assert result["nccl_version"] == "2.27.3"
     checks = {check["name"]: check for check in judge_nccl(result, {"max_iter_cv_pct": 10})}
-    assert checks["nccl_tests_min_bw"]["status"] == "fail"
+    assert checks["nccl_tests_min_bw"]["status"] == "FAIL"
     assert checks["nccl_tests_min_bw"]["observed"] == 146.001
-    assert checks["iteration_variation"]["status"] == "fail"
+    assert checks["iteration_variation"]["status"] == "FAIL"
     assert checks["iteration_variation"]["observed"] == 12.44
-    assert checks["wrong_values"]["status"] == "ok"
-    assert judge_nccl(result, {"max_iter_cv_pct": 20})[-1]["status"] == "ok"
+    assert checks["wrong_values"]["status"] == "PASS"
+    assert judge_nccl(result, {"max_iter_cv_pct": 20})[-1]["status"] == "PASS"
 
 
 def test_min_bw_ok_footer_passes():
@@ -386,7 +386,7 @@ def test_min_bw_ok_footer_passes():
     )
     result = parse_nccl_tests(text)
     gate = next(check for check in judge_nccl(result) if check["name"] == "nccl_tests_min_bw")
-    assert (gate["status"], gate["observed"]) == ("ok", 44.675)
+    assert (gate["status"], gate["observed"]) == ("PASS", 44.675)
 
 
 def test_timestamp_and_cputime_columns():
@@ -414,7 +414,7 @@ def test_out_of_bounds_failed_is_a_failed_correctness_verdict():
     result = parse_nccl_tests(text)
     assert result["out_of_bounds_ok"] is False
     assert result["correctness"] == {"verdict": "fail", "validation": None, "wrong_total": 2, "out_of_bounds": 2}
-    assert next(check for check in judge_nccl(result) if check["name"] == "wrong_values")["status"] == "fail"
+    assert next(check for check in judge_nccl(result) if check["name"] == "wrong_values")["status"] == "FAIL"
 
 
 def test_json_output_path_from_stdout():
@@ -443,7 +443,7 @@ def test_json_v1_misspelt_average(fixture_text):
     assert result["correctness"]["verdict"] == "ok"
     assert result["complete"] is True
     gate = next(check for check in judge_nccl(result) if check["name"] == "nccl_tests_min_bw")
-    assert gate["status"] == "fail"
+    assert gate["status"] == "FAIL"
     assert "(40 GB/s)" in gate["expected"]
 
 
@@ -460,7 +460,7 @@ def test_json_v2_corrected_average_per_iteration_and_wrong(fixture_text):
     assert result["per_iteration"]["max_cv_pct"] == 14.6
     assert result["correctness"]["verdict"] == "fail"
     statuses = {check["name"]: check["status"] for check in judge_nccl(result, {"min_busbw_gbyte_per_s": 150})}
-    assert statuses == {"large_message_busbw": "ok", "wrong_values": "fail"}
+    assert statuses == {"large_message_busbw": "PASS", "wrong_values": "FAIL"}
 
 
 def test_json_takes_transport_from_the_log(fixture_text):
@@ -494,4 +494,4 @@ def test_the_retired_min_busbw_key_is_refused_naming_its_new_name(fixture_text):
     rows = parse_nccl_tests(fixture_text(SEED_2X8))
     with pytest.raises(OptionError, match=r"^expect.min_busbw was renamed to min_busbw_gbyte_per_s"):
         judge_nccl(rows, {"min_busbw": 50})  # the retired key
-    assert _by_name(judge_nccl(rows, {"min_busbw_gbyte_per_s": 50}))["large_message_busbw"]["status"] == "ok"
+    assert _by_name(judge_nccl(rows, {"min_busbw_gbyte_per_s": 50}))["large_message_busbw"]["status"] == "PASS"

@@ -68,7 +68,7 @@ def test_each_reference_is_the_lowest_ratio_of_its_source_run(text, sku):
     for kind in ("uni", "bi"):
         assert min(row["ratio"] for row in pair_ratios(result, kind)) == REFERENCES[sku][kind]
     checks = checks_of(result, {"require_p2p": True})
-    assert overall_status(list(checks.values())) == "ok", checks
+    assert overall_status(list(checks.values())) == "PASS", checks
 
 
 def test_a_slow_nvlink_pair_fails_against_the_sku_reference():
@@ -76,18 +76,18 @@ def test_a_slow_nvlink_pair_fails_against_the_sku_reference():
     # unidirectional.
     slow = DELLEMC_C4140.replace("  1 47.86 738.42 34.18 38.74", "  1 47.86 738.42 10.50 38.74")
     checks = checks_of(parse_p2p(slow))
-    assert checks["p2p_uni_ratio"]["status"] == "fail"
+    assert checks["p2p_uni_ratio"]["status"] == "FAIL"
     assert checks["p2p_uni_ratio"]["observed"]["slow_pairs"] == ["1->2"]
     assert checks["p2p_uni_ratio"]["observed"]["worst"]["ratio"] == 1.05
-    assert checks["p2p_bi_ratio"]["status"] == "ok"
+    assert checks["p2p_bi_ratio"]["status"] == "PASS"
 
 
 def test_no_reference_enabled_must_not_be_slower_and_site_floor():
     result = parse_p2p(DELLEMC_C4140)
     checks = checks_of(result, {"sku": "Tesla P100-PCIE-16GB", "min_bidirectional_gbyte_per_s": 80})
-    assert checks["p2p_uni_ratio"]["status"] == "ok"
+    assert checks["p2p_uni_ratio"]["status"] == "PASS"
     assert "must not be slower" in checks["p2p_uni_ratio"]["expected"]
-    assert checks["p2p_bi_gbyte_per_s"]["status"] == "fail"  # 75.25, 78.x GB/s pairs are below 80
+    assert checks["p2p_bi_gbyte_per_s"]["status"] == "FAIL"  # 75.25, 78.x GB/s pairs are below 80
     assert "0->1" in checks["p2p_bi_gbyte_per_s"]["observed"]["slow_pairs"]
 
 
@@ -96,9 +96,9 @@ def test_missing_peer_access_and_too_few_gpus():
         "Device=2 CAN Access Peer Device=0", "Device=2 CANNOT Access Peer Device=0"
     )
     checks = checks_of(parse_p2p(text), {"require_p2p": True, "gpus": 8})
-    assert checks["p2p_access"]["status"] == "fail"
+    assert checks["p2p_access"]["status"] == "FAIL"
     assert checks["p2p_access"]["observed"] == ["2->0", "2->1", "2->3"]
-    assert checks["p2p_gpus"]["status"] == "fail"
+    assert checks["p2p_gpus"]["status"] == "FAIL"
 
 
 def test_truncated_matrix_is_an_error_not_a_verdict():

@@ -119,10 +119,10 @@ def test_scaling_vmware_rdma_and_tcp():
     tcp_rows = scaling_efficiency(tcp)
     assert [row["speedup"] for row in tcp_rows] == [1.0, 1.07, 1.29, 1.62]
     checks = judge_scaling(tcp_rows, min_efficiency=0.7)
-    assert [check["status"] for check in checks] == ["fail", "fail", "fail"]
+    assert [check["status"] for check in checks] == ["FAIL", "FAIL", "FAIL"]
     assert checks[2]["name"] == "scaling_efficiency_4"
     assert checks[2]["observed"] == 0.4044
-    assert [c["status"] for c in judge_scaling(rows, min_efficiency=0.8)] == ["warn", "warn", "warn"]
+    assert [c["status"] for c in judge_scaling(rows, min_efficiency=0.8)] == ["WARN", "WARN", "WARN"]
 
 
 def test_scaling_redp5610(fixture_text):
@@ -136,7 +136,7 @@ def test_scaling_redp5610(fixture_text):
         "ideal_imgs_per_sec": 14192.0,
         "efficiency": 0.9685,
     }
-    assert judge_scaling(rows)[0]["status"] == "ok"
+    assert judge_scaling(rows)[0]["status"] == "PASS"
     assert scaling_efficiency([{"world_size": None, "total_imgs_per_sec": 5.0}]) == []
 
 
@@ -155,33 +155,33 @@ def _by_name(checks):
 def test_judge_against_redp5610_reference():
     run = {"world_size": 8, "per_gpu": 850.0, "loss": 6.9}
     checks = _by_name(judge_resnet50(run, {"sku": "Tesla V100-SXM2-16GB", "world_size": 8}))
-    assert checks["per_gpu_throughput"]["status"] == "ok"  # 850 >= 0.9 x 887 = 798.3
+    assert checks["per_gpu_throughput"]["status"] == "PASS"  # 850 >= 0.9 x 887 = 798.3
     expected = ">= 798.3 img/s per GPU (0.9 x 887.0 from IBM Redpaper REDP-5610"
     assert checks["per_gpu_throughput"]["expected"].startswith(expected)
-    assert checks["world_size"]["status"] == "ok"
+    assert checks["world_size"]["status"] == "PASS"
     warn = _by_name(judge_resnet50({**run, "per_gpu": 700.0}, {"sku": "Tesla V100-SXM2-16GB"}))
-    assert warn["per_gpu_throughput"]["status"] == "warn"  # between 0.75 and 0.9 of 887
+    assert warn["per_gpu_throughput"]["status"] == "WARN"  # between 0.75 and 0.9 of 887
     fail = judge_resnet50({**run, "per_gpu": 600.0}, {"sku": "Tesla V100-SXM2-16GB", "world_size": 16})
-    assert [c["status"] for c in fail] == ["fail", "fail"]
-    assert overall_status(fail) == "fail"
+    assert [c["status"] for c in fail] == ["FAIL", "FAIL"]
+    assert overall_status(fail) == "FAIL"
 
 
 def test_judge_vmware_tcp_fails_rdma_reference():
     tcp4 = {"world_size": 4, "per_gpu": 137.5}
     checks = _by_name(judge_resnet50(tcp4, {"sku": "GRID T4-16C"}))
-    assert checks["per_gpu_throughput"]["status"] == "fail"  # 137.5 < 0.75 x 255.25
+    assert checks["per_gpu_throughput"]["status"] == "FAIL"  # 137.5 < 0.75 x 255.25
     assert "nccl_tests" in checks["per_gpu_throughput"]["remedy"]
 
 
 def test_judge_min_per_gpu_nan_loss_and_unknown_sku():
     checks = _by_name(judge_resnet50({"world_size": 1, "per_gpu": 1.0, "loss": float("nan")}, {"min_per_gpu": 1.0}))
-    assert checks["loss"]["status"] == "fail"
-    assert checks["per_gpu_throughput"]["status"] == "ok"
+    assert checks["loss"]["status"] == "FAIL"
+    assert checks["per_gpu_throughput"]["status"] == "PASS"
     unknown = judge_resnet50({"world_size": 1, "per_gpu": 1.0}, {"sku": "NVIDIA B200"})
     assert unknown == [
         {
             "name": "per_gpu_throughput",
-            "status": "warn",
+            "status": "WARN",
             "observed": 1.0,
             "expected": "reference for NVIDIA B200",
             "remedy": "",
@@ -228,7 +228,7 @@ def test_fp32_run_is_not_judged_against_the_fp16_sku_reference():
     mixed = parse_resnet50(
         text.replace("precision=fp32 requested_precision=fp32", "precision=fp16 requested_precision=amp")
     )
-    assert [c["status"] for c in judge_resnet50(mixed, {"sku": "Tesla V100-SXM2-16GB"})] == ["fail"]  # 375 < 0.75 x 887
+    assert [c["status"] for c in judge_resnet50(mixed, {"sku": "Tesla V100-SXM2-16GB"})] == ["FAIL"]  # 375 < 0.75 x 887
 
 
 def test_precision_comparison_and_its_site_floor():
@@ -253,7 +253,7 @@ def test_precision_comparison_and_its_site_floor():
     [check] = judge_precision_comparison(rows, 1.9)
     assert (check["name"], check["status"], check["precision"], check["gpus"]) == (
         "precision_speedup_4",
-        "fail",
+        "FAIL",
         "amp",
         4,
     )

@@ -58,7 +58,7 @@ def test_fio_records_name_their_unit_target_job_and_the_site_threshold(runs):
         "baseline": "site",
         "source": "site threshold gpuforge_bench_fio_thresholds['scratch:/var/tmp']",
     }
-    assert (seq["verdict"], seq["module_verdict"]) == ("FAIL", "fail")
+    assert (seq["verdict"], seq["module_verdict"]) == ("FAIL", "FAIL")
     assert "is below the threshold" in seq["remedy"]
     rand = runs["fio-gpu01-scratch:/var/tmp-rand_read"]
     assert (rand["observed"]["unit"], rand["observed"]["clat_p99_us"], rand["threshold"]["clat_p99_us_max"]) == (
