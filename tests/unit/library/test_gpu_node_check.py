@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import sys
+import time
 from contextlib import redirect_stdout
 from pathlib import Path
 
@@ -405,6 +406,9 @@ def test_gather_reads_what_the_facts_modules_read_and_judges_the_same(tmp_path, 
     answers = gather_answers(node)
     sampling = {"clock_event_samples": 3, "clock_event_interval_ms": 0}
     base = {"expected": expected_for("dgx1-v100-edr"), "sysfs_root": lspci.sysfs_root()}
+    # One clock for both runs: their checked_at must not differ because a second ended between them.
+    real_gmtime = time.gmtime
+    monkeypatch.setattr(time, "gmtime", lambda secs=None: real_gmtime(1796000000 if secs is None else secs))
 
     def run(module, args):
         tools = SimTools(node, answers, missing=("ofed_info",))
@@ -423,6 +427,7 @@ def test_gather_reads_what_the_facts_modules_read_and_judges_the_same(tmp_path, 
         "infiniband": ib["ansible_facts"]["infiniband"],
     }
     assert "ansible_facts" not in given
+    assert gathered["checked_at"] == given["checked_at"] == "2026-11-30T00:53:20Z"
     assert {k: v for k, v in gathered.items() if k != "ansible_facts"} == given
     assert gathered["failed_checks"] == ["ib_port_state", "peermem_loaded"]
     assert gathered["ansible_facts"]["infiniband"]["inactive_ports"] == ["mlx5_3/1"]
