@@ -421,7 +421,7 @@ def build(image_tag: str, log=print) -> Repository:
     _index_archive(next_root / debian_subset.REPO_PATH, key)
     _swap(next_root / debian_subset.REPO_PATH, MIRROR_ROOT / debian_subset.REPO_PATH)
     # The Ubuntu and RHEL shapes' repositories (packages.yml publish_os_shapes; gpuforge.lab.shape_repos).
-    shape_repos.publish(definitions, key, staging_root, next_root, log=log)
+    shape_repos.publish(definitions, key, staging_root, next_root, debs, log=log)
     # The lab stand-in of a site's vGPU guest driver files (plain downloads with their SHA256SUMS).
     vgpu_guest.publish(MIRROR_ROOT, staging_root, log=log)
     shutil.rmtree(staging_root, ignore_errors=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from gpuforge import vendor_facts
-from gpuforge.lab import mirror
+from gpuforge.lab import mirror, rpm_repo
 from gpuforge.lab.image import IMAGE_DIR, LAB_KEYRING
 from gpuforge.lab.podman import PodmanError, exists, podman
 from gpuforge.paths import LAB_STATE_DIR
@@ -109,30 +109,51 @@ def layer_files(shape: str, spec: dict, key: bytes) -> dict[str, str | bytes]:
     return files
 
 
+def _served_rpm(spec: dict, name: str) -> Path:
+    """The package file of `name` in the served mirror: the newest build in the shape's first repository that has it."""
+    rpm_paths = mirror.load_definitions()["publish_os_shapes"]["rpm"]
+    for registry_key in spec["repositories"].values():
+        path = rpm_paths[registry_key]
+        found = sorted(
+            candidate
+            for candidate in (mirror.MIRROR_ROOT / path / "Packages").glob(f"{name}-[0-9]*.rpm")
+            if rpm_repo.rpm_query(candidate, "%{NAME}") == name
+        )
+        if found:
+            return found[-1]
+    repositories = ", ".join(spec["repositories"])
+    raise PodmanError(f"lab: {name} is not in the mirror's {repositories}: run 'gpuforge lab prepare'")
+
+
 def release_package(spec: dict) -> Path | None:
     """The shape's release package file in the served mirror (redhat-release for RHEL)."""
     name = spec.get("release_package")
-    if not name:
-        return None
-    path = mirror.load_definitions()["publish_os_shapes"]["rpm"][spec["repositories"][next(iter(spec["repositories"]))]]
-    found = sorted((mirror.MIRROR_ROOT / path / "Packages").glob(f"{name}-[0-9]*.rpm"))
-    if not found:
-        raise PodmanError(f"lab: {name} is not in the mirror's {path}: run 'gpuforge lab prepare'")
-    return found[-1]
+    return _served_rpm(spec, name) if name else None
 
 
-def containerfile(base_tag: str, spec: dict, has_release_package: bool) -> str:
+def base_packages(spec: dict) -> list[Path]:
+    """The package files of what the OS's every installation has (shapes.yml base_packages), in the served mirror."""
+    return [_served_rpm(spec, name) for name in spec.get("base_packages") or []]
+
+
+def containerfile(base_tag: str, spec: dict, has_release_package: bool, base_rpms: tuple[str, ...] = ()) -> str:
     lines = [f"FROM {base_tag}", "COPY root/ /"]
     if spec["family"] == "ubuntu":
         # Ubuntu 22.04 lists its archive in sources.list; the shared image's Debian source goes.
         lines.append("RUN rm -f /etc/apt/sources.list.d/debian.sources")
     elif spec["family"] == "rhel":
+        base_files = " ".join(f"/tmp/base/{name}" for name in base_rpms)
+        builds_store = any(name.startswith("selinux-policy-targeted-") for name in base_rpms)
         steps = [
             f"rpm --import {RPM_KEY_PATH}",
             # RHEL 9 installs yum (yum-4.14: /usr/bin/yum -> dnf-3, vendor_facts/rhel-baseos/rhel9.yml); Debian's dnf
             # package has no yum name, and tools such as community.general.yum_versionlock call it.
             "ln -sf dnf-3 /usr/bin/yum",
             *(["rpm -i /tmp/release.rpm", "rm -f /tmp/release.rpm"] if has_release_package else []),
+            # One transaction, so rpm orders them by their relations and runs their scriptlets (the policy store).
+            *([f"rpm -i {base_files}", "rm -rf /tmp/base"] if base_rpms else []),
+            # rpm reports a failed %post as a warning and exits 0: the store it builds must be there.
+            *(["semodule -l | grep -qx base"] if builds_store else []),
             # A RHEL host has no apt sources: its packages come from dnf alone.
             "rm -f /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list.d/gpuforge-lab-tools.sources",
         ]
@@ -140,6 +161,8 @@ def containerfile(base_tag: str, spec: dict, has_release_package: bool) -> str:
             steps += _dnf_bindings_private_steps()
         if has_release_package:
             lines.insert(2, "COPY release.rpm /tmp/release.rpm")
+        if base_rpms:
+            lines.insert(2, "COPY base/ /tmp/base/")
         lines.append("RUN " + " && ".join(steps))
     return "\n".join(lines) + "\n"
 
@@ -165,13 +188,13 @@ def _dnf_bindings_private_steps() -> list[str]:
     ]
 
 
-def _hash(base_tag: str, shape: str, files: dict, release: Path | None, text: str) -> str:
+def _hash(base_tag: str, shape: str, files: dict, release: Path | None, text: str, base: list[Path] = ()) -> str:
     digest = hashlib.sha256(f"{LAYER_REVISION}\n{base_tag}\n{shape}\n{text}".encode())
     for path in sorted(files):
         content = files[path]
         digest.update(path.encode() + (content if isinstance(content, bytes) else content.encode()))
-    if release:
-        digest.update(release.read_bytes())
+    for package in [release, *base] if release else list(base):
+        digest.update(package.read_bytes())
     return digest.hexdigest()[:12]
 
 
@@ -184,8 +207,9 @@ def build(base_tag: str, key: bytes, log=print) -> dict[str, str]:
             continue
         files = layer_files(shape, spec, key)
         release = release_package(spec)
-        text = containerfile(base_tag, spec, release is not None)
-        tag = f"{base_tag.split(':')[0]}-{shape}:{_hash(base_tag, shape, files, release, text)}"
+        base = base_packages(spec)
+        text = containerfile(base_tag, spec, release is not None, tuple(package.name for package in base))
+        tag = f"{base_tag.split(':')[0]}-{shape}:{_hash(base_tag, shape, files, release, text, base)}"
         tags[shape] = tag
         if exists("image", tag):
             continue
@@ -202,6 +226,9 @@ def build(base_tag: str, key: bytes, log=print) -> dict[str, str]:
             target.chmod(0o755 if path.startswith(EXECUTABLE_PREFIXES) else 0o644)
         if release:
             shutil.copy2(release, context / "release.rpm")
+        for package in base:
+            (context / "base").mkdir(exist_ok=True)
+            shutil.copy2(package, context / "base" / package.name)
         (context / "Containerfile").write_text(text, encoding="utf-8")
         podman("build", "--pull=never", "--network=none", "-t", tag, "-f", str(context / "Containerfile"), str(context))
         shutil.rmtree(context, ignore_errors=True)

@@ -91,11 +91,18 @@ def spec_text(package: dict, staging: Path) -> str:
     lines += [
         "",
         "%description",
-        "Built by the gpuforge lab mirror (docs/lab.md): simulated payload.",
+        "Built by the gpuforge lab mirror (docs/lab.md): "
+        + _SAFE_SPEC_TEXT.sub("", package.get("payload_description") or "simulated payload")
+        + ".",
         "",
         "%install",
         f"cp -a {staging}/. %{{buildroot}}/",
         "",
+    ]
+    if package.get("post"):
+        # What rpm runs once the files are in place (/bin/sh), as the vendor's package's own %post does.
+        lines += ["%post", package["post"].rstrip("\n"), ""]
+    lines += [
         "%files",
         *[f'"{entry}"' for entry in _files_section(staging)],
         "",
@@ -107,6 +114,9 @@ def _stage(package: dict, staging: Path) -> None:
     """The package's files, as the .deb build lays them out (mirror.build_deb), units under /usr/lib/systemd."""
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
+    if package.get("payload"):
+        # A tree laid out beforehand (shape_repos: Debian's build of the same program, or a generated tree).
+        shutil.copytree(package["payload"], staging, symlinks=True, dirs_exist_ok=True)
     if package.get("kind") == "sim":
         for source in sorted(mirror.SIM_DIR.rglob("*.py")):
             target = staging / "usr/lib/python3/dist-packages/gpuforge_sim" / source.relative_to(mirror.SIM_DIR)

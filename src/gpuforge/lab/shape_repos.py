@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from gpuforge import vendor_facts
-from gpuforge.lab import mirror, rpm_repo
+from gpuforge.lab import mirror, rpm_repo, selinux_devel
 
 
 def _registry_packages(key: str, definitions: dict) -> tuple[vendor_facts.Repository, list[dict]]:
@@ -31,6 +31,107 @@ def rpm_lab_tools(definitions: dict) -> list[dict]:
         for package in definitions["lab_packages"]
         if set(package.get("depends") or []) <= {sim} and not package.get("scripts")
     ]
+
+
+# Debian 12 puts programs under /sbin, /bin and /lib in its packages and relies on the merged /usr of its installations;
+# RHEL 9 packages name the /usr paths.
+_MERGED_USR = (("sbin/", "usr/sbin/"), ("bin/", "usr/bin/"), ("lib/", "usr/lib/"), ("lib64/", "usr/lib64/"))
+# Debian package contents a RHEL package of the same program does not carry, or that nothing on a lab node reads.
+_NOT_CARRIED = ("usr/share/doc/", "usr/share/man/", "usr/share/lintian/", "usr/share/locale/", "usr/share/info/")
+
+
+def _debs_by_name(debs: list[Path]) -> dict[str, Path]:
+    return {deb.name.split("_", 1)[0]: deb for deb in debs}
+
+
+def _extract(deb: Path, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    mirror._run(["dpkg-deb", "-x", str(deb), str(target)])
+
+
+def debian_payload(name: str, spec: dict, debs: dict[str, Path], work: Path) -> Path:
+    """The files of the Debian packages spec['debian'] names, laid out as RHEL's package places them: merged /usr,
+    path prefixes renamed by spec['rename'], documentation left out. Returns the tree."""
+    raw, tree = work / "raw", work / "tree"
+    shutil.rmtree(work, ignore_errors=True)
+    for debian_name in spec["debian"]:
+        deb = debs.get(debian_name)
+        if deb is None:
+            raise mirror.MirrorError(
+                f"{name}: Debian package {debian_name} is not in the lab's Debian subset; add it to "
+                "lab/packages/debian.txt (packages.yml rpm_payload_from_debian names it)"
+            )
+        _extract(deb, raw)
+    renames = sorted((spec.get("rename") or {}).items(), key=lambda item: -len(item[0]))
+    for path in sorted(raw.rglob("*")):
+        if path.is_dir() and not path.is_symlink():
+            continue
+        relative = str(path.relative_to(raw))
+        for debian_prefix, usr_prefix in _MERGED_USR:
+            if relative.startswith(debian_prefix):
+                relative = usr_prefix + relative[len(debian_prefix) :]
+        if relative.startswith(_NOT_CARRIED):
+            continue
+        for old, new in renames:
+            if ("/" + relative).startswith(old):
+                relative = (new + ("/" + relative)[len(old) :]).lstrip("/")
+        target = tree / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink():
+            target.symlink_to(path.readlink())
+        else:
+            shutil.copy2(path, target)
+    shutil.rmtree(raw, ignore_errors=True)
+    return tree
+
+
+def generated_payload(name: str, generator: str, debs: dict[str, Path], work: Path) -> Path:
+    """A payload the mirror generates (packages.yml rpm_payload_generated)."""
+    if generator != "rhel_like_selinux_devel":
+        raise mirror.MirrorError(f"{name}: unknown payload generator {generator!r} in lab/packages/packages.yml")
+    shutil.rmtree(work, ignore_errors=True)
+    raw = work / "raw"
+    deb = debs.get("selinux-policy-dev")
+    if deb is None:
+        raise mirror.MirrorError(f"{name}: Debian's selinux-policy-dev is not in the lab's Debian subset")
+    _extract(deb, raw)
+    tree = work / "tree"
+    target = tree / "usr/share/selinux"
+    target.mkdir(parents=True)
+    selinux_devel.build_rhel_like_tree(raw / "usr/share/selinux/devel", target)
+    shutil.rmtree(raw, ignore_errors=True)
+    return tree
+
+
+def with_payloads(packages: list[dict], definitions: dict, debs: dict[str, Path], work_root: Path) -> list[dict]:
+    """The registry's RPM packages, those packages.yml gives a Debian or generated payload carrying it."""
+    from_debian = definitions.get("rpm_payload_from_debian") or {}
+    generated = definitions.get("rpm_payload_generated") or {}
+    result = []
+    for package in packages:
+        name = package["name"]
+        work = work_root / f"payload-{name}"
+        if name in from_debian:
+            spec = from_debian[name]
+            payload = debian_payload(name, spec, debs, work)
+            debian_names = ", ".join(spec["debian"])
+            package = dict(
+                package,
+                payload=payload,
+                post=spec.get("post"),
+                payload_description=f"files of Debian 12 {debian_names}",
+                description=f"{name} - gpuforge lab repackaging of Debian 12 {debian_names}",
+            )
+        elif name in generated:
+            payload = generated_payload(name, generated[name], debs, work)
+            package = dict(
+                package,
+                payload=payload,
+                payload_description="RHEL-like devel tree generated from Debian refpolicy and the registry",
+                description=f"{name} - gpuforge lab build: RHEL-like devel tree from the vendor facts registry",
+            )
+        result.append(package)
+    return result
 
 
 def pockets(repo: vendor_facts.Repository, suites: list[str], package: dict) -> list[str]:
@@ -91,8 +192,10 @@ def _index_pocket(root: Path, pocket: str, codename: str, components: list[str],
     mirror._release(suite_dir, options, key)
 
 
-def publish(definitions: dict, key: mirror.SigningKey, staging_root: Path, next_root: Path, log=print) -> None:
-    """Build every OS-shape repository into next_root and swap each into the served mirror."""
+def publish(definitions: dict, key: mirror.SigningKey, staging_root: Path, next_root: Path, debs: list[Path],
+            log=print) -> None:  # fmt: skip
+    """Build every OS-shape repository into next_root and swap each into the served mirror. debs: the lab's Debian
+    subset, whose files some RHEL packages carry (packages.yml rpm_payload_from_debian)."""
     shapes = definitions.get("publish_os_shapes") or {}
     served: list[str] = []
     for registry_key, path in (shapes.get("deb") or {}).items():
@@ -115,6 +218,7 @@ def publish(definitions: dict, key: mirror.SigningKey, staging_root: Path, next_
     for registry_key, path in (shapes.get("rpm") or {}).items():
         repo, packages = _registry_packages(registry_key, definitions)
         packages = [package for package in packages if not mirror.missing_simulators(package)]
+        packages = with_payloads(packages, definitions, _debs_by_name(debs), staging_root)
         modules = rpm_repo.module_streams(repo, packages) if "module_streams" in repo.facts else ""
         rpm_repo.publish(path, packages, staging_root, next_root, key, modules)
         served.append(path)
@@ -140,6 +244,6 @@ def _swap(new: Path, target: Path) -> None:
 def code_hash() -> str:
     """What the OS shapes' repositories are built by (this module and rpm_repo): a change rebuilds the mirror."""
     digest = hashlib.sha256()
-    for module in (__file__, rpm_repo.__file__):
+    for module in (__file__, rpm_repo.__file__, selinux_devel.__file__):
         digest.update(Path(module).read_bytes())
     return digest.hexdigest()[:16]

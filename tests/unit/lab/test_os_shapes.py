@@ -29,7 +29,23 @@ def test_rhel9_layer_names_the_os_as_red_hat_does():
     repo = files["/etc/yum.repos.d/redhat.repo"]
     assert "[rhel-9-for-x86_64-baseos-rpms]" in repo
     assert "baseurl = http://mirror/rhel/9/x86_64/baseos/" in repo
-    assert repo.count("gpgcheck = 1") == 1
+    # AppStream beside BaseOS, as subscription-manager enables both (selinux-policy-devel, m4 come from AppStream).
+    assert "[rhel-9-for-x86_64-appstream-rpms]" in repo
+    assert "baseurl = http://mirror/rhel/9/x86_64/appstream/" in repo
+    assert repo.count("gpgcheck = 1") == repo.count("[rhel-9-for-x86_64-") == 2
+
+
+def test_rhel9_layer_installs_the_selinux_store_in_one_rpm_transaction():
+    spec = os_shapes.load()["rhel9"]
+    names = ("gawk.rpm", "policycoreutils.rpm", "selinux-policy-targeted-38.1.35-2.el9_4.noarch.rpm")
+    text = os_shapes.containerfile("localhost/gpuforge-lab-node:abc", spec, True, names)
+    assert "COPY base/ /tmp/base/" in text
+    assert f"rpm -i /tmp/base/gawk.rpm /tmp/base/policycoreutils.rpm /tmp/base/{names[2]}" in text
+    # rpm exits 0 when a %post fails: the layer checks the store that %post builds.
+    assert text.index("rpm -i /tmp/base/") < text.index("semodule -l | grep -qx base")
+    assert text.index("rpm -i /tmp/release.rpm") < text.index("rpm -i /tmp/base/")
+    assert "selinux-policy-targeted" in spec["base_packages"]
+    assert "/tmp/base" not in os_shapes.containerfile("localhost/gpuforge-lab-node:abc", spec, True)
 
 
 def test_ubuntu2204_layer_names_the_os_and_lists_the_three_pockets():
