@@ -114,9 +114,10 @@ def load_validation(directory: Path) -> dict:
             records = records_mod.node_check_records(json.loads(path.read_text(encoding="utf-8")))
             hosts.update(records_mod.node_verdicts(records))
         except (OSError, ValueError) as exc:  # RecordError is a ValueError
-            reason = {"verdict": "UNKNOWN", "what": f"{path.name} unreadable: {exc}", "remedy": "rerun validate.yml"}
+            what = f"{path.name} unreadable: {exc}"
+            reason = {"verdict": _checks.UNKNOWN, "what": what, "remedy": "rerun validate.yml"}
             hosts[path.stem] = {
-                "verdict": "UNKNOWN",
+                "verdict": _checks.UNKNOWN,
                 "healthy": False,
                 "failed_checks": [],
                 "caused_failures": {},
@@ -231,7 +232,8 @@ def _finish(summary, run_dir, started, rc, status, model, request) -> dict:
 # What a stage of a multi-playbook command (demo, burnin) says of the cluster, written into summary.json's stages[]
 # here, once (gpuforge_records.stage_result_records reads it): a stage that ran clean is PASS; one that failed, on the
 # cluster's faults (demo's "faults") or as the toolkit's own failure ("failed"), is FAIL; a skipped one is UNKNOWN.
-STAGE_STATUS_VERDICT = {"ok": "PASS", "faults": "FAIL", "failed": "FAIL", "skipped": "UNKNOWN"}
+_checks = paths.collection_import("plugins.module_utils.gpuforge_checks")
+STAGE_STATUS_VERDICT = {"ok": _checks.PASS, "faults": _checks.FAIL, "failed": _checks.FAIL, "skipped": _checks.UNKNOWN}
 
 
 def stage_entry(name: str, status: str, rc, detail: str) -> dict:
