@@ -251,6 +251,9 @@ def _write(path: Path, text: str | bytes, mode: int = 0o644) -> None:
 
 def build_deb(package: dict, staging: Path, output: Path) -> Path:
     shutil.rmtree(staging, ignore_errors=True)
+    if package.get("payload"):
+        # A tree laid out beforehand (shape_repos: Debian 12's build of the same program for an Ubuntu-shaped node).
+        shutil.copytree(package["payload"], staging, symlinks=True)
     (staging / "DEBIAN").mkdir(parents=True)
     if package.get("kind") == "sim":
         for source in sorted(SIM_DIR.rglob("*.py")):

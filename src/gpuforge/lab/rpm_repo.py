@@ -64,11 +64,15 @@ def rpm_arch(package: dict) -> str:
 
 
 def _files_section(staging: Path) -> list[str]:
-    """Every file and symlink of the staging tree (directories are left unowned: they belong to the base OS)."""
+    """Every file and symlink of the staging tree, and its empty directories as %dir: a directory the package
+    installs empty (NetworkManager's /etc/NetworkManager/system-connections). Other directories are left unowned:
+    they belong to the base OS."""
     entries = []
     for path in sorted(staging.rglob("*")):
         if path.is_symlink() or path.is_file():
-            entries.append("/" + str(path.relative_to(staging)))
+            entries.append(f'"/{path.relative_to(staging)}"')
+        elif path.is_dir() and not any(path.iterdir()):
+            entries.append(f'%dir "/{path.relative_to(staging)}"')
     return entries
 
 
@@ -104,7 +108,7 @@ def spec_text(package: dict, staging: Path) -> str:
         lines += ["%post", package["post"].rstrip("\n"), ""]
     lines += [
         "%files",
-        *[f'"{entry}"' for entry in _files_section(staging)],
+        *_files_section(staging),
         "",
     ]
     return "\n".join(lines)

@@ -49,12 +49,52 @@ def _extract(deb: Path, target: Path) -> None:
     mirror._run(["dpkg-deb", "-x", str(deb), str(target)])
 
 
-def debian_payload(name: str, spec: dict, debs: dict[str, Path], work: Path) -> Path:
-    """The files of the Debian packages spec['debian'] names, laid out as RHEL's package places them: merged /usr,
-    path prefixes renamed by spec['rename'], documentation left out. Returns the tree."""
+def _depends(deb: Path) -> list[list[str]]:
+    """A .deb's Pre-Depends and Depends as alternatives of package names (versions and architectures dropped)."""
+    fields = mirror._run(["dpkg-deb", "-f", str(deb), "Pre-Depends", "Depends"]).stdout.decode()
+    # "Field: value" lines, a long value continued on lines that start with a space.
+    values: list[str] = []
+    for line in fields.splitlines():
+        if line.startswith(" ") and values:
+            values[-1] += " " + line.strip()
+        elif ":" in line:
+            values.append(line.split(":", 1)[1])
+    text = ",".join(values)
+    groups = []
+    for group in text.split(","):
+        names = [alternative.split("(")[0].split(":")[0].strip() for alternative in group.split("|")]
+        if any(names):
+            groups.append([name for name in names if name])
+    return groups
+
+
+def closure(names: list[str], debs: dict[str, Path], exclude: frozenset[str] = frozenset()) -> list[str]:
+    """names and every package of the subset they depend on, transitively. A dependency that is not in the subset is
+    in the lab image already (the subset holds what the image lacks), so it is not carried; nor is one in exclude
+    (another package of the same repository carries it)."""
+    wanted, queue = [], list(names)
+    while queue:
+        name = queue.pop(0)
+        if name in wanted or name not in debs or (name in exclude and name not in names):
+            continue
+        wanted.append(name)
+        for group in _depends(debs[name]):
+            if not any(alternative in wanted for alternative in group):
+                queue.extend(alternative for alternative in group[:1] if alternative in debs)
+    return wanted
+
+
+def debian_payload(
+    name: str, spec: dict, debs: dict[str, Path], work: Path, exclude: frozenset[str] = frozenset()
+) -> Path:
+    """The files of the Debian packages spec['debian'] names (with spec['with_dependencies'], and the subset's
+    packages they depend on), laid out as RHEL's package places them: merged /usr, path prefixes renamed by
+    spec['rename'], documentation left out. Returns the tree."""
     raw, tree = work / "raw", work / "tree"
     shutil.rmtree(work, ignore_errors=True)
-    for debian_name in spec["debian"]:
+    missing = [debian_name for debian_name in spec["debian"] if debian_name not in debs]
+    names = closure(spec["debian"], debs, exclude) if spec.get("with_dependencies") and not missing else spec["debian"]
+    for debian_name in names:
         deb = debs.get(debian_name)
         if deb is None:
             raise mirror.MirrorError(
@@ -64,8 +104,8 @@ def debian_payload(name: str, spec: dict, debs: dict[str, Path], work: Path) -> 
         _extract(deb, raw)
     renames = sorted((spec.get("rename") or {}).items(), key=lambda item: -len(item[0]))
     for path in sorted(raw.rglob("*")):
-        if path.is_dir() and not path.is_symlink():
-            continue
+        if path.is_dir() and not path.is_symlink() and any(path.iterdir()):
+            continue  # created with what it holds; an empty one is carried as such (a directory the package owns)
         relative = str(path.relative_to(raw))
         for debian_prefix, usr_prefix in _MERGED_USR:
             if relative.startswith(debian_prefix):
@@ -77,7 +117,9 @@ def debian_payload(name: str, spec: dict, debs: dict[str, Path], work: Path) -> 
                 relative = (new + ("/" + relative)[len(old) :]).lstrip("/")
         target = tree / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        if path.is_symlink():
+        if path.is_dir() and not path.is_symlink():
+            target.mkdir(exist_ok=True)
+        elif path.is_symlink():
             target.symlink_to(path.readlink())
         else:
             shutil.copy2(path, target)
@@ -103,17 +145,24 @@ def generated_payload(name: str, generator: str, debs: dict[str, Path], work: Pa
     return tree
 
 
-def with_payloads(packages: list[dict], definitions: dict, debs: dict[str, Path], work_root: Path) -> list[dict]:
-    """The registry's RPM packages, those packages.yml gives a Debian or generated payload carrying it."""
-    from_debian = definitions.get("rpm_payload_from_debian") or {}
-    generated = definitions.get("rpm_payload_generated") or {}
+def with_payloads(
+    packages: list[dict], definitions: dict, debs: dict[str, Path], work_root: Path, package_format: str = "rpm"
+) -> list[dict]:
+    """The registry's packages of one repository, those packages.yml gives a Debian or generated payload carrying it
+    (<package_format>_payload_from_debian, rpm_payload_generated)."""
+    from_debian = definitions.get(f"{package_format}_payload_from_debian") or {}
+    generated = definitions.get(f"{package_format}_payload_generated") or {}
+    names = {package["name"] for package in packages}
+    # What another package of this repository carries stays out of a dependency closure: two packages must not
+    # hold the same file.
+    claimed = frozenset(debian for other in names & set(from_debian) for debian in from_debian[other]["debian"])
     result = []
     for package in packages:
         name = package["name"]
-        work = work_root / f"payload-{name}"
+        work = work_root / f"payload-{package_format}-{name}"
         if name in from_debian:
             spec = from_debian[name]
-            payload = debian_payload(name, spec, debs, work)
+            payload = debian_payload(name, spec, debs, work, claimed - set(spec["debian"]))
             debian_names = ", ".join(spec["debian"])
             package = dict(
                 package,
@@ -145,7 +194,7 @@ def pockets(repo: vendor_facts.Repository, suites: list[str], package: dict) -> 
 
 
 def publish_archive(path: str, spec: dict, definitions: dict, staging_root: Path, next_root: Path,
-                    key: mirror.SigningKey) -> None:  # fmt: skip
+                    key: mirror.SigningKey, debs: list[Path] | None = None) -> None:  # fmt: skip
     """An Ubuntu archive subset holding one or more releases, as archive.ubuntu.com does:
     pool/<pocket>/<component>/*.deb, dists/<pocket>/<component>/binary-amd64 for every pocket of every release."""
     root = next_root / path
@@ -154,6 +203,7 @@ def publish_archive(path: str, spec: dict, definitions: dict, staging_root: Path
         suites = [str(suite) for suite in vendor_facts.repository(release["suites_from"]).fact("suites")]
         for registry_key in release["registry"]:
             repo, packages = _registry_packages(registry_key, definitions)
+            packages = with_payloads(packages, definitions, _debs_by_name(debs or []), staging_root, "deb")
             for package in packages:
                 component = next((p.component for p in repo.packages if p.name == package["name"]), "") or "main"
                 if component not in components:
@@ -209,7 +259,7 @@ def publish(definitions: dict, key: mirror.SigningKey, staging_root: Path, next_
         mirror._index(output, f"gpuforge-lab-{registry_key.replace('/', '-')}", key)
         served.append(path)
     for path, spec in (shapes.get("archives") or {}).items():
-        publish_archive(path, spec, definitions, staging_root, next_root, key)
+        publish_archive(path, spec, definitions, staging_root, next_root, key, debs)
         served.append(path)
     if shapes.get("rpm"):
         missing = rpm_repo.tools_available()

@@ -16,9 +16,14 @@ needs_rpmbuild = pytest.mark.skipif(shutil.which("rpmbuild") is None, reason="rp
 DEBIAN_DEVEL = Path("/usr/share/selinux/devel")
 
 
-def _deb(tmp_path: Path, name: str, files: dict[str, str], links: dict[str, str] | None = None) -> Path:
-    """A minimal .deb built with dpkg-deb, holding these files (path -> text) and symlinks (path -> target)."""
+def _deb(
+    tmp_path: Path, name: str, files: dict[str, str], links: dict[str, str] | None = None, dirs: tuple[str, ...] = ()
+) -> Path:
+    """A minimal .deb built with dpkg-deb, holding these files (path -> text), symlinks (path -> target) and empty
+    directories."""
     root = tmp_path / f"build-{name}"
+    for directory in dirs:
+        (root / directory.lstrip("/")).mkdir(parents=True, exist_ok=True)
     for path, text in files.items():
         target = root / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -132,3 +137,97 @@ def test_selinux_policy_devel_is_the_rhel_like_tree(tmp_path: Path):
     assert (tree / "usr/share/selinux/devel/Makefile").is_file()
     with pytest.raises(mirror.MirrorError, match="unknown payload generator"):
         shape_repos.generated_payload("x", "nope", debs, tmp_path / "w2")
+
+
+def _deb_with_depends(tmp_path: Path, name: str, depends: str, pre_depends: str = "") -> Path:
+    deb = _deb(tmp_path, name, {f"/usr/lib/{name}/marker": name})
+    root = tmp_path / f"build-{name}"
+    control = root / "DEBIAN" / "control"
+    text = control.read_text(encoding="utf-8")
+    text += (f"Pre-Depends: {pre_depends}\n" if pre_depends else "") + (f"Depends: {depends}\n" if depends else "")
+    control.write_text(text, encoding="utf-8")
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-b", str(root), str(deb)], check=True, capture_output=True)
+    return deb
+
+
+def test_with_dependencies_carries_what_the_subset_holds_of_the_closure(tmp_path: Path):
+    # network-manager -> libnm0 (in the subset) -> libc6 (in the image: not in the subset); alternatives take the
+    # first the subset holds; a package nothing depends on stays out.
+    debs = {
+        "network-manager": _deb_with_depends(
+            tmp_path, "network-manager", "libnm0 (>= 1.42), libc6 (>= 2.34), udev | systemd-udev", "libpam-systemd"
+        ),
+        "libnm0": _deb_with_depends(tmp_path, "libnm0", "libc6, libndp0:any"),
+        "libndp0": _deb_with_depends(tmp_path, "libndp0", ""),
+        "udev": _deb_with_depends(tmp_path, "udev", ""),
+        "libpam-systemd": _deb_with_depends(tmp_path, "libpam-systemd", ""),
+        "unrelated": _deb_with_depends(tmp_path, "unrelated", ""),
+    }
+    assert shape_repos.closure(["network-manager"], debs) == [
+        "network-manager",
+        "libpam-systemd",
+        "libnm0",
+        "udev",
+        "libndp0",
+    ]
+    spec = {"debian": ["network-manager"], "with_dependencies": True}
+    tree = shape_repos.debian_payload("NetworkManager", spec, debs, tmp_path / "work")
+    assert sorted(path.parent.name for path in (tree / "usr/lib").glob("*/marker")) == sorted(
+        ["network-manager", "libpam-systemd", "libnm0", "udev", "libndp0"]
+    )
+
+
+@needs_rpmbuild
+def test_an_empty_directory_of_the_debian_package_is_owned_by_the_rpm(tmp_path: Path):
+    # NetworkManager's keyfile directory: the ipoib role writes into it and does not create it (the package does).
+    debs = {
+        "network-manager": _deb(
+            tmp_path, "network-manager", {"/usr/bin/nmcli": "x"}, dirs=("/etc/NetworkManager/system-connections",)
+        )
+    }
+    repo = vendor_facts.repository("rhel-baseos/rhel9")
+    definitions = mirror.load_definitions()
+    wanted = [p for p in repo.packages if p.name == "NetworkManager"]
+    packages = [mirror._from_registry(p, repo, definitions) for p in wanted]
+    (package,) = shape_repos.with_payloads(packages, definitions, debs, tmp_path / "staging")
+    built = rpm_repo.build_rpm(package, tmp_path / "w", tmp_path / "o")
+    listed = rpm_repo.rpm_query(built, "[%{FILENAMES} %{FILEMODES:perms}\n]").splitlines()
+    assert "/etc/NetworkManager/system-connections drwxr-xr-x" in listed
+    assert "/usr/bin/nmcli -rw-r--r--" in listed
+    assert not any(line.startswith(("/etc ", "/etc/NetworkManager ", "/usr ")) for line in listed)
+
+
+def test_a_package_another_entry_carries_stays_out_of_the_closure(tmp_path: Path):
+    # netplan.io's closure takes python3-rich along but not libnetplan0 or python3-yaml, which the Ubuntu archive
+    # publishes as their own packages (deb_payload_from_debian): two packages must not hold one file.
+    debs = {
+        "netplan.io": _deb_with_depends(tmp_path, "netplan.io", "libnetplan0 (= 0.106), python3-yaml, python3-rich"),
+        "libnetplan0": _deb_with_depends(tmp_path, "libnetplan0", ""),
+        "python3-yaml": _deb_with_depends(tmp_path, "python3-yaml", ""),
+        "python3-rich": _deb_with_depends(tmp_path, "python3-rich", "python3-pygments"),
+        "python3-pygments": _deb_with_depends(tmp_path, "python3-pygments", ""),
+    }
+    definitions = mirror.load_definitions()
+    packages = [
+        {"name": name, "version": "1-1", "description": name} for name in ("netplan.io", "libnetplan0", "python3-yaml")
+    ]
+    carried = {
+        package["name"]: sorted(path.parent.name for path in (package["payload"] / "usr/lib").glob("*/marker"))
+        for package in shape_repos.with_payloads(packages, definitions, debs, tmp_path / "staging", "deb")
+    }
+    assert carried == {
+        "netplan.io": ["netplan.io", "python3-pygments", "python3-rich"],
+        "libnetplan0": ["libnetplan0"],
+        "python3-yaml": ["python3-yaml"],
+    }
+
+
+def test_the_ubuntu_archive_packages_with_debian_payloads_are_registry_packages():
+    definitions = mirror.load_definitions()
+    published = {
+        package.name
+        for release in definitions["publish_os_shapes"]["archives"]["ubuntu"]["releases"]
+        for key in release["registry"]
+        for package in vendor_facts.repository(key).packages
+    }
+    assert set(definitions["deb_payload_from_debian"]) <= published
