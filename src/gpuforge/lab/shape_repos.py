@@ -183,6 +183,24 @@ def with_payloads(
     return result
 
 
+def rpm_flavour(repo: vendor_facts.Repository, packages: list[dict]) -> list[dict]:
+    """A registry file of .deb packages published as RPMs too (IBM's installer extracts both gpfs_debs/ and
+    gpfs_rpms/): the RPM names and architectures its facts rpm_names and rpm_architectures record."""
+    names = repo.facts.get("rpm_names", {}).get("value") or {}
+    architectures = {
+        name: architecture
+        for architecture, members in (repo.facts.get("rpm_architectures", {}).get("value") or {}).items()
+        for name in members
+    }
+    result = []
+    for package in packages:
+        name = names.get(package["name"], package["name"])
+        if name not in architectures:
+            raise mirror.MirrorError(f"vendor_facts/{repo.key}.yml: no RPM architecture for {name} (rpm_architectures)")
+        result.append(dict(package, name=name, architecture=architectures[name]))
+    return result
+
+
 def pockets(repo: vendor_facts.Repository, suites: list[str], package: dict) -> list[str]:
     """The pockets a package version is published in: the registry's security build of a package in
     <suite>-updates and <suite>-security (Ubuntu copies security builds to -updates), any other in the release."""
@@ -268,6 +286,8 @@ def publish(definitions: dict, key: mirror.SigningKey, staging_root: Path, next_
     for registry_key, path in (shapes.get("rpm") or {}).items():
         repo, packages = _registry_packages(registry_key, definitions)
         packages = [package for package in packages if not mirror.missing_simulators(package)]
+        if repo.package_format == "deb":
+            packages = rpm_flavour(repo, packages)
         packages = with_payloads(packages, definitions, _debs_by_name(debs), staging_root)
         modules = rpm_repo.module_streams(repo, packages) if "module_streams" in repo.facts else ""
         rpm_repo.publish(path, packages, staging_root, next_root, key, modules)

@@ -248,13 +248,13 @@ def test_lab_spec_node_os_is_checked(tmp_path: Path):
 def test_base_packages_are_registry_packages_of_the_shape_repositories():
     # And /etc/services is among them: libtirpc (showmount, rpcinfo) resolves rpcbind's "sunrpc" service there, and
     # without it every RPC client says "RPC: Unknown host" (found by the mixed-OS lab's NFS clients on rhel9).
-    for name, spec in os_shapes.load().items():
+    for name, shape in os_shapes.load().items():
         published = {
             package.name: package
-            for key in (spec.get("repositories") or {}).values()
+            for key in (shape.get("repositories") or {}).values()
             for package in vendor_facts.repository(key).packages
         }
-        assert set(spec.get("base_packages") or []) <= set(published), name
-        if spec.get("base_packages"):
+        assert set(shape.get("base_packages") or []) <= set(published), name
+        if shape.get("base_packages"):
             carried = mirror.load_definitions()["rpm_payload_from_debian"]
             assert "/etc/services" in published["setup"].files and carried["setup"] == {"debian": ["netbase"]}

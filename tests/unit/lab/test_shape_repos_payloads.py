@@ -231,3 +231,21 @@ def test_the_ubuntu_archive_packages_with_debian_payloads_are_registry_packages(
         for package in vendor_facts.repository(key).packages
     }
     assert set(definitions["deb_payload_from_debian"]) <= published
+
+
+@needs_rpmbuild
+def test_ibm_storage_scale_is_published_as_its_installer_s_gpfs_rpms_too(tmp_path: Path):
+    # The same registry file as gpfs_debs/, under the RPM names and architectures its facts record: the role's RHEL
+    # path pins gpfs.msg.en_US-5.1.9-3 and gpfs.base-5.1.9-3.
+    repo = vendor_facts.repository("ibm-storage-scale/5.1.9.3")
+    definitions = mirror.load_definitions()
+    assert definitions["publish_os_shapes"]["rpm"]["ibm-storage-scale/5.1.9.3"] == "gpfs/5.1.9.3/rhel9"
+    packages = shape_repos.rpm_flavour(repo, [mirror._from_registry(p, repo, definitions) for p in repo.packages])
+    by_name = {package["name"]: package for package in packages}
+    assert by_name["gpfs.msg.en_US"]["architecture"] == "noarch"
+    assert by_name["gpfs.base"]["architecture"] == "x86_64"
+    assert "gpfs.msg.en-us" not in by_name
+    built = rpm_repo.build_rpm(by_name["gpfs.msg.en_US"], tmp_path / "w", tmp_path / "o")
+    assert built.name == "gpfs.msg.en_US-5.1.9-3.noarch.rpm"
+    with pytest.raises(mirror.MirrorError, match=r"no RPM architecture for gpfs\.unknown"):
+        shape_repos.rpm_flavour(repo, [dict(by_name["gpfs.base"], name="gpfs.unknown")])
