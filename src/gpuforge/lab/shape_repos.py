@@ -99,7 +99,7 @@ def debian_payload(
         if deb is None:
             raise mirror.MirrorError(
                 f"{name}: Debian package {debian_name} is not in the lab's Debian subset; add it to "
-                "lab/packages/debian.txt (packages.yml rpm_payload_from_debian names it)"
+                "lab/packages/debian.txt (lab/packages/packages.yml names it as the package's payload)"
             )
         _extract(deb, raw)
     renames = sorted((spec.get("rename") or {}).items(), key=lambda item: -len(item[0]))
