@@ -30,6 +30,9 @@ from pathlib import Path
 from gpuforge import paths
 from gpuforge.progress import NullView, ProgressModel
 
+# The verdict words (PASS, FAIL, UNKNOWN) written into stages and unreadable validation results.
+_checks = paths.collection_import("plugins.module_utils.gpuforge_checks")
+
 # 2: "validation" holds each host's verdict (gpuforge_records.node_verdicts), not a recount of its checks.
 SCHEMA_VERSION = 2
 
@@ -232,7 +235,6 @@ def _finish(summary, run_dir, started, rc, status, model, request) -> dict:
 # What a stage of a multi-playbook command (demo, burnin) says of the cluster, written into summary.json's stages[]
 # here, once (gpuforge_records.stage_result_records reads it): a stage that ran clean is PASS; one that failed, on the
 # cluster's faults (demo's "faults") or as the toolkit's own failure ("failed"), is FAIL; a skipped one is UNKNOWN.
-_checks = paths.collection_import("plugins.module_utils.gpuforge_checks")
 STAGE_STATUS_VERDICT = {"ok": _checks.PASS, "faults": _checks.FAIL, "failed": _checks.FAIL, "skipped": _checks.UNKNOWN}
 
 

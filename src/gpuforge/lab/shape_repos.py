@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from gpuforge import vendor_facts
-from gpuforge.lab import mirror, rpm_repo, selinux_devel
+from gpuforge.lab import debian_subset, mirror, rpm_repo, selinux_devel
 
 
 def _registry_packages(key: str, definitions: dict) -> tuple[vendor_facts.Repository, list[dict]]:
@@ -41,7 +41,7 @@ _NOT_CARRIED = ("usr/share/doc/", "usr/share/man/", "usr/share/lintian/", "usr/s
 
 
 def _debs_by_name(debs: list[Path]) -> dict[str, Path]:
-    return {deb.name.split("_", 1)[0]: deb for deb in debs}
+    return {debian_subset.package_name(deb): deb for deb in debs}
 
 
 def _extract(deb: Path, target: Path) -> None:
@@ -59,13 +59,8 @@ def _depends(deb: Path) -> list[list[str]]:
             values[-1] += " " + line.strip()
         elif ":" in line:
             values.append(line.split(":", 1)[1])
-    text = ",".join(values)
-    groups = []
-    for group in text.split(","):
-        names = [alternative.split("(")[0].split(":")[0].strip() for alternative in group.split("|")]
-        if any(names):
-            groups.append([name for name in names if name])
-    return groups
+    groups = [group for value in values for group in value.split(",") if group.strip()]
+    return [[name for name, _, _ in vendor_facts.parse_relation(group)] for group in groups]
 
 
 def closure(names: list[str], debs: dict[str, Path], exclude: frozenset[str] = frozenset()) -> list[str]:
@@ -93,15 +88,14 @@ def debian_payload(
     raw, tree = work / "raw", work / "tree"
     shutil.rmtree(work, ignore_errors=True)
     missing = [debian_name for debian_name in spec["debian"] if debian_name not in debs]
-    names = closure(spec["debian"], debs, exclude) if spec.get("with_dependencies") and not missing else spec["debian"]
-    for debian_name in names:
-        deb = debs.get(debian_name)
-        if deb is None:
-            raise mirror.MirrorError(
-                f"{name}: Debian package {debian_name} is not in the lab's Debian subset; add it to "
-                "lab/packages/debian.txt (lab/packages/packages.yml names it as the package's payload)"
-            )
-        _extract(deb, raw)
+    if missing:
+        raise mirror.MirrorError(
+            f"{name}: Debian package {missing[0]} is not in the lab's Debian subset; add it to "
+            "lab/packages/debian.txt (lab/packages/packages.yml names it as the package's payload)"
+        )
+    # closure() keeps to the subset, so every name here has its .deb.
+    for debian_name in closure(spec["debian"], debs, exclude) if spec.get("with_dependencies") else spec["debian"]:
+        _extract(debs[debian_name], raw)
     renames = sorted((spec.get("rename") or {}).items(), key=lambda item: -len(item[0]))
     for path in sorted(raw.rglob("*")):
         if path.is_dir() and not path.is_symlink() and any(path.iterdir()):
