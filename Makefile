@@ -39,9 +39,8 @@ demo: setup
 # ansible-test's virtual environment cache).
 test: setup
 	export GPUFORGE_SETUP_DONE=1
-	$(MAKE) --no-print-directory -j 6 lab-prepare molecule lint unit unit-oldest sanity ee sanity-oldest \
-		BACKGROUND="nice -n 10" UNIT_OLDEST_AFTER=unit
-	$(MAKE) --no-print-directory smoke
+	$(MAKE) --no-print-directory -j 7 lab-prepare molecule lint unit unit-oldest sanity ee sanity-oldest smoke \
+		BACKGROUND="nice -n 10" UNIT_OLDEST_AFTER=unit SMOKE_AFTER=lab-prepare
 	@echo "make test: all stages passed"
 
 # What `make test` runs beside the Molecule lanes gets BACKGROUND ("nice -n 10" there) before its commands (not
@@ -93,8 +92,11 @@ molecule: lab-prepare
 	export GPUFORGE_LAB_IMAGE=$$(tail -n 1 .gpuforge/lab-image-tag)
 	bash scripts/molecule_lanes.sh $(SCENARIOS)
 
-smoke: setup
-	pytest -q -m lab tests/lab
+# In make test it runs beside the Molecule lanes once the lab image is built (SMOKE_AFTER=lab-prepare); its
+# `gpuforge lab down` leaves the mirror and the lab network to the lanes while they run.
+SMOKE_AFTER ?=
+smoke: setup $(SMOKE_AFTER)
+	$(BACKGROUND) pytest -q -m lab tests/lab
 
 # The toolkit's own speed on fresh labs (takes the lab down and rebuilds it; not part of make test):
 # make bench-toolkit [BENCH_GPUS="1 4 8 16"] [BENCH_RUNS=3] [BENCH_REPEATS=1]. Results: docs/performance.md.

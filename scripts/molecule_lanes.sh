@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# Run `molecule test` for each scenario given, in MOLECULE_LANES parallel lanes (default 3). Lab runs
-# spend most of their time waiting on podman, systemd and apt rather than on the CPU, so lanes run side by side on a
-# two-core machine. Scenarios on the shared platform (.config/molecule/config.yml: one container named
-# `instance`) cannot run beside each other, so they share the first lane; the others are spread over all lanes by
-# their recorded duration.
+# Run `molecule test` for each scenario given, in MOLECULE_LANES parallel lanes (default 4). Lab runs
+# spend much of their time waiting on podman, systemd and apt rather than on the CPU, so lanes run side by side on a
+# two-core machine: in make test's run of 2026-12-03 the unit suite, niced beside three lanes, still got about half a
+# core, so the three lanes left CPU unused. Scenarios on the shared platform (.config/molecule/config.yml: one
+# container named `instance`) cannot run beside each other, so they share the first lane; the others are spread over
+# all lanes by their recorded duration.
 # Each lane logs to .gpuforge/molecule/<scenario>.log; a failed scenario's log is printed in full when it fails,
 # and once all lanes are done, each failed scenario's failing tasks and tests are printed again last, so that the
 # end of the output (all a CI summary may keep) says what failed and why.
 set -u -o pipefail
-lanes=${MOLECULE_LANES:-3}
+lanes=${MOLECULE_LANES:-4}
 # The OS-shape images (GPUFORGE_LAB_IMAGE_RHEL9, ..._UBUNTU2204) that `gpuforge lab prepare` built on the shared image
 # (src/gpuforge/lab/os_shapes.py): scenarios with OS-shaped platforms read them.
 if [[ -f .gpuforge/lab/os-shape-images.env ]]; then
@@ -20,6 +21,10 @@ fi
 log_dir=.gpuforge/molecule
 mkdir -p "$log_dir"
 rm -f "$log_dir"/*.failed
+# While the lanes run, `gpuforge lab down` (make smoke, beside them in make test) leaves the mirror and the lab network
+# to them (MOLECULE_LANES_PID_FILE in src/gpuforge/lab/cluster.py).
+echo $$ > "$log_dir/lanes.pid"
+trap 'rm -f "$log_dir/lanes.pid"' EXIT
 declare -a lane_items lane_seconds
 for (( lane = 0; lane < lanes; lane++ )); do lane_seconds[lane]=0; done
 # How long each scenario took on the lab (molecule/scenario-seconds.txt, "name seconds" per line, updated from

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 
 import pytest
 
@@ -39,11 +38,9 @@ def test_lab_up_ping_second_up_is_noop_and_down():
         assert refused.returncode != 0
         assert refused.stdout.count("UNREACHABLE") == 2, refused.stdout
         assert "Host key verification failed" in refused.stdout + refused.stderr
-        started = time.monotonic()
         again = _run("gpuforge", "lab", "up", "--nodes", "2", "--profile", "dgx1-v100-edr")
         assert again.returncode == 0, again.stderr
         assert "already up, nothing changed" in again.stdout
-        assert time.monotonic() - started < 30
         status = _run("gpuforge", "lab", "status")
         assert [line.split()[0] for line in status.stdout.splitlines()[1:]] == ["gpu01", "gpu02"]
     finally:

@@ -6,10 +6,12 @@ settings (vendor_facts/mlnx-tools/roce-qos.yml: trust dscp, PFC on priority 3, T
 
 import json
 import shlex
+from pathlib import Path
 
-import pytest
+import yaml
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_mlnx_qos as qos
 
+MOLECULE_YML = Path(__file__).resolve().parents[1] / "molecule.yml"
 SYS = "/run/gpuforge-lab/sys"
 HARDWARE = "/etc/gpuforge-lab/hardware.json"
 # The converge's port and the role's defaults (roles/roce_qos/defaults/main.yml), as validation passes them.
@@ -82,8 +84,24 @@ FAULTS = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(FAULTS))
-def test_verify_catches_each_fault_and_the_settings_repair_it(host, kind):
+# The fault each platform takes: mlnx_qos and the ToS file behave the same on every OS shape, so each platform proves
+# one fault and its repair (roce_tos_wrong on two), rather than every fault on every platform.
+FAULT_OF_PLATFORM = {
+    "gpuforge-mol-roce-debian12": "roce_trust_pcp",
+    "gpuforge-mol-roce-rhel9": "roce_pfc_off",
+    "gpuforge-mol-roce-ubuntu2204": "roce_tos_wrong",
+    "gpuforge-mol-roce-ubuntu2404": "roce_tos_wrong",
+}
+
+
+def test_every_platform_takes_a_fault_and_every_fault_is_taken():
+    platforms = [platform["name"] for platform in yaml.safe_load(MOLECULE_YML.read_text())["platforms"]]
+    assert sorted(FAULT_OF_PLATFORM) == sorted(platforms)
+    assert sorted(set(FAULT_OF_PLATFORM.values())) == sorted(FAULTS)
+
+
+def test_verify_catches_its_fault_and_the_settings_repair_it(host):
+    kind = FAULT_OF_PLATFORM[host.backend.host]
     extra, problem = FAULTS[kind]
     original = host.file(HARDWARE).content_string
     hardware = json.loads(original)

@@ -7,6 +7,7 @@ import fcntl
 import hashlib
 import ipaddress
 import json
+import os
 import re
 import shutil
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 from gpuforge.lab import image, inventory, mirror, os_shapes, ssh, wheelhouse
 from gpuforge.lab.podman import PodmanError, exists, inspect, podman
 from gpuforge.lab.spec import LabSpec, NodeSpec
-from gpuforge.paths import FACT_CACHE_DIR, LAB_STATE_DIR
+from gpuforge.paths import FACT_CACHE_DIR, LAB_STATE_DIR, STATE_DIR
 
 NETWORK = "gpuforge-lab"
 # Static addresses (.2-.127) for the mirror and nodes; podman hands out .129-.191 to others (Molecule).
@@ -32,6 +33,10 @@ FIRST_NODE_HOST = 11
 LABEL = "io.gpuforge.lab"
 NODES_DIR = LAB_STATE_DIR / "nodes"
 SHARED_DIR = LAB_STATE_DIR / "shared"
+# scripts/molecule_lanes.sh writes its PID here while its lanes run. Their scenarios install from the mirror on the lab
+# network, so `lab down` (make smoke, which make test runs beside the lanes) leaves both to them: a scenario between
+# its destroy and the next create has no container on the network, and the network check alone would miss it.
+MOLECULE_LANES_PID_FILE = STATE_DIR / "molecule" / "lanes.pid"
 
 
 @contextlib.contextmanager
@@ -331,13 +336,33 @@ def down(log=print) -> None:
         _down(log)
 
 
+def molecule_lanes_pid(pid_file: Path | None = None) -> int | None:
+    """The PID of the Molecule lanes that are running now (their PID file names a live process), else None."""
+    try:
+        pid = int((pid_file or MOLECULE_LANES_PID_FILE).read_text(encoding="utf-8").strip())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # alive, another user's
+        return pid
+    return pid
+
+
 def _down(log) -> None:
-    names = podman("ps", "-a", "--filter", f"label={LABEL}", "--format", "{{.Names}}").split()
+    lanes = molecule_lanes_pid()
+    # While Molecule lanes run, only the nodes go; the mirror and the network stay for the lanes' scenarios.
+    selector = f"label={LABEL}=node" if lanes else f"label={LABEL}"
+    names = podman("ps", "-a", "--filter", selector, "--format", "{{.Names}}").split()
     if names:
         podman("rm", "-f", "-t", "5", *names)
         log(f"lab: removed {', '.join(sorted(names))}")
         forget_facts([name.removeprefix(container_name("")) for name in names])
-    if exists("network", NETWORK):
+    if lanes:
+        log(f"lab: mirror and network {NETWORK} kept, the Molecule lanes (pid {lanes}) use them")
+    elif exists("network", NETWORK):
         others = podman("ps", "-a", "--filter", f"network={NETWORK}", "--format", "{{.Names}}").split()
         if others:
             # Molecule instances may share the lab network; leave it to them rather than kill their runs.
@@ -347,6 +372,7 @@ def _down(log) -> None:
             log(f"lab: removed network {NETWORK}")
     # The shared directory holds cluster state (the Storage Scale CCR stand-in) of the nodes just removed.
     shutil.rmtree(SHARED_DIR, ignore_errors=True)
-    inventory.remove()
+    # The mirror's variables go with the mirror: a Molecule scenario that starts after this reads them.
+    inventory.remove(mirror_vars=not lanes)
     # The next lab's nodes are new machines: new host keys, a new authorized key.
     ssh.remove()

@@ -71,6 +71,12 @@ def write(spec: LabSpec, ips: list[str], mirror_url: str) -> bool:
     return write_generated_vars(mirror_url) or changed
 
 
-def remove() -> None:
+def remove(mirror_vars: bool = True) -> None:
+    """Remove the lab's hosts file and, with `mirror_vars`, the mirror's generated variables (lab_generated.yml).
+
+    Molecule scenarios read the mirror's variables through the lab inventory's group_vars: while they run, the
+    mirror stays and so must its variables.
+    """
     HOSTS_FILE.unlink(missing_ok=True)
-    GENERATED_VARS.unlink(missing_ok=True)
+    if mirror_vars:
+        GENERATED_VARS.unlink(missing_ok=True)

@@ -2,6 +2,7 @@
 
 import ipaddress
 import os
+import subprocess
 from pathlib import Path
 
 from gpuforge.lab import cluster
@@ -123,10 +124,92 @@ def test_down_forgets_the_removed_nodes_facts(monkeypatch, tmp_path):
     (tmp_path / "s1_gpu01").write_text("{}", encoding="utf-8")
     (tmp_path / "s1_head01").write_text("{}", encoding="utf-8")
     monkeypatch.setattr(cluster.forget_facts, "__defaults__", (tmp_path,))
+    monkeypatch.setattr(cluster, "MOLECULE_LANES_PID_FILE", tmp_path / "no-lanes.pid")
     monkeypatch.setattr(cluster, "podman", lambda *argv: "gpuforge-lab-gpu01" if argv[0] == "ps" else "")
     monkeypatch.setattr(cluster, "exists", lambda kind, name: False)
     monkeypatch.setattr(cluster, "SHARED_DIR", tmp_path / "shared")
-    monkeypatch.setattr(cluster.inventory, "remove", lambda: None)
+    monkeypatch.setattr(cluster.inventory, "remove", lambda mirror_vars: None)
     monkeypatch.setattr(cluster.ssh, "remove", lambda: None)
     cluster._down(log=lambda line: None)
     assert [p.name for p in tmp_path.iterdir()] == ["s1_head01"]
+
+
+def test_molecule_lanes_pid_is_a_live_process_from_the_pid_file(tmp_path):
+    pid_file = tmp_path / "lanes.pid"
+    assert cluster.molecule_lanes_pid(pid_file) is None
+    pid_file.write_text("not a pid\n", encoding="utf-8")
+    assert cluster.molecule_lanes_pid(pid_file) is None
+    pid_file.write_text(f"{os.getpid()}\n", encoding="utf-8")
+    assert cluster.molecule_lanes_pid(pid_file) == os.getpid()
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    pid_file.write_text(f"{ended.pid}\n", encoding="utf-8")
+    assert cluster.molecule_lanes_pid(pid_file) is None
+
+
+def _down_with_podman(monkeypatch, tmp_path, lanes_pid: int | None, on_network: str = "") -> tuple[list, list]:
+    """Run cluster._down against a recording podman; the lanes' PID file names `lanes_pid` (None: no file).
+
+    The inventory's removal is recorded in the calls as ("inventory.remove", mirror_vars)."""
+    calls, logged = [], []
+    pid_file = tmp_path / "lanes.pid"
+    if lanes_pid is not None:
+        pid_file.write_text(f"{lanes_pid}\n", encoding="utf-8")
+    monkeypatch.setattr(cluster, "MOLECULE_LANES_PID_FILE", pid_file)
+    monkeypatch.setattr(cluster.forget_facts, "__defaults__", (tmp_path / "facts",))
+
+    def podman(*argv):
+        calls.append(argv)
+        if argv[0] != "ps":
+            return ""
+        if "label=io.gpuforge.lab=node" in argv:
+            return "gpuforge-lab-gpu01"
+        if "label=io.gpuforge.lab" in argv:
+            return "gpuforge-lab-gpu01 gpuforge-lab-mirror"
+        return on_network
+
+    monkeypatch.setattr(cluster, "podman", podman)
+    monkeypatch.setattr(cluster, "exists", lambda kind, name: True)
+    monkeypatch.setattr(cluster, "SHARED_DIR", tmp_path / "shared")
+    monkeypatch.setattr(
+        cluster.inventory, "remove", lambda mirror_vars: calls.append(("inventory.remove", mirror_vars))
+    )
+    monkeypatch.setattr(cluster.ssh, "remove", lambda: None)
+    cluster._down(log=logged.append)
+    return calls, logged
+
+
+def test_down_while_molecule_lanes_run_removes_the_nodes_and_keeps_mirror_and_network(monkeypatch, tmp_path):
+    calls, logged = _down_with_podman(monkeypatch, tmp_path, lanes_pid=os.getpid())
+    removed = [call for call in calls if call[0] == "rm"]
+    assert removed == [("rm", "-f", "-t", "5", "gpuforge-lab-gpu01")]
+    assert not [call for call in calls if call[:2] == ("network", "rm")]
+    assert f"the Molecule lanes (pid {os.getpid()}) use them" in logged[-1]
+    # The scenarios still to run read the mirror's URL from lab_generated.yml (a CI run lost it to make smoke).
+    assert ("inventory.remove", False) in calls
+
+
+def test_down_without_molecule_lanes_removes_mirror_and_network(monkeypatch, tmp_path):
+    calls, logged = _down_with_podman(monkeypatch, tmp_path, lanes_pid=None)
+    assert ("rm", "-f", "-t", "5", "gpuforge-lab-gpu01", "gpuforge-lab-mirror") in calls
+    assert ("network", "rm", cluster.NETWORK) in calls
+    assert logged[-1] == f"lab: removed network {cluster.NETWORK}"
+    assert ("inventory.remove", True) in calls
+
+
+def test_down_keeps_the_network_that_other_containers_use(monkeypatch, tmp_path):
+    calls, logged = _down_with_podman(monkeypatch, tmp_path, lanes_pid=None, on_network="gpuforge-mol-instance")
+    assert not [call for call in calls if call[:2] == ("network", "rm")]
+    assert logged[-1] == f"lab: network {cluster.NETWORK} kept, still used by gpuforge-mol-instance"
+
+
+def test_inventory_remove_keeps_the_mirror_variables_only_when_asked(monkeypatch, tmp_path):
+    hosts, generated = tmp_path / "hosts.yml", tmp_path / "lab_generated.yml"
+    monkeypatch.setattr(cluster.inventory, "HOSTS_FILE", hosts)
+    monkeypatch.setattr(cluster.inventory, "GENERATED_VARS", generated)
+    for path in (hosts, generated):
+        path.write_text("---\n", encoding="utf-8")
+    cluster.inventory.remove(mirror_vars=False)
+    assert not hosts.exists() and generated.exists()
+    cluster.inventory.remove()
+    assert not generated.exists()
