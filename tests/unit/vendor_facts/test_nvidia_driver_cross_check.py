@@ -186,13 +186,18 @@ def test_rhel_epel_comes_from_the_base_url_not_the_release_package(os_name, majo
     epel = vendor_facts.repository("epel/el")
     assert epel.fact("release_package_repo_uses_metalink") is True
     render = _render(os_name, "cuda", "proprietary", gpuforge_epel_base_url="http://mirror.site/epel")
-    from role_requests import include_vars
+    from role_requests import include_vars, task
 
-    values = include_vars(render, "setup-RedHat.yml", "Add EPEL")
+    # Every role that needs EPEL adds it through vendor_repository's one definition (tasks/epel.yml).
+    for role in ("nvidia_driver", "apptainer", "slurm"):
+        include = task(render, f"../../{role}/tasks/setup-RedHat.yml", "Add EPEL")["ansible.builtin.include_role"]
+        assert include == {"name": "vendor_repository", "tasks_from": "epel"}, role
+        tasks = (render.role_dir.parent / role / "tasks" / "setup-RedHat.yml").read_text(encoding="utf-8")
+        assert "epel-release-latest" not in tasks and "gpuforge_epel_base_url" not in tasks, role
+    values = include_vars(render, "../../vendor_repository/tasks/epel.yml", "Add EPEL")
     assert values["vendor_repository_url"].strip() == f"http://mirror.site/epel/{major}/Everything/x86_64/"
+    assert values["vendor_repository_key_url"] == f"http://mirror.site/epel/RPM-GPG-KEY-EPEL-{major}"
     assert values["vendor_repository_key_fingerprint"] == epel.fact("key_fingerprints")[major]
-    tasks = (render.role_dir / "tasks" / "setup-RedHat.yml").read_text(encoding="utf-8")
-    assert "epel-release-latest" not in tasks
 
 
 @pytest.mark.parametrize("os_name", ["debian12", "ubuntu2204", "ubuntu2404"])
