@@ -1,4 +1,5 @@
-"""Slurm on the lab: daemons, GPU GRES from the simulated GPUs, idle nodes, GPU jobs and their limits.
+"""Slurm on the lab: each OS shape's own packages, daemons, GPU GRES from the simulated GPUs, idle nodes (MUNGE
+authenticates the RHEL node with the key the Ubuntu controller's package made), GPU jobs and their limits.
 
 Runs after side_effect.yml took GPU 3 away from slurm-c4140 (4 -> 3 V100) and converged again.
 """
@@ -8,6 +9,28 @@ import pytest
 
 def _on(host, name):
     return host.backend.get_hostname() == name
+
+
+# What each OS's own package manager installed, the builds gpuforge_slurm_packages pins for that OS: Ubuntu 24.04's
+# universe (vendor_facts/ubuntu/noble.yml: the newest MUNGE security build meets the floor), Debian 12's archive
+# (vendor_facts/debian/bookworm.yml), EPEL 9's Slurm and RHEL 9 AppStream's MUNGE (vendor_facts/epel/el9.yml,
+# vendor_facts/rhel-appstream/rhel9.yml).
+DPKG = "dpkg-query -W -f '${Package} ${Version}\\n'"
+RPM = "rpm -q --qf '%{NAME} %{VERSION}-%{RELEASE}\\n'"
+INSTALLED = {
+    "slurm-head": (f"{DPKG} slurmctld munge", ["slurmctld 23.11.4-1.2ubuntu5", "munge 0.5.15-4ubuntu0.1"]),
+    "slurm-dgx1": (f"{DPKG} slurmd munge", ["slurmd 22.05.8-4+deb12u3", "munge 0.5.15-2+deb12u1"]),
+    "slurm-c4140": (
+        f"{RPM} slurm-slurmd slurm munge munge-libs",
+        ["slurm-slurmd 22.05.9-1.el9", "slurm 22.05.9-1.el9", "munge 0.5.13-13.el9", "munge-libs 0.5.13-13.el9"],
+    ),
+}
+
+
+def test_each_os_installed_its_own_pinned_builds(host):
+    command, expected = INSTALLED[host.backend.get_hostname()]
+    # dpkg-query lists in package name order, rpm -q in the order asked.
+    assert sorted(host.check_output(command).splitlines()) == sorted(expected)
 
 
 def test_daemons_active(host):

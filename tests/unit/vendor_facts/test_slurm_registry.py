@@ -1,4 +1,4 @@
-"""slurm (Debian/Ubuntu) against the vendor facts registry: the MUNGE, Slurm and PMIx versions the role asks apt
+"""slurm against the vendor facts registry: the MUNGE, Slurm and PMIx versions the role asks apt (and dnf on EL 9)
 for, per release of gpuforge_slurm_packages, must exist in that release's archive (vendor_facts/debian,
 vendor_facts/ubuntu) and must not be older than the archive's security update. A pin older than the security
 build is a downgrade on every host with unattended security updates, which the apt module refuses (M10)."""
@@ -96,3 +96,47 @@ def test_a_fresh_host_installs_the_security_builds(release):
     for name, floor in archive.fact("security_updates").items():
         if name in resolution.chosen:
             assert vendor_facts.compare_versions(resolution.version(name), floor) >= 0, (name, floor)
+
+
+# EL major release -> the registry files of the repositories setup-RedHat.yml installs from (EPEL, which the role
+# adds, and the RHEL repositories a registered host has).
+EL_REPOSITORIES = {"9": ["epel/el9", "rhel-appstream/rhel9"]}
+
+
+def _dnf_specs(release: str) -> list[str]:
+    """The name-version-release specs setup-RedHat.yml hands to dnf on a host that is controller and compute node."""
+    variables = {
+        **load_yaml(ROLE / "defaults" / "main.yml"),
+        **load_yaml(ROLE / "vars" / "RedHat.yml"),
+        "slurm_pins": trusted(_pins()[release]),
+        "slurm_is_controller": True,
+        "slurm_is_compute": True,
+    }
+    (task,) = [
+        task
+        for task in yaml.safe_load((ROLE / "tasks" / "setup-RedHat.yml").read_text())
+        if "ansible.builtin.dnf" in task
+    ]
+    templar = Templar(loader=DataLoader(), variables={**variables, **trusted(task["vars"])})
+    return templar.template(trusted(task["ansible.builtin.dnf"]["name"]))
+
+
+def test_every_el_release_is_pinned_from_the_registry_or_refused():
+    for release, pins in _pins().items():
+        if release.isdigit():
+            assert release in EL_REPOSITORIES or not (pins["slurm"] or pins["munge"]), (
+                f"EL {release} pins Slurm/MUNGE without registry files to check them against"
+            )
+
+
+@pytest.mark.parametrize("release", sorted(EL_REPOSITORIES))
+def test_every_el_pin_is_a_build_of_the_repositories_the_role_installs_from(release):
+    repositories = [vendor_facts.repository(key) for key in EL_REPOSITORIES[release]]
+    specs = _dnf_specs(release)
+    names = set()
+    for spec in specs:
+        name, version, build = spec.rsplit("-", 2)
+        names.add(name)
+        published = [found for repository in repositories for found in repository.versions(name)]
+        assert f"{version}-{build}" in published, f"EL {release}: {spec} is not in {EL_REPOSITORIES[release]}"
+    assert names == {"munge", "munge-libs", "slurm", "slurm-slurmctld", "slurm-slurmd"}
