@@ -4,8 +4,8 @@ for the inventory's shared file systems, and `apptainer exec --nv` (the lab's si
 from gpuforge import vendor_facts
 
 VERSION = "1.5.3"
-FILE = f"apptainer_{VERSION}_amd64.deb"
-DOWNLOAD = f"/var/cache/gpuforge/apptainer/{FILE}"
+# The release file each OS family installs (vendor_facts/apptainer/{deb,rpm}.yml file_names).
+FILES = {"debian12": f"apptainer_{VERSION}_amd64.deb", "rhel9": f"apptainer-{VERSION}-1.x86_64.rpm"}
 SUMS_URL = f"http://mirror/apptainer/releases/download/v{VERSION}/SHA256SUMS"
 IMAGE = "/opt/gpuforge-lab/images/cuda.sandbox"
 SHARED = ["/shared/home", "/shared/apps", "/gpfs/ess3000_4M"]
@@ -18,24 +18,34 @@ def _mirror_sums(host) -> dict:
     return {name: digest for digest, name in (line.split() for line in text.splitlines() if line.strip())}
 
 
+def _shape(host) -> str:
+    return "rhel9" if host.backend.get_hostname().endswith("-rhel9") else "debian12"
+
+
 def test_pinned_release_installed_from_the_downloaded_file(host):
     package = host.package("apptainer")
     assert package.is_installed
-    assert package.version == VERSION
     assert not host.package("apptainer-suid").is_installed
     assert host.check_output("apptainer --version") == f"apptainer version {VERSION}"
     assert host.check_output("apptainer version") == VERSION
-    # Installed from the local file, not from an apt repository: no source offers apptainer.
-    assert "http://" not in host.check_output("apt-cache policy apptainer")
+    if _shape(host) == "rhel9":
+        # dnf installed the release's RPM from the downloaded file.
+        assert host.check_output("rpm -q --qf '%{VERSION}-%{RELEASE}' apptainer") == f"{VERSION}-1"
+    else:
+        assert package.version == VERSION
+        # Installed from the local file, not from an apt repository: no source offers apptainer.
+        assert "http://" not in host.check_output("apt-cache policy apptainer")
 
 
 def test_download_matches_the_checksum_it_was_verified_against(host):
-    digest = host.check_output(f"sha256sum {DOWNLOAD}").split()[0]
-    assert _mirror_sums(host)[FILE] == digest
-    # The lab's package is the lab's build: Apptainer's published digest (the role's default pin) cannot match it,
-    # which is why the lab inventory verifies against the mirror's SHA256SUMS instead (and pins nothing).
-    published = vendor_facts.repository("apptainer/deb").fact("sha256_1_5_3")[FILE]
-    assert digest != published
+    file = FILES[_shape(host)]
+    digest = host.check_output(f"sha256sum /var/cache/gpuforge/apptainer/{file}").split()[0]
+    assert _mirror_sums(host)[file] == digest
+    if _shape(host) == "debian12":
+        # The lab's package is the lab's build: Apptainer's published digest (the role's default pin) cannot match
+        # it, which is why the lab inventory verifies against the mirror's SHA256SUMS instead (and pins nothing).
+        published = vendor_facts.repository("apptainer/deb").fact("sha256_1_5_3")[file]
+        assert digest != published
 
 
 def test_apptainer_conf_binds_the_shared_file_systems(host):

@@ -34,7 +34,7 @@ GNUPG_HOME = LAB_STATE_DIR / "gnupg"
 KEY_FILE_NAME = "gpuforge-lab-archive-keyring.asc"
 KEY_UID = "gpuforge lab mirror signing key <lab-mirror@gpuforge.invalid>"
 MIRROR_URL = "http://mirror"
-BUILDER_REVISION = "5"
+BUILDER_REVISION = "6"
 LAB_TOOLS = "lab-tools"
 
 
@@ -110,8 +110,8 @@ def release_repositories(definitions: dict) -> list[vendor_facts.Repository]:
     repos = []
     for key in definitions.get("publish_releases") or []:
         repo = vendor_facts.repository(key)
-        if not repo.lab_path or repo.package_format != "deb":
-            raise MirrorError(f"vendor_facts/{key}.yml: the lab publishes only deb releases with a lab_path")
+        if not repo.lab_path or repo.package_format not in ("deb", "rpm"):
+            raise MirrorError(f"vendor_facts/{key}.yml: the lab publishes only deb or rpm releases with a lab_path")
         repos.append(repo)
     return repos
 
@@ -271,6 +271,12 @@ def build_deb(package: dict, staging: Path, output: Path) -> Path:
     for unit, text in (package.get("units") or {}).items():
         _write(staging / f"lib/systemd/system/{unit}", text)
     _write(staging / "DEBIAN/control", _control(package))
+    if package.get("post"):
+        # What dpkg runs once the files are in place, as the vendor's package's own postinst does on configure.
+        _write(staging / "DEBIAN/postinst", "#!/bin/sh\nset -e\n" + package["post"].rstrip("\n") + "\n", 0o755)
+    if package.get("ldconfig"):
+        # As the Debian package of a shared library has it (shape_repos.has_shared_libraries): dpkg runs ldconfig.
+        _write(staging / "DEBIAN/triggers", "activate-noawait ldconfig\n")
     # Debian's file naming leaves the epoch out (dpkg-name(1)): datacenter-gpu-manager_3.3.5_amd64.deb for 1:3.3.5.
     file_version = package["version"].split(":", 1)[-1]
     deb = output / f"{package['name']}_{file_version}_{package.get('architecture', 'amd64')}.deb"
@@ -302,8 +308,8 @@ def _index_release(repo_dir: Path) -> None:
     """One SHA256SUMS per release directory, in sha256sum(1) format (what ansible.builtin.get_url's
     checksum=sha256:<url> reads): the lab's packages are its own builds, so their checksums are the lab's."""
     for release in sorted(path for path in repo_dir.iterdir() if path.is_dir()):
-        debs = sorted(release.glob("*.deb"))
-        lines = [f"{hashlib.sha256(deb.read_bytes()).hexdigest()}  {deb.name}\n" for deb in debs]
+        files = sorted([*release.glob("*.deb"), *release.glob("*.rpm")])
+        lines = [f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}\n" for path in files]
         (release / "SHA256SUMS").write_text("".join(lines), encoding="utf-8")
 
 
@@ -392,10 +398,10 @@ def build(image_tag: str, log=print) -> Repository:
     # mirror never see a half-built repository.
     next_root = LAB_STATE_DIR / "mirror.next"
     shutil.rmtree(next_root, ignore_errors=True)
-    for repo_path in [*repos.values(), debian_subset.REPO_PATH]:
+    for repo_path in dict.fromkeys([*repos.values(), debian_subset.REPO_PATH]):
         (next_root / repo_path).mkdir(parents=True)
     skipped = []
-    releases = {repo.key for repo in release_repositories(definitions)}
+    releases = {repo.key: repo.package_format for repo in release_repositories(definitions)}
     packages = expand(definitions)
     for package in packages:
         if toolchain.replaces(package["name"], package["version"]):
@@ -409,17 +415,24 @@ def build(image_tag: str, log=print) -> Repository:
         if package["repo"] in releases:
             output = output / release_directory(package)
             output.mkdir(parents=True, exist_ok=True)
-        build_deb(package, staging, output)
+        if releases.get(package["repo"]) == "rpm":
+            from gpuforge.lab import rpm_repo
+
+            rpm_repo.build_rpm(package, staging, output)
+        else:
+            build_deb(package, staging, output)
     toolchain.build_packages({name: next_root / path for name, path in repos.items()}, staging_root, log=log)
     toolchain.publish_sources(MIRROR_ROOT)
     built = {package["name"] for package in packages}
     built |= {name.split()[0] for package in packages for name in package.get("provides") or []}
     publish_debian(debs, built, next_root / debian_subset.REPO_PATH, log=log)
-    for name, repo_path in repos.items():
-        if name in releases:
+    # Once per path: a release's .deb and .rpm files share their download directories (apptainer/deb and apptainer/rpm).
+    for repo_path in dict.fromkeys(repos.values()):
+        names = [name for name, path in repos.items() if path == repo_path]
+        if names[0] in releases:
             _index_release(next_root / repo_path)
         else:
-            _index(next_root / repo_path, f"gpuforge-lab-{name.replace('/', '-')}", key)
+            _index(next_root / repo_path, f"gpuforge-lab-{names[0].replace('/', '-')}", key)
         _swap(next_root / repo_path, MIRROR_ROOT / repo_path)
     _index_archive(next_root / debian_subset.REPO_PATH, key)
     _swap(next_root / debian_subset.REPO_PATH, MIRROR_ROOT / debian_subset.REPO_PATH)

@@ -5,6 +5,7 @@ SHA256SUMS of the lab's own builds, the file the lab inventory verifies against.
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 import time
 
@@ -24,12 +25,26 @@ def packages(definitions):
     return mirror.expand(definitions)
 
 
-def test_apptainer_is_published_as_release_files(definitions, packages):
-    assert [repo.key for repo in mirror.release_repositories(definitions)] == ["apptainer/deb"]
-    assert "apptainer/deb" not in definitions["publish"], "not an apt repository"
-    assert mirror.repository_paths(definitions)["apptainer/deb"] == "apptainer/releases/download"
-    built = {(p["name"], p["version"]) for p in packages if p["repo"] == "apptainer/deb"}
-    assert built == {(p.name, p.version) for p in vendor_facts.repository("apptainer/deb").packages}
+@pytest.mark.parametrize("key", ["apptainer/deb", "apptainer/rpm"])
+def test_apptainer_is_published_as_release_files(definitions, packages, key):
+    assert [repo.key for repo in mirror.release_repositories(definitions)] == ["apptainer/deb", "apptainer/rpm"]
+    assert key not in definitions["publish"], "not an apt repository"
+    # The .deb and .rpm files of a release share its download directory, as on GitHub's release page.
+    assert mirror.repository_paths(definitions)[key] == "apptainer/releases/download"
+    built = {(p["name"], p["version"]) for p in packages if p["repo"] == key}
+    assert built == {(p.name, p.version) for p in vendor_facts.repository(key).packages}
+
+
+@pytest.mark.skipif(shutil.which("rpmbuild") is None, reason="rpmbuild comes with scripts/setup.sh")
+def test_the_release_rpm_has_the_file_name_the_role_downloads(packages, tmp_path):
+    from gpuforge.lab import rpm_repo
+
+    package = next(p for p in packages if p["repo"] == "apptainer/rpm" and p["name"] == "apptainer")
+    built = rpm_repo.build_rpm(package, tmp_path / "work", tmp_path / "out")
+    names = vendor_facts.repository("apptainer/rpm").fact("file_names")
+    assert built.name == names["apptainer"].format(version=package["version"]) == "apptainer-1.5.3-1.x86_64.rpm"
+    files = rpm_repo.rpm_query(built, "[%{FILENAMES}\n]").split()
+    assert "/usr/bin/apptainer" in files and "/usr/lib/gpuforge-lab/apptainer.json" in files
 
 
 def test_release_directory_is_the_tag(packages):

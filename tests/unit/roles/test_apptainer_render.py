@@ -236,3 +236,45 @@ def test_site_leaves_apptainer_out_on_ubuntu_2404_with_a_message(os_name, instal
     )
     assert not disabled.evaluate_conditional(trust_as_template(role["when"]))
     assert not disabled.evaluate_conditional(trust_as_template(say["when"]))
+
+
+def test_a_failed_download_names_the_host_the_file_the_reason_and_the_fix():
+    # get_url's loop result alone says "One or more items failed" (the mixed-OS lab's RHEL nodes, 2026-12-04).
+    download = {
+        "results": [
+            {
+                "item": "apptainer-1.5.3-1.x86_64.rpm",
+                "failed": True,
+                "msg": "Request failed: HTTP Error 404: Not Found",
+            },
+            {"item": "apptainer-suid-1.5.3-1.x86_64.rpm", "failed": False},
+        ]
+    }
+    role = render("rhel9", inventory_hostname="gpu01", apptainer_download=download)
+    message = " ".join(role.message("download.yml", "Name the release file").split())
+    assert message.startswith("gpu01: Apptainer 1.5.3: apptainer-1.5.3-1.x86_64.rpm from ")
+    assert "/v1.5.3/ failed: Request failed: HTTP Error 404: Not Found. Fix:" in message
+    assert "apptainer-suid" not in message
+
+
+def test_rhel_installs_the_files_requirements_with_signatures_checked_then_the_files_alone():
+    # rpm -qp --requires of the release RPMs (lines as rpm prints them; apptainer.spec.in's Requires).
+    requires = [
+        "squashfuse",
+        "fakeroot",
+        "fuse-overlayfs",
+        "apptainer = 1.5.3-1",
+        "rpmlib(CompressedFileNames) <= 3.0.4-1",
+        "/bin/sh",
+        "squashfuse",
+    ]
+    role = render("rhel9", apptainer_suid=True, apptainer_rpm_requires={"stdout_lines": requires})
+    assert role.var("apptainer_rpm_requirements") == ["squashfuse", "fakeroot", "fuse-overlayfs", "/bin/sh"]
+    requirements = role.task_args("setup-RedHat.yml", "Install their requirements")
+    assert "disable_gpg_check" not in requirements
+    files = role.task_args("setup-RedHat.yml", "Install the verified packages")
+    assert files["disable_gpg_check"] is True
+    assert files["name"] == [
+        "/var/cache/gpuforge/apptainer/apptainer-1.5.3-1.x86_64.rpm",
+        "/var/cache/gpuforge/apptainer/apptainer-suid-1.5.3-1.x86_64.rpm",
+    ]
