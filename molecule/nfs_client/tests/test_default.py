@@ -3,7 +3,7 @@ no fake mount."""
 
 import pytest
 
-testinfra_hosts = ["ansible://nfs-client"]
+testinfra_hosts = ["ansible://nfs-client", "ansible://nfs-client-rhel9"]
 
 SERVER = "nfs-storage"
 OPTIONS = "rw,hard,noatime,_netdev,nofail"
@@ -14,9 +14,17 @@ def _fstab(host):
     return [line.split() for line in host.file("/etc/fstab").content_string.splitlines() if line.strip()[:1] not in "#"]
 
 
-@pytest.mark.parametrize("name", ["nfs-common", "netbase"])
-def test_client_packages(host, name):
-    assert host.package(name).is_installed
+# Each OS's own package names (roles/nfs_client/vars/<OS>.yml), installed by its own package manager.
+PACKAGES = {"nfs-client": ["nfs-common", "netbase"], "nfs-client-rhel9": ["nfs-utils"]}
+
+
+def test_client_packages(host):
+    name = host.backend.get_hostname()
+    for package in PACKAGES[name]:
+        assert host.package(package).is_installed, package
+    if name.endswith("-rhel9"):
+        # dnf installed it: the RPM database has it.
+        assert host.run("rpm -q nfs-utils").rc == 0
 
 
 def test_nfs_client_target_enabled_and_active(host):

@@ -103,9 +103,12 @@ def spec_text(package: dict, staging: Path) -> str:
         f"cp -a {staging}/. %{{buildroot}}/",
         "",
     ]
-    if package.get("post"):
-        # What rpm runs once the files are in place (/bin/sh), as the vendor's package's own %post does.
-        lines += ["%post", package["post"].rstrip("\n"), ""]
+    # What rpm runs once the files are in place (/bin/sh), as the vendor's package's own %post does; and ldconfig for
+    # a payload with shared libraries, which RHEL's glibc file triggers would run (shape_repos.has_shared_libraries).
+    post = [package["post"].rstrip("\n")] if package.get("post") else []
+    post += ["/sbin/ldconfig"] if package.get("ldconfig") else []
+    if post:
+        lines += ["%post", *post, ""]
     lines += [
         "%files",
         *_files_section(staging),

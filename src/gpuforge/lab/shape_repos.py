@@ -66,7 +66,7 @@ def _depends(deb: Path) -> list[list[str]]:
 def closure(names: list[str], debs: dict[str, Path], exclude: frozenset[str] = frozenset()) -> list[str]:
     """names and every package of the subset they depend on, transitively. A dependency that is not in the subset is
     in the lab image already (the subset holds what the image lacks), so it is not carried; nor is one in exclude
-    (another package of the same repository carries it)."""
+    (another package carries it)."""
     wanted, queue = [], list(names)
     while queue:
         name = queue.pop(0)
@@ -79,8 +79,19 @@ def closure(names: list[str], debs: dict[str, Path], exclude: frozenset[str] = f
     return wanted
 
 
+def payload_packages(spec: dict, debs: dict[str, Path], exclude: frozenset[str] = frozenset()) -> list[str]:
+    """The Debian packages whose files a payload carries: spec['debian'], with spec['with_dependencies'] and the
+    subset's packages they depend on, less exclude."""
+    return closure(spec["debian"], debs, exclude) if spec.get("with_dependencies") else list(spec["debian"])
+
+
 def debian_payload(
-    name: str, spec: dict, debs: dict[str, Path], work: Path, exclude: frozenset[str] = frozenset()
+    name: str,
+    spec: dict,
+    debs: dict[str, Path],
+    work: Path,
+    exclude: frozenset[str] = frozenset(),
+    packages: list[str] | None = None,
 ) -> Path:
     """The files of the Debian packages spec['debian'] names (with spec['with_dependencies'], and the subset's
     packages they depend on), laid out as RHEL's package places them: merged /usr, path prefixes renamed by
@@ -93,8 +104,9 @@ def debian_payload(
             f"{name}: Debian package {missing[0]} is not in the lab's Debian subset; add it to "
             "lab/packages/debian.txt (lab/packages/packages.yml names it as the package's payload)"
         )
-    # closure() keeps to the subset, so every name here has its .deb.
-    for debian_name in closure(spec["debian"], debs, exclude) if spec.get("with_dependencies") else spec["debian"]:
+    # closure() keeps to the subset, so every name here has its .deb. packages: payload_packages' answer, when the
+    # caller already has it.
+    for debian_name in packages if packages is not None else payload_packages(spec, debs, exclude):
         _extract(debs[debian_name], raw)
     renames = sorted((spec.get("rename") or {}).items(), key=lambda item: -len(item[0]))
     for path in sorted(raw.rglob("*")):
@@ -139,6 +151,18 @@ def generated_payload(name: str, generator: str, debs: dict[str, Path], work: Pa
     return tree
 
 
+def has_shared_libraries(tree: Path) -> bool:
+    """Whether a payload holds a shared library (lib*.so.<version>, a file, not a link). Debian's packages of such
+    files ship no link from the library's SONAME (libnetplan0 has libnetplan.so.0.0, not libnetplan.so.0): their
+    `triggers` file (activate-noawait ldconfig, dh_makeshlibs) has ldconfig make it. RHEL's glibc runs ldconfig for
+    every package through its own file triggers, which Debian's rpm and glibc underneath the lab's RHEL shapes do not
+    have. Without the link neither a program linked to the library nor ctypes.util.find_library finds it (netplan's
+    Python CLI loaded its own executable instead: "undefined symbol: netplan_get_id_from_nm_filename")."""
+    return any(
+        path.is_file() and not path.is_symlink() and path.name.startswith("lib") for path in tree.rglob("*.so.*")
+    )
+
+
 def with_payloads(
     packages: list[dict], definitions: dict, debs: dict[str, Path], work_root: Path, package_format: str = "rpm"
 ) -> list[dict]:
@@ -146,22 +170,28 @@ def with_payloads(
     (<package_format>_payload_from_debian, rpm_payload_generated)."""
     from_debian = definitions.get(f"{package_format}_payload_from_debian") or {}
     generated = definitions.get(f"{package_format}_payload_generated") or {}
-    names = {package["name"] for package in packages}
-    # What another package of this repository carries stays out of a dependency closure: two packages must not
-    # hold the same file.
-    claimed = frozenset(debian for other in names & set(from_debian) for debian in from_debian[other]["debian"])
+    # What another package carries stays out of a dependency closure: two packages must not hold the same file (dpkg
+    # refuses to overwrite another package's file). Claimed: the Debian packages any entry names, whichever repository
+    # its package is in (a RHEL node enables BaseOS, AppStream and EPEL together); carried: what an earlier package of
+    # this repository's closures took.
+    claimed = frozenset(debian for spec in from_debian.values() for debian in spec["debian"])
+    carried: set[str] = set()
     result = []
     for package in packages:
         name = package["name"]
         work = work_root / f"payload-{package_format}-{name}"
         if name in from_debian:
             spec = from_debian[name]
-            payload = debian_payload(name, spec, debs, work, claimed - set(spec["debian"]))
+            # Resolved once: each dependency read is a dpkg-deb run.
+            carried_here = payload_packages(spec, debs, (claimed | carried) - set(spec["debian"]))
+            carried.update(carried_here)
+            payload = debian_payload(name, spec, debs, work, packages=carried_here)
             debian_names = ", ".join(spec["debian"])
             package = dict(
                 package,
                 payload=payload,
                 post=spec.get("post"),
+                ldconfig=has_shared_libraries(payload),
                 payload_description=f"files of Debian 12 {debian_names}",
                 description=f"{name} - gpuforge lab repackaging of Debian 12 {debian_names}",
             )

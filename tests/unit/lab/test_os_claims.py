@@ -65,17 +65,54 @@ def roles_run_by(role: str, seen: set[str] | None = None) -> set[str]:
     return seen
 
 
-def scenario_shapes(scenario: str) -> set[str]:
+def scenario_platforms(scenario: str) -> list[dict]:
+    """The scenario's platforms, each with its OS shape (from its lab image variable) and the names a play's hosts
+    pattern can match (its name, its groups, all)."""
     config = yaml.safe_load((MOLECULE / scenario / "molecule.yml").read_text(encoding="utf-8"))
     platforms = config.get("platforms")
     if platforms is None:  # the shared platform (.config/molecule/config.yml): the lab image itself
-        return {"debian12"}
-    shapes = set()
+        shared = yaml.safe_load((PROJECT_ROOT / ".config/molecule/config.yml").read_text(encoding="utf-8"))
+        platforms = shared["platforms"]
+    found = []
     for platform in platforms:
         match = _IMAGE_SHAPE.match(str(platform["image"]))
         assert match, f"molecule/{scenario}: platform {platform['name']} has no lab image variable"
-        shapes.add((match.group(1) or "DEBIAN12").lower())
-    return shapes
+        names = {"all", platform["name"], *(platform.get("groups") or [])}
+        found.append({"shape": (match.group(1) or "DEBIAN12").lower(), "names": names})
+    return found
+
+
+def scenario_shapes(scenario: str) -> set[str]:
+    return {platform["shape"] for platform in scenario_platforms(scenario)}
+
+
+def matches(pattern: str, names: set[str]) -> bool:
+    """Whether a host with these names (its own, its groups, all) is in an Ansible hosts pattern: terms joined by
+    ':' or ',', '!' excluding and '&' intersecting. A templated pattern counts as every host."""
+    if "{{" in pattern:
+        return True
+    terms = [term.strip() for term in re.split(r"[:,]", pattern) if term.strip()]
+    included = any(term in names for term in terms if term[0] not in "!&")
+    excluded = any(term[1:] in names for term in terms if term.startswith("!"))
+    intersected = all(term[1:] in names for term in terms if term.startswith("&"))
+    return included and not excluded and intersected
+
+
+def plays(path, seen: set | None = None) -> list[dict]:
+    """The plays of a playbook and of the playbooks it imports (import_playbook), transitively."""
+    seen = seen if seen is not None else set()
+    path = path.resolve()
+    if path in seen or not path.is_file():
+        return []
+    seen.add(path)
+    found = []
+    for play in yaml.safe_load(path.read_text(encoding="utf-8")) or []:
+        target = play.get("ansible.builtin.import_playbook") or play.get("import_playbook")
+        if target:
+            found += plays(path.parent / target, seen)
+        else:
+            found.append(play)
+    return found
 
 
 def ci_scenarios() -> list[str]:
@@ -83,27 +120,19 @@ def ci_scenarios() -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
-def playbook_text(path, seen: set | None = None) -> str:
-    """A playbook's text with the playbooks it imports (import_playbook), transitively."""
-    seen = seen if seen is not None else set()
-    path = path.resolve()
-    if path in seen or not path.is_file():
-        return ""
-    seen.add(path)
-    text = path.read_text(encoding="utf-8")
-    for target in re.findall(r"import_playbook:\s*['\"]?([^\s'\"]+)", text):
-        text += "\n" + playbook_text(path.parent / target, seen)
-    return text
-
-
 def proven() -> set[tuple[str, str]]:
+    """(role, shape) for every role a CI scenario's converge or prepare runs on a platform of that shape: each play's
+    roles on the platforms its hosts pattern matches."""
     pairs = set()
     for scenario in ci_scenarios():
-        text = "\n".join(playbook_text(MOLECULE / scenario / name) for name in ("converge.yml", "prepare.yml"))
-        roles = set()
-        for role in _roles_named(text):
-            roles |= roles_run_by(role)
-        pairs |= {(role, shape) for role in roles for shape in scenario_shapes(scenario)}
+        platforms = scenario_platforms(scenario)
+        for name in ("converge.yml", "prepare.yml"):
+            for play in plays(MOLECULE / scenario / name):
+                shapes = {p["shape"] for p in platforms if matches(str(play.get("hosts", "all")), p["names"])}
+                roles = set()
+                for role in _roles_named(yaml.safe_dump(play)):
+                    roles |= roles_run_by(role)
+                pairs |= {(role, shape) for role in roles for shape in shapes}
     return pairs
 
 
@@ -132,6 +161,16 @@ def test_a_shaped_scenario_counts_for_its_shape_only():
     assert scenario_shapes("nvidia_driver") == {"debian12"}
     assert scenario_shapes("os_shapes") == {"rhel9", "ubuntu2204", "ubuntu2404"}
     assert ("nvidia_driver", "debian12") in proven()
+
+
+def test_a_role_counts_for_the_shapes_of_the_hosts_its_play_runs_on():
+    # molecule/nfs_client: the server play runs on the Debian storage node only, the client play on both clients.
+    assert ("nfs_client", "rhel9") in proven()
+    assert ("nfs_server", "rhel9") not in proven()
+    assert matches("all:!os_debian12", {"all", "n", "os_rhel9"})
+    assert not matches("all:!os_debian12", {"all", "n", "os_debian12"})
+    assert matches("slurm_controller:slurm_compute", {"all", "h", "slurm_compute"})
+    assert not matches("gpu_nodes:&os_rhel9", {"all", "h", "gpu_nodes", "os_debian12"})
 
 
 def test_roles_run_by_follows_dependencies_and_includes():

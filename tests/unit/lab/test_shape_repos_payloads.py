@@ -222,6 +222,42 @@ def test_a_package_another_entry_carries_stays_out_of_the_closure(tmp_path: Path
     }
 
 
+def test_closures_share_nothing_across_repositories_and_within_one(tmp_path: Path):
+    # EPEL's slurm takes libhwloc15 along but not munge or libmunge2, which AppStream's munge and munge-libs carry (a
+    # RHEL node enables both repositories); an EPEL package listed after it does not carry libhwloc15 a second time.
+    debs = {
+        "slurm-client": _deb_with_depends(tmp_path, "slurm-client", "slurm-wlm-basic-plugins, munge"),
+        "slurm-wlm-basic-plugins": _deb_with_depends(tmp_path, "slurm-wlm-basic-plugins", "libhwloc15, libmunge2"),
+        "libhwloc15": _deb_with_depends(tmp_path, "libhwloc15", ""),
+        "munge": _deb_with_depends(tmp_path, "munge", "libmunge2"),
+        "libmunge2": _deb_with_depends(tmp_path, "libmunge2", ""),
+        "slurmd": _deb_with_depends(tmp_path, "slurmd", "libhwloc15, slurm-wlm-basic-plugins"),
+    }
+    definitions = {
+        "rpm_payload_from_debian": {
+            "slurm": {"debian": ["slurm-client", "slurm-wlm-basic-plugins"], "with_dependencies": True},
+            "slurm-slurmd": {"debian": ["slurmd"], "with_dependencies": True},
+            "munge": {"debian": ["munge"]},
+            "munge-libs": {"debian": ["libmunge2"]},
+        }
+    }
+    epel = [{"name": name, "version": "1-1", "description": name} for name in ("slurm", "slurm-slurmd")]
+    carried = {
+        package["name"]: sorted(path.parent.name for path in (package["payload"] / "usr/lib").glob("*/marker"))
+        for package in shape_repos.with_payloads(epel, definitions, debs, tmp_path / "staging")
+    }
+    assert carried == {"slurm": ["libhwloc15", "slurm-client", "slurm-wlm-basic-plugins"], "slurm-slurmd": ["slurmd"]}
+
+
+@pytest.mark.parametrize("package_format", ["rpm", "deb"])
+def test_the_munge_scriptlet_makes_the_user_and_hands_it_its_directories(package_format):
+    # munged refuses directories it does not own (munged(8)); Debian's and Ubuntu's postinst also make a key.
+    post = mirror.load_definitions()[f"{package_format}_payload_from_debian"]["munge"]["post"]
+    assert "munge" in post.splitlines()[0] and ("useradd -r" in post or "adduser --quiet --system" in post)
+    assert "chown munge:munge /etc/munge /var/lib/munge /var/log/munge" in post
+    assert ("mungekey" in post) is (package_format == "deb")
+
+
 def test_the_ubuntu_archive_packages_with_debian_payloads_are_registry_packages():
     definitions = mirror.load_definitions()
     published = {
@@ -249,3 +285,49 @@ def test_ibm_storage_scale_is_published_as_its_installer_s_gpfs_rpms_too(tmp_pat
     assert built.name == "gpfs.msg.en_US-5.1.9-3.noarch.rpm"
     with pytest.raises(mirror.MirrorError, match=r"no RPM architecture for gpfs\.unknown"):
         shape_repos.rpm_flavour(repo, [dict(by_name["gpfs.base"], name="gpfs.unknown")])
+
+
+def test_a_deb_with_a_payload_runs_its_post_as_postinst(tmp_path: Path):
+    tree = tmp_path / "tree" / "usr/sbin"
+    tree.mkdir(parents=True)
+    (tree / "munged").write_text("x", encoding="utf-8")
+    package = {"name": "munge", "version": "0.5.14-6ubuntu0.1", "description": "munge", "payload": tmp_path / "tree"}
+    package["post"] = "echo made\n"
+    (tmp_path / "out").mkdir()
+    deb = mirror.build_deb(package, tmp_path / "staging", tmp_path / "out")
+    control = tmp_path / "control"
+    subprocess.run(["dpkg-deb", "-e", str(deb), str(control)], check=True)
+    assert (control / "postinst").read_text(encoding="utf-8") == "#!/bin/sh\nset -e\necho made\n"
+    assert (control / "postinst").stat().st_mode & 0o111
+    assert "./usr/sbin/munged" in subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True).stdout
+
+
+def _library_tree(root: Path) -> Path:
+    lib = root / "usr/lib/x86_64-linux-gnu"
+    lib.mkdir(parents=True)
+    (lib / "libnetplan.so.0.0").write_text("x", encoding="utf-8")
+    return root
+
+
+def test_a_payload_with_a_shared_library_has_ldconfig_run(tmp_path: Path):
+    # Debian's libnetplan0 ships libnetplan.so.0.0 and no libnetplan.so.0: its triggers file has ldconfig make the
+    # link. Without it the lab's netplan CLI could not load its library (Molecule ipoib on Ubuntu, 2026-12-04).
+    assert shape_repos.has_shared_libraries(_library_tree(tmp_path / "lib"))
+    programs = tmp_path / "bin" / "usr/sbin"
+    programs.mkdir(parents=True)
+    (programs / "munged").write_text("x", encoding="utf-8")
+    assert not shape_repos.has_shared_libraries(tmp_path / "bin")
+    package = {"name": "libnetplan0", "version": "0.106.1-7ubuntu0.22.04.2", "description": "netplan"}
+    package |= {"payload": tmp_path / "lib", "ldconfig": True}
+    (tmp_path / "out").mkdir()
+    deb = mirror.build_deb(package, tmp_path / "staging", tmp_path / "out")
+    subprocess.run(["dpkg-deb", "-e", str(deb), str(tmp_path / "control")], check=True)
+    assert (tmp_path / "control" / "triggers").read_text(encoding="utf-8") == "activate-noawait ldconfig\n"
+
+
+@needs_rpmbuild
+def test_a_payload_rpm_with_a_shared_library_runs_ldconfig_after_its_own_post(tmp_path: Path):
+    package = {"name": "NetworkManager-libnm", "version": "1:1.46.0-19.el9_4", "description": "libnm"}
+    package |= {"payload": _library_tree(tmp_path / "lib"), "ldconfig": True, "post": "echo made"}
+    built = rpm_repo.build_rpm(package, tmp_path / "w", tmp_path / "o")
+    assert rpm_repo.rpm_query(built, "%{POSTIN}").splitlines() == ["echo made", "/sbin/ldconfig"]
