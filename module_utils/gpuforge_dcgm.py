@@ -15,11 +15,20 @@ Two JSON shapes are read (fixtures and their sources: tests/fixtures/dcgmi/SOURC
 
 DCGM numbers GPUs as NVML does (the index ``nvidia-smi`` shows; ``dcgmi discovery -l`` prints both the
 GPU ID and the PCI bus ID), so a result is tied to a board through the nvidia-smi facts' index -> bus_id.
+
+``parse_diag_table`` reads the text table ``dcgmi diag -r N`` prints without ``-j`` (what operators paste into
+tickets and what older runbooks keep) into the same shape, so ``judge_diag`` judges it alike. Its layout is
+dcgmi's (NVIDIA/DCGM ``dcgmi/Diag.cpp``): rows ``| <name, 25 wide> | <result, 46 wide> |``, category rows
+``|-----  Deployment  ---...|``, messages split into 45-character chunks on rows with an empty name.
+DCGM 3.x (v3.3.8) prints one row per test, ``Pass - All`` or ``Fail - GPU: 0`` / ``Fail - GPUs: 0, 1`` (one row per
+status), then ``Warning``/``Info`` rows whose text starts ``GPU <n>``; DCGM 4.x (v4.4.2) prints the test's
+result, then a ``GPU<n>: <result>`` row per GPU and ``Warning: GPU<n>`` / ``Info: GPU<n>`` rows for that GPU.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, PASS, WARN, node_check
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors import ParseError
@@ -29,6 +38,7 @@ __all__ = [
     "ParseError",
     "judge_diag",
     "parse_diag",
+    "parse_diag_table",
 ]
 
 TOP_KEYS = {"DCGM GPU Diagnostic": "dcgm3", "DCGM Diagnostic": "dcgm4"}
@@ -147,6 +157,153 @@ def parse_diag(text: str) -> dict:
 
 
 _RANK = {"fail": 4, "warn": 3, "pass": 1}
+
+# --- the text table (dcgmi diag without -j) ---------------------------------------------------------------------
+_ROW = re.compile(r"^\s*\|(?P<name>[^|]*)\|(?P<info>[^|]*)\|\s*$")
+_CATEGORY = re.compile(r"^\s*[|+]-{5}\s+(?P<name>\S[^-|+]*?)\s+-*\+-+[|+]\s*$")
+_RULE = re.compile(r"^\s*\+[-=]+\+[-=]+\+\s*$")
+# DCGM 3.x: "Pass - All", "Fail - GPU: 0", "Warn - GPUs: 0, 1" (dcgmi/Diag.cpp, HelperDisplayGpuResults), or a
+# deployment plugin's bare "Pass"/"Fail".
+_STATUS_3 = re.compile(r"^(?P<status>Pass|Fail|Warn|Skip)(?: - (?:(?P<all>All)|GPUs?: (?P<gpus>[\d, ]+)))?\s*$")
+# DCGM 4.x: "<entity group><id>: <result>" per entity; an empty result is a test that did not run there.
+_ENTITY_4 = re.compile(r"^(?P<group>[A-Za-z_]+?)(?P<id>\d+):(?: (?P<status>Pass|Fail|Warn|Skip))?\s*$")
+_MESSAGE = re.compile(r"^(?P<kind>Warning|Info|Error)(?:: (?P<group>[A-Za-z_]+?)(?P<id>\d+))?$")
+_MESSAGE_GPU_3 = re.compile(r"^GPU (?P<id>\d+)\b")
+_CHUNK = 45  # DATA_INFO_TAG_LEN: a message's characters per row
+
+
+def _table_rows(text: str) -> list:
+    """[(kind, name, info cell)] for the table's lines: kind is category, row; rules and other lines are left out."""
+    rows = []
+    for line in text.splitlines():
+        category = _CATEGORY.match(line)
+        if category:
+            rows.append(("category", category.group("name").strip(), ""))
+            continue
+        if _RULE.match(line):
+            continue
+        row = _ROW.match(line)
+        if row:
+            rows.append(("row", row.group("name").strip(), row.group("info")))
+    return rows
+
+
+def parse_diag_table(text: str) -> dict:
+    """Parse the text table of ``dcgmi diag -r N`` (DCGM 3.x or 4.x), into parse_diag's shape (format
+    dcgm3-text or dcgm4-text). A DCGM 3.x result for "All" GPUs is tied to GPU ids 0..n-1 when the Metadata rows list
+    n device IDs, and to no GPU otherwise (the test's status still counts). Output without a table is DCGM's own
+    error (runtime_error: its first line), as when nv-hostengine is not running."""
+    if not (text or "").strip():
+        raise ParseError("empty output: dcgmi diag printed nothing")
+    rows = _table_rows(text)
+    if not rows:
+        first = text.strip().splitlines()[0].strip()
+        if first.startswith("{"):
+            raise ParseError("JSON, not the text table: read it as dcgmi-diag (dcgmi diag -j)")
+        if re.match(r"^(Error|Failed|Unable)\b", first):
+            return {"format": "dcgm-text", "version": None, "driver_version": None, "runtime_error": first,
+                    "tests": [], "gpus": {}}  # fmt: skip
+        raise ParseError(f"no dcgmi diag table (rows '| name | result |'): {first[:200]!r}")
+    metadata, tests = {}, []
+    category = ""
+    test = message = None
+    entity_rows = False
+
+    def close_message():
+        nonlocal message
+        if message is not None:
+            target, key, chunks = message
+            target[key].append("".join(chunks).strip())
+            message = None
+
+    def results_of(current: dict) -> dict:
+        return {result["gpu"]: result for result in current["results"]}
+
+    for kind, name, cell in rows:
+        value = cell[1:].rstrip()
+        if kind == "category":
+            close_message()
+            category = name
+            continue
+        if name == "Diagnostic" and value == "Result":
+            continue
+        if category == "Metadata":
+            if name:
+                metadata[name] = value.strip()
+            continue
+        if not name:
+            entity = _ENTITY_4.match(value.strip())
+            status_3 = _STATUS_3.match(value.strip())
+            if entity and test is not None:
+                close_message()
+                entity_rows = True
+                if entity.group("group") == "GPU":
+                    status = _status(entity.group("status")) if entity.group("status") else "not_run"
+                    test["results"].append({"gpu": int(entity.group("id")), "status": status, "warnings": [],
+                                            "info": []})  # fmt: skip
+            elif message is not None:
+                message[2].append(cell[1 : 1 + _CHUNK])
+            elif status_3 and status_3.group("gpus") and test is not None:
+                test["statuses"].append(status_3)
+            elif test is not None and value.strip():
+                test["info"].append(value.strip())  # e.g. the Diagnostic's "Code: (...)" after "Warn - All"
+            continue
+        close_message()
+        found = _MESSAGE.match(name)
+        if found:
+            if test is None:
+                raise ParseError(f"a {found.group('kind')} row before any test: {value.strip()[:120]!r}")
+            key = "info" if found.group("kind") == "Info" else "warnings"
+            target = test
+            if found.group("id") is not None and found.group("group") == "GPU":
+                target = results_of(test).get(int(found.group("id")), test)
+            message = (target, key, [cell[1 : 1 + _CHUNK]])
+            continue
+        status_3 = _STATUS_3.match(value.strip())
+        test = {"category": category, "name": name, "status_text": value.strip(), "statuses": [status_3],
+                "results": [], "warnings": [], "info": []}  # fmt: skip
+        tests.append(test)
+    close_message()
+    device_ids = [part for part in metadata.get("GPU Device IDs Detected", "").split(",") if part.strip()]
+    gpus = {}
+    for current in tests:
+        statuses = [found for found in current.pop("statuses") if found]
+        text_status = current.pop("status_text")
+        if not current["results"]:
+            for found in statuses:
+                ids = range(len(device_ids)) if found.group("all") else []
+                if found.group("gpus"):
+                    ids = [int(part) for part in found.group("gpus").replace(" ", "").split(",") if part]
+                for gpu in ids:
+                    current["results"].append({"gpu": gpu, "status": _status(found.group("status")),
+                                               "warnings": [], "info": []})  # fmt: skip
+            # DCGM 3.x names the GPU at the start of a Warning's text ("GPU 0 Error using CUDA API ...").
+            by_gpu = results_of(current)
+            for key in ("warnings", "info"):
+                kept = []
+                for text_line in current[key]:
+                    named = _MESSAGE_GPU_3.match(text_line)
+                    if named and int(named.group("id")) in by_gpu:
+                        by_gpu[int(named.group("id"))][key].append(text_line)
+                    else:
+                        kept.append(text_line)
+                current[key] = kept
+        if entity_rows or not statuses:
+            current["status"] = _status(text_status.split(" ")[0]) if text_status else "not_run"
+        else:
+            current["status"] = max((_status(f.group("status")) for f in statuses), key=lambda s: _RANK.get(s, 2))
+        for result in current["results"]:
+            gpus.setdefault(result["gpu"], {})[current["name"]] = result["status"]
+    if not tests:
+        raise ParseError("the dcgmi diag table lists no test (only its Metadata rows)")
+    return {
+        "format": "dcgm4-text" if entity_rows else "dcgm3-text",
+        "version": metadata.get("DCGM Version"),
+        "driver_version": metadata.get("Driver Version Detected"),
+        "runtime_error": None,
+        "tests": tests,
+        "gpus": gpus,
+    }
 
 
 def _test(test, category: str, where: str) -> dict:

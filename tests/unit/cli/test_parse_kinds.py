@@ -134,6 +134,10 @@ CASES = {
         "dcgmi/dcgm-4.2.3-r1-gb10.json",
         lambda d: d["format"] == "dcgm4" and d["version"] == "4.2.3" and d["tests"],
     ),
+    "dcgmi-diag-table": (
+        "dcgmi/dcgm-3.3.8-r3-8xh100-cuinit-fail.txt",
+        lambda d: d["format"] == "dcgm3-text" and d["gpus"]["0"]["GPU Memory"] == "fail",
+    ),
     "nvbandwidth": (
         "nvbandwidth/v0.10-azure-nhc-2gpu.txt",
         lambda d: (
