@@ -1,8 +1,8 @@
 """GPU monitoring on the lab: Prometheus scrapes every node, the collector writes the simulated GPUs' metrics,
 and the faults side_effect.yml injected into mon-dgx1 fire their alerts there and nowhere else.
 
-Prometheus and node-exporter are Debian's packages (real); the GPUs, nvidia-smi, ibstat and the kernel log
-are the lab's simulations.
+Prometheus and node-exporter are Debian's packages (real; on the Ubuntu-shaped nodes under noble's and jammy's
+names and versions); the GPUs, nvidia-smi, ibstat and the kernel log are the lab's simulations.
 """
 
 import json
@@ -63,13 +63,27 @@ def test_services_active(host):
     assert host.service("gpuforge-gpu-metrics.timer").is_running
 
 
+# The pins each host's release has (roles/gpu_monitoring/defaults/main.yml): mon-head is Ubuntu 24.04-shaped,
+# mon-c4140 Ubuntu 22.04-shaped, mon-dgx1 Debian 12.
+PINS = {
+    "mon-head": {"prometheus": "2.45.3+ds-2ubuntu0.3", "prometheus-node-exporter": "1.7.0-1ubuntu0.3"},
+    "mon-dgx1": {"prometheus-node-exporter": "1.5.0-1+b6"},
+    "mon-c4140": {"prometheus-node-exporter": "1.3.1-1ubuntu0.22.04.2"},
+}
+
+
 def test_package_versions_meet_the_pins(host):
-    node_exporter = host.package("prometheus-node-exporter")
-    assert node_exporter.is_installed
-    assert host.run(f"dpkg --compare-versions {node_exporter.version} ge 1.5.0-1+b6").rc == 0
-    if _name(host) == "mon-head":
-        prometheus = host.package("prometheus")
-        assert host.run(f"dpkg --compare-versions {prometheus.version} ge 2.42.0+ds-5+deb12u1").rc == 0
+    for name, pin in PINS[_name(host)].items():
+        package = host.package(name)
+        assert package.is_installed, name
+        assert host.run(f"dpkg --compare-versions {package.version} ge {pin}").rc == 0, (name, package.version, pin)
+
+
+@pytest.mark.parametrize(("name", "codename"), [("mon-head", "noble"), ("mon-c4140", "jammy")])
+def test_the_ubuntu_shaped_nodes(host, name, codename):
+    if _name(host) != name:
+        pytest.skip(f"{name} only")
+    assert f"VERSION_CODENAME={codename}" in host.file("/etc/os-release").content_string
 
 
 def test_scrape_targets_are_the_inventory_nodes_and_all_up(host):

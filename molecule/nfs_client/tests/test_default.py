@@ -3,7 +3,12 @@ no fake mount."""
 
 import pytest
 
-testinfra_hosts = ["ansible://nfs-client", "ansible://nfs-client-rhel9"]
+testinfra_hosts = [
+    "ansible://nfs-client",
+    "ansible://nfs-client-rhel9",
+    "ansible://nfs-client-ubuntu2404",
+    "ansible://nfs-client-ubuntu2204",
+]
 
 SERVER = "nfs-storage"
 OPTIONS = "rw,hard,noatime,_netdev,nofail"
@@ -15,7 +20,14 @@ def _fstab(host):
 
 
 # Each OS's own package names (roles/nfs_client/vars/<OS>.yml), installed by its own package manager.
-PACKAGES = {"nfs-client": ["nfs-common", "netbase"], "nfs-client-rhel9": ["nfs-utils"]}
+PACKAGES = {
+    "nfs-client": ["nfs-common", "netbase"],
+    "nfs-client-rhel9": ["nfs-utils"],
+    "nfs-client-ubuntu2404": ["nfs-common", "netbase"],
+    "nfs-client-ubuntu2204": ["nfs-common", "netbase"],
+}
+# The Ubuntu releases' builds (vendor_facts/ubuntu-main/<release>.yml), as apt installed them from the lab's archive.
+UBUNTU_NFS_COMMON = {"nfs-client-ubuntu2404": "1:2.6.4-3ubuntu5", "nfs-client-ubuntu2204": "1:2.6.1-1ubuntu1.2"}
 
 
 def test_client_packages(host):
@@ -25,6 +37,8 @@ def test_client_packages(host):
     if name.endswith("-rhel9"):
         # dnf installed it: the RPM database has it.
         assert host.run("rpm -q nfs-utils").rc == 0
+    if name in UBUNTU_NFS_COMMON:
+        assert host.package("nfs-common").version == UBUNTU_NFS_COMMON[name]
 
 
 def test_nfs_client_target_enabled_and_active(host):

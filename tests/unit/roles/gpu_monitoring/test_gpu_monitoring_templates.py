@@ -9,6 +9,8 @@ import pytest
 import yaml
 from gpu_stack_render import OS_FACTS, RoleRender
 
+from gpuforge import vendor_facts
+
 GROUPS = {
     "all": ["head01", "gpu01", "gpu02", "stor01"],
     "head_nodes": ["head01"],
@@ -114,8 +116,20 @@ def test_debian_asks_apt_for_floors():
     assert args["name"] == ["prometheus>=2.42.0+ds-5+deb12u1", "prometheus-node-exporter>=1.5.0-1+b6"]
 
 
-@pytest.mark.parametrize("os_name", ["rhel9", "ubuntu2404"])
+@pytest.mark.parametrize(("os_name", "registry"), [("ubuntu2204", "ubuntu/jammy"), ("ubuntu2404", "ubuntu/noble")])
+def test_ubuntu_asks_apt_for_the_registrys_builds(os_name, registry):
+    """Ubuntu's pins are the builds vendor_facts/ubuntu/<release>.yml records, not the role's own numbers."""
+    recorded = {package.name: package.version for package in vendor_facts.repository(registry).packages}
+    render = role(os_name, host="head01")
+    args = render.task("setup-Debian.yml", "Install the packages")
+    assert args["name"] == [
+        f"prometheus>={recorded['prometheus']}",
+        f"prometheus-node-exporter>={recorded['prometheus-node-exporter']}",
+    ]
+
+
+@pytest.mark.parametrize("os_name", ["rhel9"])
 def test_unpinned_releases_have_empty_versions(os_name):
-    """EL and Ubuntu carry no pins: the role's first assert refuses them until the site sets versions."""
+    """EL carries no pins: the role's first assert refuses it until the site sets versions."""
     wanted = role(os_name, host="gpu01").var("gpu_monitoring_wanted")
     assert [item["version"] for item in wanted] == [""]
