@@ -25,7 +25,10 @@ ROLES = PROJECT_ROOT / "roles"
 MOLECULE = PROJECT_ROOT / "molecule"
 FACTS = MOLECULE / "os_shapes" / "tests" / "real_os_facts.yml"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_INCLUDED = re.compile(r"included: (\S+/roles/([a-z0-9_]+)/tasks/([A-Za-z0-9_.-]+\.yml)) for (.+)$")
+# "included: <path> for <hosts>", after the wrapped pieces of one statement are joined with spaces: Molecule's box
+# breaks a long path inside a word too ("runtime-configure.ym" / "l for ..."), so the path may hold spaces here.
+_INCLUDED = re.compile(r"included:\s+(?P<path>\S.*?)\s+for\s+(?P<hosts>.+)$")
+_ROLE_TASK = re.compile(r"/roles/([a-z0-9_]+)/tasks/([A-Za-z0-9_.-]+\.yml)$")
 _OS_FILE = re.compile(r"-(Debian|RedHat)\.yml$")
 SHAPE_FACTS_DEBIAN12 = {"distribution": "Debian", "os_family": "Debian"}
 
@@ -51,24 +54,41 @@ def platform_shapes(scenario: str) -> dict[str, str]:
     return shapes or {"instance": "debian12"}
 
 
+def _statements(log_text: str) -> list[str]:
+    """The log's lines with Molecule's wrapping undone: inside its box ("\u2502 text"), a line whose text starts with
+    two more spaces continues the line before it (the box wraps at its width, between words or, for a word longer
+    than a line, inside it); outside the box, an "included: <path> for" line continues on the next one."""
+    joined: list[str] = []
+    for raw in log_text.splitlines():
+        line = _ANSI.sub("", raw)
+        boxed = "\u2502" in line
+        text = line.split("\u2502", 1)[1][1:] if boxed else line
+        continues = joined and (
+            (boxed and text.startswith("  ") and text.strip()) or re.search(r"included:(?: \S+ for)?$", joined[-1])
+        )
+        if continues:
+            joined[-1] += " " + text.strip()
+        else:
+            joined.append(text.strip())
+    return joined
+
+
 def executed_task_files(log_text: str, shapes: dict[str, str]) -> set[tuple[str, str]]:
     """(roles/<role>/tasks/<file>, shape) for each OS task file the log shows included."""
     found = set()
-    # Molecule wraps long lines inside its box ("│"): an "included: <path> for" line continues on the next one.
-    lines = [_ANSI.sub("", raw).strip().lstrip("\u2502").strip() for raw in log_text.splitlines()]
-    joined = []
-    for line in lines:
-        if joined and re.search(r"included: \S+ for$", joined[-1]):
-            joined[-1] += " " + line
-        else:
-            joined.append(line)
-    for line in joined:
+    for line in _statements(log_text):
         match = _INCLUDED.search(line)
-        if not match or not _OS_FILE.search(match.group(3)):
+        if not match:
             continue
-        relative = f"roles/{match.group(2)}/tasks/{match.group(3)}"
-        for host in re.split(r",\s*", match.group(4).strip()):
-            found.add((relative, shapes.get(host.strip(), "?")))
+        # A path holds no spaces: what the wrapping split inside it is joined again.
+        role_task = _ROLE_TASK.search(match.group("path").replace(" ", ""))
+        if not role_task or not _OS_FILE.search(role_task.group(2)):
+            continue
+        relative = f"roles/{role_task.group(1)}/tasks/{role_task.group(2)}"
+        hosts = re.sub(r"\s*=>.*$", "", match.group("hosts"))  # "... => (item=containerd)" in a loop
+        for host in re.split(r",\s*", hosts.strip()):
+            if host:
+                found.add((relative, shapes.get(host.strip(), "?")))
     return found
 
 

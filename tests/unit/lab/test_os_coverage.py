@@ -26,6 +26,34 @@ def test_included_os_task_files_are_recorded_per_shape():
     }
 
 
+# As Molecule's box wrapped them in a CI run of 2026-12-04 (a longer checkout path): "included:" alone on its line,
+# a path split inside a word, a loop item after the host, hosts continued on the next line.
+WRAPPED = """\
+  \x1b[2m\u2502\x1b[0m included:
+  \x1b[2m\u2502\x1b[0m   /tmp/citest/main/roles/nvidia_container_toolkit/tasks/setup-Debian.yml
+  \x1b[2m\u2502\x1b[0m   for gpuforge-mol-os-ubuntu2204
+  \x1b[2m\u2502\x1b[0m
+  \x1b[2m\u2502\x1b[0m included:
+  \x1b[2m\u2502\x1b[0m   /tmp/citest/main/roles/nvidia_container_toolkit/tasks/runtime-RedHat.ym
+  \x1b[2m\u2502\x1b[0m   l for gpuforge-mol-os-rhel9 => (item=containerd)
+  \x1b[2m\u2502\x1b[0m included:
+  \x1b[2m\u2502\x1b[0m   /tmp/citest/main/roles/container_runtime_limits/tasks/setup-Debian.yml
+  \x1b[2m\u2502\x1b[0m   for gpuforge-mol-os-rhel9,
+  \x1b[2m\u2502\x1b[0m   gpuforge-mol-os-ubuntu2404
+  \x1b[2m\u2502\x1b[0m TASK [container_runtime_limits : Read the limit]
+"""
+
+
+def test_wrapped_include_lines_are_joined_again():
+    shapes = os_coverage.platform_shapes("os_shapes")
+    assert os_coverage.executed_task_files(WRAPPED, shapes) == {
+        ("roles/nvidia_container_toolkit/tasks/setup-Debian.yml", "ubuntu2204"),
+        ("roles/nvidia_container_toolkit/tasks/runtime-RedHat.yml", "rhel9"),
+        ("roles/container_runtime_limits/tasks/setup-Debian.yml", "rhel9"),
+        ("roles/container_runtime_limits/tasks/setup-Debian.yml", "ubuntu2404"),
+    }
+
+
 def test_vars_file_follows_the_first_found_convention():
     ubuntu = {"distribution": "Ubuntu", "os_family": "Debian"}
     assert os_coverage.vars_file_loaded("nvidia_driver", ubuntu) == "roles/nvidia_driver/vars/Ubuntu.yml"
