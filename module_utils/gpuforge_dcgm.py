@@ -158,6 +158,12 @@ def parse_diag(text: str) -> dict:
 
 _RANK = {"fail": 4, "warn": 3, "pass": 1}
 
+
+def _worst(statuses) -> str:
+    """The status that counts for a test from its GPUs' statuses: fail, then warn, then any other word, then pass."""
+    return max(statuses, key=lambda s: _RANK.get(s, 2))
+
+
 # --- the text table (dcgmi diag without -j) ---------------------------------------------------------------------
 _ROW = re.compile(r"^\s*\|(?P<name>[^|]*)\|(?P<info>[^|]*)\|\s*$")
 _CATEGORY = re.compile(r"^\s*[|+]-{5}\s+(?P<name>\S[^-|+]*?)\s+-*\+-+[|+]\s*$")
@@ -291,7 +297,7 @@ def parse_diag_table(text: str) -> dict:
         if entity_rows or not statuses:
             current["status"] = _status(text_status.split(" ")[0]) if text_status else "not_run"
         else:
-            current["status"] = max((_status(f.group("status")) for f in statuses), key=lambda s: _RANK.get(s, 2))
+            current["status"] = _worst(_status(f.group("status")) for f in statuses)
         for result in current["results"]:
             gpus.setdefault(result["gpu"], {})[current["name"]] = result["status"]
     if not tests:
@@ -329,7 +335,7 @@ def _test(test, category: str, where: str) -> dict:
     if summary.get("status"):
         status = _status(summary["status"])
     elif parsed:
-        status = max((p["status"] for p in parsed), key=lambda s: _RANK.get(s, 2))
+        status = _worst(p["status"] for p in parsed)
     else:
         raise ParseError(f"{where}: test {test['name']!r} has neither results nor a test_summary status")
     return {
