@@ -10,6 +10,7 @@ the ones a real driver install provides, printed so that `nvidia-container-cli -
 
 from __future__ import annotations
 
+import os
 import sys
 
 from gpuforge_sim import driver_state
@@ -17,7 +18,18 @@ from gpuforge_sim.hardware import load_hardware, visible_gpus
 from gpuforge_sim.nvidia_smi import Context
 
 VERSION = "1.17.8"
-LIB_DIR = "/usr/lib/x86_64-linux-gnu"
+# Where the driver's libraries are on the node (the real tool reads them from ld.so.cache): Debian and Ubuntu put
+# x86_64 libraries in the multiarch directory, RHEL in /usr/lib64 (the CUDA repository's RHEL driver packages
+# install there). A lab node's OS shape is told by its release file.
+LIB_DIR_DEBIAN = "/usr/lib/x86_64-linux-gnu"
+LIB_DIR_RHEL = "/usr/lib64"
+REDHAT_RELEASE = "/etc/redhat-release"
+
+
+def lib_dir() -> str:
+    return LIB_DIR_RHEL if os.path.exists(REDHAT_RELEASE) else LIB_DIR_DEBIAN
+
+
 # CUDA compute capability per architecture ("Architecture:" line of `info`).
 COMPUTE_CAPABILITY = {"Volta": "7.0", "Turing": "7.5", "Ampere": "8.0", "Hopper": "9.0"}
 BINARIES = [
@@ -53,7 +65,7 @@ def list_paths(hw: dict, driver_version: str) -> list[str]:
     gpus = [gpu for gpu in visible_gpus(hw) if not gpu["fallen_off_bus"]]
     paths = _devices(gpus)
     paths += [f"/usr/bin/{name}" for name in BINARIES]
-    paths += [f"{LIB_DIR}/{name}.{driver_version}" for name in LIBRARIES]
+    paths += [f"{lib_dir()}/{name}.{driver_version}" for name in LIBRARIES]
     paths.append("/run/nvidia-persistenced/socket")
     return paths
 

@@ -158,8 +158,9 @@ def test_cli_info_real_layout(node):
     assert lines.count("Architecture:   7.0") == 8
 
 
-def test_cli_list_needs_driver_unless_k_loads_it(node):
+def test_cli_list_needs_driver_unless_k_loads_it(node, monkeypatch):
     node("dgx1-v100-edr", loaded=False)
+    monkeypatch.setattr(nvidia_container_cli, "REDHAT_RELEASE", str(node.path / "no-redhat-release"))
     rc, _, err = call(nvidia_container_cli, "list")
     assert rc == 1 and err == "nvidia-container-cli: initialization error: nvml error: driver not loaded\n"
     rc, out, _ = call(nvidia_container_cli, "-k", "list")
@@ -172,6 +173,20 @@ def test_cli_list_needs_driver_unless_k_loads_it(node):
     ]
     assert "/usr/bin/nvidia-smi" in paths
     assert "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.183.01" in paths
+
+
+def test_cli_list_prints_rhel_library_directory_on_a_rhel_shaped_node(node, monkeypatch):
+    # A RHEL node's driver libraries are in /usr/lib64; a list with Debian's multiarch paths there would send
+    # gpu_selinux's restorecon and the smoke test's library check to files that do not exist.
+    node("dgx1-v100-edr")
+    release = node.path / "redhat-release"
+    release.write_text("Red Hat Enterprise Linux release 9.4 (Plow)\n", encoding="utf-8")
+    monkeypatch.setattr(nvidia_container_cli, "REDHAT_RELEASE", str(release))
+    rc, out, _ = call(nvidia_container_cli, "list")
+    assert rc == 0
+    libraries = [path for path in out.splitlines() if ".so." in path]
+    assert "/usr/lib64/libnvidia-ml.so.535.183.01" in libraries
+    assert all(path.startswith("/usr/lib64/") for path in libraries)
 
 
 def test_cli_usage_error():
