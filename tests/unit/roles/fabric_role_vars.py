@@ -20,6 +20,15 @@ FACTS = {
 }  # fmt: skip
 
 
+def os_vars_file(role_dir: Path, facts: dict) -> Path:
+    """The roles' include_vars rule: the first of vars/<distribution>.yml and vars/<os_family>.yml."""
+    for name in (facts["distribution"], facts["os_family"]):
+        path = role_dir / "vars" / f"{name}.yml"
+        if path.is_file():
+            return path
+    raise FileNotFoundError(f"{role_dir}/vars has neither {facts['distribution']}.yml nor {facts['os_family']}.yml")
+
+
 def templar(role: str, os_name: str, **extra) -> Templar:
     role_dir = ROOT / "roles" / role
     main_vars = role_dir / "vars" / "main.yml"
@@ -28,7 +37,7 @@ def templar(role: str, os_name: str, **extra) -> Templar:
         **_load(ROOT / "roles" / "gpuforge" / "defaults" / "main" / "fabric_storage.yml"),
         **_load(role_dir / "defaults" / "main.yml"),
         **(_load(main_vars) if main_vars.is_file() else {}),
-        **_load(role_dir / "vars" / f"{os_name}.yml"),
+        **_load(os_vars_file(role_dir, FACTS[os_name])),
         "ansible_facts": FACTS[os_name],
         "ansible_play_hosts": ["gpu01", "gpu02"],
         "inventory_hostname": "gpu01",
