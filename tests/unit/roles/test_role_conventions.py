@@ -39,6 +39,27 @@ def test_every_per_os_file_has_its_other_family_and_is_included_by_os_family():
         assert "pkg_mgr" not in text, f"{role.name}: task files are chosen by os_family, not by a package manager"
 
 
+def _os_vars_loads():
+    """(role, the file names of its first_found include_vars of vars/<OS>.yml) for each role's tasks/main.yml."""
+    for main in sorted(ROLES.glob("*/tasks/main.yml")):
+        for task in yaml.safe_load(main.read_text(encoding="utf-8")) or []:
+            if not isinstance(task, dict) or "first_found" not in str(task.get("ansible.builtin.include_vars", "")):
+                continue
+            spec = next(value for value in (task.get("vars") or {}).values() if isinstance(value, dict))
+            yield main.parts[-3], spec["files"]
+
+
+def test_every_role_loads_its_os_vars_by_distribution_then_os_family():
+    # One convention for vars/<OS>.yml: a distribution's own file (vars/Ubuntu.yml) where it differs from its
+    # family's, else the family's (vars/Debian.yml on Ubuntu). Four roles tried os_family alone, so a vars/Ubuntu.yml
+    # added there would never have been read.
+    loads = dict(_os_vars_loads())
+    assert {role for role in loads} >= {path.parts[-3] for path in ROLES.glob("*/vars/RedHat.yml")}
+    for role, files in loads.items():
+        normalised = [re.sub(r"\s|\[\'|\'\]|ansible_facts\.?", "", name) for name in files]
+        assert normalised == ["{{distribution}}.yml", "{{os_family}}.yml"], f"{role}: {files}"
+
+
 def test_site_installs_the_rdma_stack_before_the_gpu_driver():
     # NVIDIA GPUDirect RDMA documentation: install MLNX_OFED before the driver's peer memory module is built.
     import yaml
