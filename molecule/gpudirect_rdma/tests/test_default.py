@@ -1,28 +1,38 @@
-"""gpudirect_rdma on a lab DGX-1: nvidia_peermem loaded, persisted and reloaded after openibd."""
+"""gpudirect_rdma on a lab DGX-1: nvidia_peermem loaded, persisted and reloaded after openibd. The gpudirect_rdma_os
+scenario runs these tests on its RHEL 9, Ubuntu 24.04 and Ubuntu 22.04 nodes too."""
 
 import re
 
+import pytest
 import yaml
 
 from gpuforge import vendor_facts
 from gpuforge.paths import PROJECT_ROOT
 
 PINS = yaml.safe_load((PROJECT_ROOT / "roles/gpuforge/defaults/main/gpu_stack.yml").read_text(encoding="utf-8"))
-DRIVER = PINS["gpuforge_nvidia_driver_versions"]["cuda"]["debian12"]
+
+
+@pytest.fixture
+def shape(host):
+    """The node's OS shape, as gpu_stack.yml and the registry name it (debian12, rhel9, ubuntu2404, ...)."""
+    info = host.system_info
+    if info.distribution == "ubuntu":
+        return "ubuntu" + info.release.replace(".", "")
+    return info.distribution + info.release.split(".")[0]
 
 
 def _loaded(host):
     return {line.split()[0]: line.split() for line in host.check_output("lsmod").splitlines()[1:]}
 
 
-def test_nvidia_peermem_loaded_on_top_of_ofed_and_driver(host):
+def test_nvidia_peermem_loaded_on_top_of_ofed_and_driver(host, shape):
     modules = _loaded(host)
     assert "nvidia_peermem" in modules
     # ib_core and nvidia are held by the peer memory module (lsmod "Used by").
     assert "nvidia_peermem" in modules["ib_core"][-1].split(",")
     assert "nvidia_peermem" in modules["nvidia"][-1].split(",")
-    # What a DOCA-OFED host prints (vendor_facts/nvidia-doca/debian12.yml), not the tarball installer's form.
-    assert host.check_output("ofed_info -s") == vendor_facts.repository("nvidia-doca/debian12").fact("ofed_info_s")
+    # What a DOCA-OFED host prints (vendor_facts/nvidia-doca/<os>.yml), not the tarball installer's form.
+    assert host.check_output("ofed_info -s") == vendor_facts.repository(f"nvidia-doca/{shape}").fact("ofed_info_s")
 
 
 def test_module_persisted_for_boot(host):
@@ -37,9 +47,11 @@ def test_openibd_dropin_reloads_peermem(host):
     assert "gpuforge-peermem.conf" in host.check_output("systemctl show -p DropInPaths openibd")
 
 
-def test_driver_stamp_records_version(host):
+def test_driver_stamp_records_version(host, shape):
+    # The driver release the nvidia_driver role pinned for this OS (roles/gpuforge/defaults/main/gpu_stack.yml).
+    driver = PINS["gpuforge_nvidia_driver_versions"]["cuda"][shape]
     stamp = host.file("/var/lib/gpuforge/peermem-driver-version").content_string.strip()
-    assert stamp == f"{DRIVER} nvidia_peermem"
+    assert stamp == f"{driver} nvidia_peermem"
     assert re.match(r"^\d+\.\d+\.\d+ ", stamp)
 
 
