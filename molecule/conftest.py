@@ -11,6 +11,7 @@ as Ansible's shell module runs it), as the inventory's user when it names one. T
 host.ansible() and a host that asks for privilege escalation (ansible_become) still run Ansible.
 """
 
+import pytest
 import testinfra
 from testinfra.utils import ansible_runner
 
@@ -31,3 +32,12 @@ def _get_ansible_host(config, inventory, host, ssh_config=None, ssh_identity_fil
 
 
 ansible_runner.get_ansible_host = _get_ansible_host
+
+
+@pytest.fixture
+def shape(host):
+    """The node's lab OS shape as the registry and the pin tables name it (debian12, rhel9, ubuntu2204, ubuntu2404)."""
+    info = host.system_info
+    if info.distribution == "ubuntu":
+        return "ubuntu" + info.release.replace(".", "")
+    return info.distribution + info.release.split(".")[0]

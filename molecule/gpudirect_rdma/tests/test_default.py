@@ -3,22 +3,12 @@ scenario runs these tests on its RHEL 9, Ubuntu 24.04 and Ubuntu 22.04 nodes too
 
 import re
 
-import pytest
 import yaml
 
 from gpuforge import vendor_facts
 from gpuforge.paths import PROJECT_ROOT
 
 PINS = yaml.safe_load((PROJECT_ROOT / "roles/gpuforge/defaults/main/gpu_stack.yml").read_text(encoding="utf-8"))
-
-
-@pytest.fixture
-def shape(host):
-    """The node's OS shape, as gpu_stack.yml and the registry name it (debian12, rhel9, ubuntu2404, ...)."""
-    info = host.system_info
-    if info.distribution == "ubuntu":
-        return "ubuntu" + info.release.replace(".", "")
-    return info.distribution + info.release.split(".")[0]
 
 
 def _loaded(host):

@@ -12,7 +12,5 @@ _SPEC = importlib.util.spec_from_file_location(
 )
 _NODE_TESTS = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(_NODE_TESTS)
-# The tests and the fixture they take (shape), as this module's own for pytest to collect.
-globals().update(
-    {name: value for name, value in vars(_NODE_TESTS).items() if name.startswith("test_") or name == "shape"}
-)
+# The tests, as this module's own for pytest to collect (their shape fixture is molecule/conftest.py's).
+globals().update({name: value for name, value in vars(_NODE_TESTS).items() if name.startswith("test_")})

@@ -32,16 +32,6 @@ DUPLICATE_GUID = "0x98039b0300a4c700"
 
 
 @pytest.fixture
-def shape(host):
-    info = host.system_info
-    if info.distribution == "rhel":
-        return "rhel" + info.release.split(".")[0]
-    if info.distribution == "ubuntu":
-        return "ubuntu" + info.release.replace(".", "")
-    return info.distribution + info.release.split(".")[0]
-
-
-@pytest.fixture
 def doca(shape):
     return vendor_facts.repository(f"nvidia-doca/{shape}")
 

@@ -5,7 +5,6 @@ import json
 import os
 from pathlib import Path
 
-import pytest
 import yaml
 
 from gpuforge.paths import PROJECT_ROOT
@@ -18,14 +17,6 @@ PACKAGES = (
 )
 # The one release the lab's registry publishes (vendor_facts/nvidia-container-toolkit/{deb,rpm}.yml).
 PACKAGE_VERSION = "1.17.8-1"
-
-
-@pytest.fixture
-def shape(host):
-    info = host.system_info
-    if info.distribution == "ubuntu":
-        return "ubuntu" + info.release.replace(".", "")
-    return info.distribution + info.release.split(".")[0]
 
 
 def test_toolkit_pinned_from_mirror(host, shape):
