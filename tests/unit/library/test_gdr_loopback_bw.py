@@ -230,14 +230,14 @@ def test_healthy_h100_passes_on_all_eight_ndr_ports(tmp_path, monkeypatch):
 
 
 def test_gdr_slow_fails_its_port_as_the_root_cause(tmp_path, monkeypatch):
-    node = SimNode(tmp_path, monkeypatch, "dgx1-v100-edr", [{"type": "gdr_slow", "hca": "mlx5_3", "fraction": 0.002}])
+    node = SimNode(tmp_path, monkeypatch, "dgx1-v100-edr", [{"type": "gdr_slow", "hca": "mlx5_3", "fraction": 0.0002}])
     smi, checks = node_checks(node, "dgx1-v100-edr")
     result = run_module(
         monkeypatch, tmp_path, {**lab_args("dgx1-v100-edr"), "gpus": smi["gpus"], "node_checks": checks}
     )
     check = result["check"]
     assert (check["status"], check["caused_by"], check["observed"]["low"]) == ("FAIL", None, ["mlx5_3/1"])
-    assert check["observed"]["ports"]["mlx5_3/1"]["gbit_per_s"] <= 0.2  # 0.002 of EDR's 100 Gb/s
+    assert check["observed"]["ports"]["mlx5_3/1"]["gbit_per_s"] <= 0.02  # 0.0002 of EDR's 100 Gb/s
     assert "mlx5_3/1 (GPU 00000000:89:00.0, NUMA 1)" in check["fault"]
 
 

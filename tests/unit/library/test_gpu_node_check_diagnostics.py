@@ -99,7 +99,7 @@ def without(result: dict, *keys) -> dict:
 
 def test_each_diagnostic_returns_what_its_module_returns_and_decides_the_verdict(tmp_path, lab_node, ansible_module):
     """A slow GPUDirect port (gdr_slow): the snapshot passes, the loopback fails as a root cause."""
-    _, base = lab_node([{"type": "gdr_slow", "hca": "mlx5_3", "fraction": 0.002}])
+    _, base = lab_node([{"type": "gdr_slow", "hca": "mlx5_3", "fraction": 0.0002}])
     tools = LabTools(tmp_path / "bin")
     checked = ansible_module(gpu_node_check, base, tools, bin_path=tools.path)
     assert checked["healthy"] is True and checked["diagnostics"] == {}
