@@ -86,6 +86,8 @@ _NET_DEVICE_RE = re.compile(r"\[\d+\]([^\s/;\[]+)(?:/(\w+))?")
 _VIA_RE = re.compile(r"\bvia\s+(\S+)")
 _NETWORK_RE = re.compile(r"Using network (\S+)")
 _NCCL_VERSION_RE = re.compile(r"NCCL version (\S+)")
+# NCCL 2.19+ init line "comm 0x... rank 0 nRanks 1 nNodes 1 localRanks 1 localRank 0 MNNVL 0" (init.cc)
+_NNODES_RE = re.compile(r"\bnNodes (\d+)\b")
 _TESTS_VERSION_RE = re.compile(r"^#\s*nccl-tests version (\S+)")
 _VERSION_CODES_RE = re.compile(r"nccl-(headers|library)=(\d+)")
 _JSON_PATH_RE = re.compile(r"^#\s*Writing JSON output to (\S+)", re.IGNORECASE)
@@ -193,6 +195,11 @@ def _parse_row(tokens: list[str], columns: list[str]) -> dict | None:
 
 
 def _transport(info_lines: list[str]) -> dict:
+    """The transport NCCL used, from its INFO lines: the ``via NET/...`` channel paths first, else the network
+    it picked (``Using network X``, ``NET/X : Using ...``). NCCL loads and names a network plugin on every run,
+    also on one node; when its init lines say every communicator spans one node (``nNodes 1``) and no channel
+    goes ``via NET/``, nothing crossed the network: ``net`` and ``mode`` are None, ``net_plugin`` names the plugin
+    it loaded and ``nodes`` is 1."""
     net_using: list[str] = []
     ib_devices: list[str] = []
     socket_interfaces: list[str] = []
@@ -201,6 +208,7 @@ def _transport(info_lines: list[str]) -> dict:
     network = None
     nccl_version = None
     gdrdma = False
+    nodes = None
     for message in info_lines:
         version = _NCCL_VERSION_RE.search(message)
         if version and nccl_version is None:
@@ -208,6 +216,9 @@ def _transport(info_lines: list[str]) -> dict:
         match = _NETWORK_RE.search(message)
         if match:
             network = match.group(1)
+        spanned = _NNODES_RE.search(message)
+        if spanned:
+            nodes = max(nodes or 0, int(spanned.group(1)))
         using = _NET_USING_RE.search(message)
         if using:
             kind, rest = using.group(1), using.group(2).split(";")[0]
@@ -228,14 +239,13 @@ def _transport(info_lines: list[str]) -> dict:
             if parts[0] == "NET" and len(parts) > 1:
                 via_nets[parts[1]] += 1
                 gdrdma = gdrdma or "GDRDMA" in parts
+    plugin = network or (net_using[-1] if net_using else None)
     if via_nets:
         net = via_nets.most_common(1)[0][0]
-    elif network:
-        net = network
-    elif net_using:
-        net = net_using[-1]
+    elif nodes == 1:
+        net = None  # one node: the plugin was loaded, no channel used it
     else:
-        net = None
+        net = plugin
     mode = None
     if net == "Socket":
         mode = "tcp"
@@ -250,6 +260,8 @@ def _transport(info_lines: list[str]) -> dict:
         "paths": sorted(paths),
         "nccl_version": nccl_version,
         "info_lines": len(info_lines),
+        "nodes": nodes,
+        "net_plugin": plugin,
     }
 
 
@@ -797,6 +809,9 @@ def judge_nccl(result: dict, expect: dict | None = None) -> list[dict]:
         observed = (result.get("transport") or {}).get("mode")
         if observed == transport:
             status, remedy = PASS, ""
+        elif observed is None and (result.get("transport") or {}).get("nodes") == 1:
+            status = WARN
+            remedy = "the run stayed on one node (NCCL nNodes 1): no network transport was used; run it across nodes"
         elif observed is None:
             status, remedy = WARN, "run with NCCL_DEBUG=INFO so the log says which transport NCCL used"
         else:

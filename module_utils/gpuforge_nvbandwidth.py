@@ -15,7 +15,20 @@ testcase::
 The matrix header holds the column indices; each row starts with its index; ``N/A`` marks a pair that is not
 measured (a GPU with itself). Host<->device testcases have one host row and one column per GPU; device to
 device testcases have a row and a column per GPU. ``SUM`` and ``COEFFICIENT_OF_VARIATION`` lines appear from
-v0.5 / v0.10 on; the oldest README output has neither. A testcase the system cannot run prints ``Waived``.
+v0.5 / v0.10 on; the oldest README output has neither.
+
+nvbandwidth v0.8 (NVIDIA/nvbandwidth v0.8: ``output.cpp``, ``testcases_ce.cpp``, ``testcases_sm.cpp``,
+``inline_common.h``; tests/fixtures/nvbandwidth/gpuforge-device_1xh200_*) also prints:
+
+* matrices in ns as well as GB/s: ``memory latency SM CPU(row) <-> GPU(column) (ns)`` (host_device_latency_sm),
+  ``Device to Device Latency SM GPU(row) <-> GPU(column) (ns)``, ``memcpy local GPU(column) bandwidth (GB/s)``;
+* three matrices for a bidirectional device-to-device testcase, ``... Read1 bandwidth (GB/s)``, ``... Read2 ...``
+  and ``... Total ...`` (or Write1/Write2/Total), each followed by its own ``SUM <testcase>_read1`` (``_read2``,
+  ``_write1``, ``_write2``, ``_total``) line;
+* for a testcase the system cannot run (device to device on one GPU), ``Waived: `` with no testcase name and no
+  ``Running`` line before it (``Output::addTestcase``). Such a line belongs to no testcase the output names: it
+  is counted (``waived_unnamed``), not pinned on the testcase printed before it. The lab simulator's older form,
+  ``Running <name>.`` directly followed by ``Waived: <why>``, still marks that testcase waived.
 
 Device numbers are CUDA device ordinals. The module runs nvbandwidth with CUDA_DEVICE_ORDER=PCI_BUS_ID, so
 ordinal N is the GPU nvidia-smi shows as index N ("CUDA_DEVICE_ORDER ... PCI_BUS_ID orders devices by PCI bus
@@ -49,9 +62,17 @@ HOST_TESTCASES = ("host_to_device", "device_to_host")
 P2P_TESTCASES = ("device_to_device",)
 
 _RUNNING = re.compile(r"^Running (?P<name>[A-Za-z0-9_]+)\.?\s*$")
-_LABEL = re.compile(r"^memcpy\s.*bandwidth \((?P<unit>[A-Za-z/]+)\)\s*$")
+# A matrix title: the README's and v0.10's are ``memcpy ... bandwidth (GB/s)``; v0.8 adds ``memory latency SM ...
+# (ns)`` and ``Device to Device Latency SM ... (ns)`` (testcases_sm.cpp) and, built with MULTINODE, ``multicast SM
+# ... bandwidth (GB/s)`` (multinode_testcases.cpp).
+_LABEL = re.compile(
+    r"^(?:memcpy|multicast|memory latency|device to device latency)\s.*\((?P<unit>[A-Za-z/]+)\)\s*$", re.IGNORECASE
+)
 _SUM = re.compile(r"^SUM (?P<name>[A-Za-z0-9_]+) (?P<value>[0-9.]+)\s*$")
 _CV = re.compile(r"^COEFFICIENT_OF_VARIATION (?P<name>[A-Za-z0-9_]+) (?P<value>[0-9.]+)\s*$")
+_WAIVED = re.compile(r"^Waived\b")
+# The SUM key of each matrix of a bidirectional device-to-device testcase: <testcase>_<part>.
+_PARTS = ("read1", "read2", "write1", "write2", "total")
 _VERSION = re.compile(r"^nvbandwidth Version:\s*(?P<v>\S+)")
 _DRIVER = re.compile(r"^Driver Version:\s*(?P<v>\S+)")
 _BUS = r"[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d)?"
@@ -98,39 +119,84 @@ def _matrix(lines: list, start: int, name: str):
     return matrix, columns, i
 
 
+def _sum_key(testcase: str, title: str) -> str:
+    """The key nvbandwidth prints on the SUM line of this matrix: <testcase>, or <testcase>_read1 (read2,
+    write1, write2, total) for the matrices of a bidirectional device-to-device testcase."""
+    words = [word.lower() for word in title.split()]
+    for part in _PARTS:
+        if part in words:
+            return f"{testcase}_{part}"
+    return testcase
+
+
+def _headline(name: str, case: dict) -> None:
+    """The testcase's title/unit/columns/matrix/sum: its only matrix, or of several the ``_total`` one (both
+    directions added, Read1 + Read2 or Write1 + Write2 in testcases_ce.cpp/testcases_sm.cpp), else the first."""
+    matrices = case["matrices"]
+    if not matrices:
+        return
+    key = name if name in matrices else f"{name}_total" if f"{name}_total" in matrices else next(iter(matrices))
+    chosen = matrices[key]
+    for field in ("title", "unit", "columns", "matrix"):
+        case[field] = chosen[field]
+    if case["sum"] is None:
+        case["sum"] = chosen["sum"]
+
+
 def parse_output(text: str) -> dict:
     """Parse nvbandwidth's text output.
 
-    Returns {version, driver_version, devices: {ordinal: {name, bus_id}}, testcases: {name: {title, unit,
-    columns, matrix {row: {column: GB/s or None}}, sum, cv, waived}}}. Raises ParseError on output
-    with no testcase, a testcase with neither a matrix nor a waiver, or a malformed matrix.
+    Returns {version, driver_version, devices: {ordinal: {name, bus_id}}, waived_unnamed (the count of
+    ``Waived:`` lines that name no testcase), testcases: {name: {title, unit, columns, matrix {row: {column:
+    GB/s, ns or None}}, sum, cv, waived, matrices}}}. ``matrices`` holds every matrix of the testcase, keyed by
+    the key of its SUM line: {key: {title, unit, columns, matrix, sum}}; title..matrix and sum are those of its
+    only (or its ``_total``) matrix. Raises ParseError on output with neither a testcase nor a waiver, a
+    testcase with neither a matrix nor a waiver, or a malformed matrix.
     """
     lines = [line.strip() for line in (text or "").splitlines()]
-    result = {"version": None, "driver_version": None, "devices": {}, "testcases": {}}
+    result = {"version": None, "driver_version": None, "devices": {}, "testcases": {}, "waived_unnamed": 0}
     current = None
+    current_name = None
+    just_started = False  # the previous non-blank line was this testcase's Running line
+    sums = {}  # SUM key -> matrix entry waiting for its SUM line
     i = 0
     while i < len(lines):
         line = lines[i]
         match = _RUNNING.match(line)
         if match:
+            current_name = match.group("name")
             current = {"title": None, "unit": None, "columns": [], "matrix": {}, "sum": None, "cv": None}
             current["waived"] = False
-            result["testcases"][match.group("name")] = current
+            current["matrices"] = {}
+            result["testcases"][current_name] = current
+            just_started = True
             i += 1
             continue
         label = _LABEL.match(line)
-        if label and current is not None and not current["matrix"]:
+        if label and current is not None:
             if i + 1 >= len(lines):
                 raise ParseError(f"output ends after the matrix title {line!r}")
-            current["title"], current["unit"] = line, label.group("unit")
-            current["matrix"], current["columns"], i = _matrix(lines, i + 1, line)
+            matrix, columns, i = _matrix(lines, i + 1, line)
+            key = _sum_key(current_name, line)
+            entry = {"title": line, "unit": label.group("unit"), "columns": columns, "matrix": matrix, "sum": None}
+            if key not in current["matrices"]:
+                current["matrices"][key] = entry
+                sums[key] = entry
+            just_started = False
             continue
-        for pattern, key in ((_SUM, "sum"), (_CV, "cv")):
-            found = pattern.match(line)
-            if found and found.group("name") in result["testcases"]:
-                result["testcases"][found.group("name")][key] = float(found.group("value"))
-        if line.startswith("Waived") and current is not None and not current["matrix"]:
-            current["waived"] = True
+        found = _SUM.match(line)
+        if found and found.group("name") in sums:
+            sums.pop(found.group("name"))["sum"] = float(found.group("value"))
+        elif found and found.group("name") in result["testcases"]:
+            result["testcases"][found.group("name")]["sum"] = float(found.group("value"))
+        found = _CV.match(line)
+        if found and found.group("name") in result["testcases"]:
+            result["testcases"][found.group("name")]["cv"] = float(found.group("value"))
+        if _WAIVED.match(line):
+            if just_started and current is not None and not current["matrices"]:
+                current["waived"] = True
+            else:
+                result["waived_unnamed"] += 1
         for pattern, key in ((_VERSION, "version"), (_DRIVER, "driver_version")):
             found = pattern.match(line)
             if found:
@@ -141,12 +207,15 @@ def parse_output(text: str) -> dict:
                 "name": device.group("name"),
                 "bus_id": _bus(device.group("bus")),
             }
+        if line:
+            just_started = False
         i += 1
-    if not result["testcases"]:
+    if not result["testcases"] and not result["waived_unnamed"]:
         raise ParseError("no 'Running <testcase>.' line: not nvbandwidth output, or it failed to start")
     for name, case in result["testcases"].items():
-        if not case["matrix"] and not case["waived"]:
+        if not case["matrices"] and not case["waived"]:
             raise ParseError(f"{name}: no bandwidth matrix (the run stopped before printing it?)")
+        _headline(name, case)
     return result
 
 

@@ -149,6 +149,17 @@ CASES = {
         "nccl-tests/redp5610_ex4-2_2x8xv100_ib_legacy.txt",
         lambda d: d["avg_busbw"] == 12.3088,
     ),
+    # nccl-tests 2.19.6 -J on one H200: JSON_FILE_VERSION 3, NCCL 2.28.9 as its code 22809
+    "nccl-tests-json": (
+        "nccl-tests/gpuforge-device_1xh200_nccl2.28.9_all_reduce_perf.json",
+        lambda d: (
+            d["json_version"] == 3
+            and d["nccl_version"] == "2.28.9"
+            and d["rows"][-1]["size"] == 1073741824
+            and d["rows"][-1]["in_place"]["algbw"] == 4054916.253776
+            and d["complete"] is True
+        ),
+    ),
     "ib-write-bw": (
         "ib_write_bw/dgx1_edr_mlx5_1_client_redp5610.txt",
         lambda d: d["bw_average_mib_per_s"] > 11000,
@@ -211,7 +222,6 @@ NOT_KINDS = {
     "gpuforge_container_smoke.parse_gpu_list": "the container's nvidia-smi -L, read as nvidia-smi-list",
     "gpuforge_container_smoke.parse_ldd": "ldd of a binary the smoke test copies into its bundle",
     "gpuforge_infiniband.parse_ofed_info_release": "one line of ofed_info -s",
-    "gpuforge_nccl_tests.parse_nccl_tests_json": "no real -J file captured yet (the tests use constructed ones)",
     "gpuforge_packages.parse_dpkg_query": "takes stdout and stderr",
     "gpuforge_packages.parse_rpm_query": "takes the names asked",
     "gpuforge_pcie.parse_acsctl_lines": "lspci's ACSCtl lines, read inside lspci",

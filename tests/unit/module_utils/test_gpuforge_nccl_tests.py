@@ -495,3 +495,130 @@ def test_the_retired_min_busbw_key_is_refused_naming_its_new_name(fixture_text):
     with pytest.raises(OptionError, match=r"^expect.min_busbw was renamed to min_busbw_gbyte_per_s"):
         judge_nccl(rows, {"min_busbw": 50})  # the retired key
     assert _by_name(judge_nccl(rows, {"min_busbw_gbyte_per_s": 50}))["large_message_busbw"]["status"] == "PASS"
+
+
+# nccl-tests 2.19.6 with NCCL 2.28.9 on one NVIDIA H200, built by the benchmark_tools recipe (SOURCES.md,
+# gpuforge-device_1xh200_*): real text, its -J file of the same run, -I 1, and NCCL_DEBUG=INFO.
+H200 = "nccl-tests/gpuforge-device_1xh200_nccl2.28.9_"
+
+
+def _nccl_tests_cell(value: float, width: int) -> str:
+    """nccl-tests 2.19.6 `getFloatStr` (src/util.cu): %.2f, else %.1f, else %.0f, else %.0e (width 6) or %.1e
+    (width 7), the first that fits the width."""
+    for text in (f"{value:{width}.2f}", f"{value:{width}.1f}", f"{value:{width}.0f}"):
+        if len(text) <= width:
+            return text
+    return f"{value:{width}.{1 if width >= 7 else 0}e}"
+
+
+def test_h200_text_and_its_json_file_agree(fixture_text):
+    text = parse_nccl_tests(fixture_text(H200 + "all_reduce_perf.txt"))
+    data = parse_nccl_tests_json(fixture_text(H200 + "all_reduce_perf.json"))
+    assert (text["errors"], data["errors"], text["complete"], data["complete"]) == ([], [], True, True)
+    assert text["json_output"] == "/root/out/r/all_reduce_perf_1xh200.json"
+    assert data["json_version"] == 3 and data["json_average_key"] == "average_bus_bandwidth"
+    # NCCL 2.28.9: the text's version line (nccl-library=22809) and the file's code 22809
+    assert (text["tests_version"], text["nccl_version"], text["nccl_version_source"]) == (
+        "2.19.6",
+        "2.28.9",
+        "nccl-tests version line (nccl-library)",
+    )
+    assert (data["nccl_version"], data["nccl_version_source"]) == ("2.28.9", "JSON nccl_version")
+    assert text["collective"] == data["collective"] == "all_reduce_perf"
+    assert text["devices"] == data["devices"]
+    assert data["devices"] == [
+        {"rank": 0, "group": 0, "pid": 2163, "host": "vm", "device": 0, "bus_id": "0000:00:06", "name": "NVIDIA H200"}
+    ]
+    assert {key: text["header"][key] for key in data["header"]} == data["header"]
+    sizes = [row["size"] for row in text["rows"]]
+    assert sizes == [row["size"] for row in data["rows"]] == [8 << n for n in range(28)]
+    for index, printed in enumerate(text["rows"]):  # (zip(strict=) is 3.10+; these tests also run on 3.8/3.9)
+        exact = data["rows"][index]
+        assert (printed["count"], printed["type"], printed["redop"], printed["root"]) == (
+            exact["count"],
+            exact["type"],
+            exact["redop"],
+            exact["root"],
+        )
+        for run in ("out_of_place", "in_place"):
+            # each printed cell is the file's value as nccl-tests formats it
+            assert printed[run]["algbw"] == float(_nccl_tests_cell(exact[run]["algbw"], 6)), (printed["size"], run)
+            assert printed[run]["time_us"] == float(_nccl_tests_cell(exact[run]["time_us"], 7)), printed["size"]
+            assert printed[run]["busbw"] == exact[run]["busbw"] == 0  # one rank moves nothing between ranks
+            assert printed[run]["wrong"] == exact[run]["wrong"] == 0
+    # 1 GiB: out-of-place 2109.8 printed, 2109.785577 in the file; in place the cell `4e+06` (%6.0e) reads as
+    # 4000000, the file holds 4054916.253776
+    assert (text["rows"][-1]["out_of_place"]["algbw"], data["rows"][-1]["out_of_place"]["algbw"]) == (
+        2109.8,
+        2109.785577,
+    )
+    assert (text["rows"][-1]["in_place"]["algbw"], data["rows"][-1]["in_place"]["algbw"]) == (4000000, 4054916.253776)
+    assert text["rows"][-2]["in_place"]["algbw"] == 906877  # %6.0f
+    # One rank: the average bus bandwidth is 0, printed without OK/FAILED and "unchecked" in the file
+    assert (text["avg_busbw"], data["avg_busbw"], text["min_bw_check"], data["min_bw_check"]) == (0, 0.0, None, None)
+    assert text["correctness"] == data["correctness"]
+    assert data["correctness"] == {"verdict": "ok", "validation": 1, "wrong_total": 0, "out_of_bounds": 0}
+    # the log adds what only it says; the file's version code still wins
+    log = fixture_text(H200 + "all_reduce_perf.txt")
+    joined = parse_nccl_tests_json(fixture_text(H200 + "all_reduce_perf.json"), text=log)
+    assert (joined["tests_version"], joined["nccl_version_source"]) == ("2.19.6", "JSON nccl_version")
+
+
+def test_h200_per_iteration_columns_of_a_real_run(fixture_text):
+    result = parse_nccl_tests(fixture_text(H200 + "all_reduce_perf_I1.txt"))
+    assert result["errors"] == [] and result["complete"] is True
+    assert result["columns"][9:13] == ["i_min", "i_max", "i_p99", "i_cv%"] == result["columns"][17:21]
+    assert [row["size"] for row in result["rows"]] == [1048576, 4194304, 16777216]
+    assert result["rows"][1]["in_place"] == {
+        "time_us": 4.20,
+        "algbw": 997.67,
+        "busbw": 0,
+        "wrong": 0,
+        "error": None,
+        "iter_min_us": 1.28,
+        "iter_max_us": 15.04,
+        "iter_p99_us": 15.04,
+        "iter_cv_pct": 124.41,
+    }
+    assert result["rows"][2]["out_of_place"]["iter_p99_us"] == 15.97
+    assert result["per_iteration"] == {"max_cv_pct": 124.41, "max_p99_us": 15.97, "max_us": 15.97}
+    check = _by_name(judge_nccl(result, {"max_iter_cv_pct": 100}))["iteration_variation"]
+    assert (check["status"], check["observed"]) == ("FAIL", 124.41)
+
+
+def test_h200_all_gather_first_row_of_size_zero(fixture_text):
+    result = parse_nccl_tests(fixture_text(H200 + "all_gather_perf.txt"))
+    assert result["errors"] == [] and result["collective"] == "all_gather_perf"
+    assert [row["size"] for row in result["rows"]] == [0] + [32 << (2 * n) for n in range(12)]
+    first = result["rows"][0]
+    assert (first["count"], first["redop"], first["out_of_place"]["time_us"]) == (0, "none", 0.48)
+    assert result["rows"][-1]["out_of_place"]["algbw"] == 2016.8
+    assert result["rows"][-1]["in_place"]["algbw"] == 160672
+
+
+def test_h200_nccl_debug_info_of_one_gpu_has_no_network_transport(fixture_text):
+    """NCCL 2.28.9 loads and names its Socket plugin (`NET/Socket : Using [0]eth0:...`, `Using network Socket`) on
+    one GPU too, but `nNodes 1` and no `via NET/` channel: nothing crossed a network. The parser used to call this
+    run `tcp`, which a `transport: tcp` expectation passed."""
+    result = parse_nccl_tests(fixture_text(H200 + "alltoall_perf_nccl_debug_info.txt"))
+    assert result["errors"] == [] and result["complete"] is True
+    assert result["transport"] == {
+        "net": None,
+        "mode": None,
+        "gdrdma": False,
+        "ib_devices": [],
+        "socket_interfaces": ["eth0"],
+        "paths": [],
+        "nccl_version": "2.28.9+cuda13.0",
+        "info_lines": 95,
+        "nodes": 1,
+        "net_plugin": "Socket",
+    }
+    assert result["nccl_version"] == "2.28.9" and result["nccl_warnings"] == []
+    # four rows between the INFO lines; alltoall does not check in place: N/A
+    assert [row["size"] for row in result["rows"]] == [1048576, 4194304, 16777216, 67108864]
+    assert [row["in_place"]["wrong"] for row in result["rows"]] == [None] * 4
+    assert result["correctness"]["verdict"] == "ok"
+    check = _by_name(judge_nccl(result, {"transport": "tcp"}))["transport"]
+    assert (check["status"], check["observed"]) == ("WARN", None)
+    assert "one node" in check["remedy"]

@@ -101,3 +101,131 @@ def test_unreadable_output_raises(text, message):
 
 def test_parse_error_is_the_shared_class():
     assert ParseError is BaseParseError
+
+
+# nvbandwidth v0.8 on one NVIDIA H200, built by the benchmark_tools recipe (SOURCES.md: gpuforge-device_1xh200_*).
+H200_ALL = "gpuforge-device_1xh200_drv580.159.04_v0.8_all.txt"
+H200_LIST = "gpuforge-device_1xh200_drv580.159.04_v0.8_list.txt"
+# The 18 testcases that ran, in the order printed, with the one value each matrix holds (read off the file).
+H200_RAN = {
+    "host_to_device_memcpy_ce": 54.54,
+    "device_to_host_memcpy_ce": 55.28,
+    "host_to_device_bidirectional_memcpy_ce": 43.40,
+    "device_to_host_bidirectional_memcpy_ce": 52.30,
+    "all_to_host_memcpy_ce": 54.82,
+    "all_to_host_bidirectional_memcpy_ce": 52.02,
+    "host_to_all_memcpy_ce": 54.25,
+    "host_to_all_bidirectional_memcpy_ce": 42.96,
+    "host_to_device_memcpy_sm": 50.82,
+    "device_to_host_memcpy_sm": 52.38,
+    "host_to_device_bidirectional_memcpy_sm": 41.97,
+    "device_to_host_bidirectional_memcpy_sm": 42.02,
+    "all_to_host_memcpy_sm": 52.29,
+    "all_to_host_bidirectional_memcpy_sm": 39.82,
+    "host_to_all_memcpy_sm": 46.06,
+    "host_to_all_bidirectional_memcpy_sm": 41.76,
+    "host_device_latency_sm": 1261.44,
+    "device_local_copy": 2078.38,
+}
+H200_BUS = "00000000:00:06.0"
+
+
+def test_v08_full_run_of_one_h200_every_testcase_and_the_nameless_waivers():
+    parsed = parse_output(fixture(H200_ALL))
+    assert (parsed["version"], parsed["driver_version"]) == ("v0.8", "580.159.04")
+    assert parsed["devices"] == {0: {"name": "NVIDIA H200", "bus_id": H200_BUS}}
+    assert list(parsed["testcases"]) == list(H200_RAN)
+    for name, value in H200_RAN.items():
+        case = parsed["testcases"][name]
+        assert case["waived"] is False, name
+        assert (case["columns"], case["matrix"], case["sum"], case["cv"]) == ([0], {0: {0: value}}, value, None), name
+        # one matrix per testcase, keyed by its SUM line's key, the same as the testcase's own fields
+        assert list(case["matrices"]) == [name], name
+        assert case["matrices"][name] == {k: case[k] for k in ("title", "unit", "columns", "matrix", "sum")}, name
+    # 17 `Waived: ` lines with no name: the device-to-device testcases, one GPU. 18 run + 17 waived = the 35 of -l.
+    assert parsed["waived_unnamed"] == 17
+    listed = [line for line in fixture(H200_LIST).splitlines() if line[:1].isdigit()]
+    assert len(listed) == 35 == len(parsed["testcases"]) + parsed["waived_unnamed"]
+
+
+def test_v08_latency_matrix_in_ns_is_read_not_waived():
+    """testcases_sm.cpp's title `memory latency SM CPU(row) <-> GPU(column) (ns)`: the parser used to know only
+    `memcpy ... bandwidth` titles, left the testcase without a matrix and pinned the next `Waived: ` (that of
+    device_to_device_latency_sm) on it."""
+    case = parse_output(fixture(H200_ALL))["testcases"]["host_device_latency_sm"]
+    assert case["title"] == "memory latency SM CPU(row) <-> GPU(column) (ns)"
+    assert (case["unit"], case["matrix"], case["sum"], case["waived"]) == ("ns", {0: {0: 1261.44}}, 1261.44, False)
+    local = parse_output(fixture(H200_ALL))["testcases"]["device_local_copy"]
+    assert (local["title"], local["unit"]) == ("memcpy local GPU(column) bandwidth (GB/s)", "GB/s")
+    assert per_gpu("device_local_copy", local) == {0: 2078.38}
+
+
+def test_v08_h200_judged_by_its_bus_id():
+    parsed = parse_output(fixture(H200_ALL))
+    check = judge_bandwidth(parsed, {H2D: 50, D2H: 50}, [])
+    assert check["status"] == "PASS"
+    assert check["observed"]["testcases"] == {H2D: {H200_BUS: 54.54}, D2H: {H200_BUS: 55.28}}
+    check = judge_bandwidth(parsed, {H2D: 55, D2H: 50, P2P: 100}, [])
+    assert check["status"] == "FAIL"
+    assert [(e["testcase"], e["bus_id"], e["gbyte_per_s"]) for e in check["observed"]["low"]] == [
+        (H2D, H200_BUS, 54.54)
+    ]
+    assert check["observed"]["missing"] == [P2P]  # waived with no name: not printed as run
+
+
+def test_v08_a_run_of_only_waived_testcases_is_output_not_an_error():
+    """`nvbandwidth -t device_to_device_memcpy_read_ce` on this one-GPU machine: v0.8 prints its header, `Waived: `
+    and the closing note, no `Running` line (the header and the note are the H200 capture's own lines). The
+    parser used to raise "no 'Running <testcase>.' line", failing the module; now the testcase is missing and the
+    judge warns."""
+    lines = fixture(H200_ALL).splitlines(keepends=True)
+    header = lines[: lines.index("Device 0: NVIDIA H200 (00000000:00:06)\n") + 2]
+    note = lines[lines.index("NOTE: The reported results may not reflect the full capabilities of the platform.\n") :]
+    parsed = parse_output("".join([*header, "Waived: \n", *note]))
+    assert (parsed["testcases"], parsed["waived_unnamed"], parsed["version"]) == ({}, 1, "v0.8")
+    check = judge_bandwidth(parsed, {P2P: 100}, [])
+    assert (check["status"], check["observed"]["missing"]) == ("WARN", [P2P])
+
+
+# Constructed, not captured (one GPU waives them): a bidirectional device-to-device testcase of v0.8 on two GPUs, laid
+# out as NVIDIA/nvbandwidth v0.8 prints it (testcases_ce.cpp: three matrices keyed <testcase>_read1, _read2, _total;
+# inline_common.h operator<<: column indices in width 10, rows labelled in width 2, `SUM <key> <sum>`); numbers made up.
+BIDIR = "device_to_device_bidirectional_memcpy_read_ce"
+BIDIR_TEXT = f"""Running {BIDIR}.
+memcpy CE GPU(row) <-> GPU(column) Read1 bandwidth (GB/s)
+           0         1
+ 0       N/A    368.20
+ 1    367.90       N/A
+
+SUM {BIDIR}_read1 736.10
+
+memcpy CE GPU(row) <-> GPU(column) Read2 bandwidth (GB/s)
+           0         1
+ 0       N/A    367.50
+ 1    368.00       N/A
+
+SUM {BIDIR}_read2 735.50
+
+memcpy CE GPU(row) <-> GPU(column) Total bandwidth (GB/s)
+           0         1
+ 0       N/A    735.70
+ 1    735.90       N/A
+
+SUM {BIDIR}_total 1471.60
+
+"""
+BIDIR_TEXT += "Waived: \n"  # v0.8's nameless waiver (its message is empty)
+
+
+def test_v08_bidirectional_device_to_device_keeps_its_three_matrices():
+    parsed = parse_output(BIDIR_TEXT)
+    case = parsed["testcases"][BIDIR]
+    assert list(case["matrices"]) == [f"{BIDIR}_read1", f"{BIDIR}_read2", f"{BIDIR}_total"]
+    assert [m["sum"] for m in case["matrices"].values()] == [736.10, 735.50, 1471.60]
+    assert case["matrices"][f"{BIDIR}_read2"]["matrix"] == {0: {0: None, 1: 367.50}, 1: {0: 368.00, 1: None}}
+    assert case["matrices"][f"{BIDIR}_read1"]["title"] == "memcpy CE GPU(row) <-> GPU(column) Read1 bandwidth (GB/s)"
+    # The testcase's own matrix and SUM are the Total ones (the figure the testcase reports).
+    assert (case["title"], case["sum"]) == ("memcpy CE GPU(row) <-> GPU(column) Total bandwidth (GB/s)", 1471.60)
+    assert per_gpu(BIDIR, case) == {(0, 1): 735.70, (1, 0): 735.90}
+    # the waiver after a printed matrix is another (nameless) testcase's, not this one's
+    assert (case["waived"], parsed["waived_unnamed"]) == (False, 1)

@@ -116,3 +116,27 @@ def test_no_matrix(text):
 def test_bad_expect():
     with pytest.raises(OptionError, match=r"expect\.tolerance"):
         judge_p2p(parse_p2p(DELLEMC_C4140), {"tolerance": 2})
+
+
+def test_cuda_samples_13_on_one_h200():
+    """cuda-samples 13.0 built by the benchmark_tools recipe, run on one NVIDIA H200 (SOURCES.md): one device, no
+    peer to access, every matrix 1x1 (the GPU with itself); the connectivity row is `0` then a tab."""
+    text = (FIXTURES / "gpuforge-device_1xh200_drv580.159.04_cuda13.0.txt").read_text(encoding="utf-8")
+    assert "     0\t     1\n" in text
+    result = parse_p2p(text)
+    assert (result["gpus"], result["sku"], result["access"], result["errors"]) == (1, "NVIDIA H200", [], [])
+    assert result["devices"] == [
+        {"index": 0, "name": "NVIDIA H200", "pci_bus_id": "0", "pci_device_id": "6", "pci_domain_id": "0"}
+    ]
+    assert result["matrices"] == {
+        "connectivity": [[1]],
+        "uni_disabled": [[3947.58]],
+        "uni_enabled": [[3939.80]],
+        "bi_disabled": [[4081.47]],
+        "bi_enabled": [[4080.13]],
+        "latency_disabled": [[1.79]],
+        "latency_disabled_cpu": [[4.39]],
+        "latency_enabled": [[1.77]],
+        "latency_enabled_cpu": [[4.24]],
+    }
+    assert pair_ratios(result, "uni") == pair_ratios(result, "bi") == []  # no pair of GPUs
