@@ -5,8 +5,10 @@ SHELL := /bin/bash
 
 VENV := $(CURDIR)/.venv
 # The oldest ansible-core gpuforge.cluster supports (meta/runtime.yml; requirements/ansible-oldest.txt); .venv holds
-# the newest (the project's pin).
+# the project's pin. The newest (requirements/ansible-newest.txt) needs Python >= 3.12: its venv is in a Debian 13
+# userland (scripts/setup_newest_ansible.sh), where scripts/in_newest.sh runs make unit-newest and make sanity-newest.
 OLDEST_VENV := $(CURDIR)/.venv-ansible-oldest
+NEWEST_VENV := $(CURDIR)/.gpuforge/ansible-newest/venv
 VERSION := $(shell sed -n 's/^version = "\([^"]*\)"/\1/p' pyproject.toml)
 export PATH := $(VENV)/bin:$(PATH)
 export CONTAINERS_CONF := $(CURDIR)/.gpuforge/containers.conf
@@ -14,12 +16,13 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 export PYTHONUNBUFFERED := 1
 
 SCENARIOS ?= $(shell grep -v "^\#" molecule/ci-scenarios.txt)
-PY_PATHS := src module_utils library doc_fragments action_plugins lookup_plugins callback_plugins filter_plugins lab/sim lab/image/overlay/usr/local/lib benchmarks tests molecule
+PY_PATHS := src module_utils library doc_fragments action_plugins lookup_plugins callback_plugins filter_plugins lab/sim lab/image/overlay/usr/local/lib benchmarks tests molecule roles/node_health/files
 
-.PHONY: setup demo test lint unit unit-oldest collection sanity sanity-oldest ee molecule smoke lab-prepare bench-toolkit clean help
+.PHONY: setup demo test lint unit unit-torch unit-oldest unit-newest collection sanity sanity-oldest sanity-newest ee molecule smoke \
+	lab-prepare bench-toolkit clean help
 
 help:
-	@echo "make setup | demo | test (lint unit sanity ee molecule unit-oldest sanity-oldest smoke) | lint | unit | unit-oldest | collection | sanity | sanity-oldest | ee | molecule [SCENARIOS='a b'] | smoke | bench-toolkit | clean"
+	@echo "make setup | demo | test (lint unit-torch unit-newest unit-oldest sanity sanity-oldest sanity-newest ee molecule smoke) | lint | unit | unit-torch | unit-oldest | unit-newest | collection | sanity | sanity-oldest | sanity-newest | ee | molecule [SCENARIOS='a b'] | smoke | bench-toolkit | clean"
 
 # make test's stages run setup once (the doctor starts containers): the stages it starts skip it.
 setup:
@@ -33,14 +36,19 @@ demo: setup
 # The critical path is the lab image and mirror (lab-prepare), then the Molecule lanes: mostly waiting on podman,
 # systemd and apt, but slowed by every process that competes with their ansible-playbook runs for the two cores (a
 # run of 2026-12-02 at CPU load 12: lanes 1.5x their quiet times). Everything else runs beside them from the start,
-# at a lower CPU priority (BACKGROUND, nice 10): the lint, the unit suites (the newest ansible-core's, then the
-# oldest's; 17 min for the first beside the lanes) and ansible-test sanity take the CPU the lanes leave idle, and the
-# lanes no longer wait for the lint. Sanity on the oldest supported ansible-core queues behind sanity (they share
-# ansible-test's virtual environment cache).
+# at a lower CPU priority (BACKGROUND, nice 10): the lint, the unit suites and ansible-test sanity take the CPU the
+# lanes leave idle, and the lanes no longer wait for the lint. The unit suite runs on the newest and then on the
+# oldest supported ansible-core, one at a time (each 7-8 min alone on 2 cores, 20-40 min beside the lanes: the CI
+# run of 2026-12-04 took 43 min for one). The project's own pin (.venv, between those two) runs the lint, Molecule,
+# the smoke test and sanity, and the one test file the other two leave out (unit-torch); a third whole suite does not
+# fit CI's 60 minutes. Sanity on the oldest supported ansible-core queues behind sanity (they share ansible-test's
+# virtual environment cache), sanity on the newest behind that (its cache is its own, but three sanity runs at once
+# would slow the lanes).
 test: setup
 	export GPUFORGE_SETUP_DONE=1
-	$(MAKE) --no-print-directory -j 7 lab-prepare molecule lint unit unit-oldest sanity ee sanity-oldest smoke \
-		BACKGROUND="nice -n 10" UNIT_OLDEST_AFTER=unit SMOKE_AFTER=lab-prepare
+	$(MAKE) --no-print-directory -j 7 lab-prepare molecule lint unit-torch unit-newest unit-oldest sanity ee \
+		sanity-oldest sanity-newest smoke BACKGROUND="nice -n 10" UNIT_OLDEST_AFTER=unit-newest \
+		SANITY_NEWEST_AFTER=sanity-oldest SMOKE_AFTER=lab-prepare
 	@echo "make test: all stages passed"
 
 # What `make test` runs beside the Molecule lanes gets BACKGROUND ("nice -n 10" there) before its commands (not
@@ -50,21 +58,36 @@ BACKGROUND ?=
 lint: setup
 	$(BACKGROUND) ruff check $(PY_PATHS)
 	$(BACKGROUND) ruff format --check $(PY_PATHS)
-	vermin --no-config-file --no-tips --violations --target=3.8- module_utils library
+	vermin --no-config-file --no-tips --violations --target=3.8- module_utils library roles/node_health/files
 	$(BACKGROUND) yamllint --strict .
 	$(BACKGROUND) ansible-lint --profile production -q
 
+# The whole unit suite on the project's pin (.venv): what a developer runs.
 unit: setup
 	$(BACKGROUND) pytest -q -m "not lab" tests
 
+# The ResNet-50 trainer's tests: they need the project venv's torch and no ansible-core, so unit-oldest and unit-newest
+# leave them out and make test runs them here.
+unit-torch: setup
+	$(BACKGROUND) pytest -q -m "not lab" -p no:cacheprovider tests/unit/benchmarks/test_resnet50_bench.py
+
 # The unit suite on the oldest supported ansible-core (.venv-ansible-oldest first on PATH: its ansible-playbook,
-# ansible-doc and ansible-galaxy too). The ResNet-50 trainer's tests need torch and no ansible-core: unit runs them.
-# In make test it queues behind unit (UNIT_OLDEST_AFTER=unit): 7 min alone on 2 cores (2026-12-03), and two suites at
-# once beside the Molecule lanes would slow the lanes, CI's critical path.
+# ansible-doc and ansible-galaxy too), on the control machine with all of its tools. The ResNet-50 trainer's tests
+# need torch and no ansible-core: unit and unit-torch run them. In make test it queues behind unit-newest
+# (UNIT_OLDEST_AFTER=unit-newest): 7 min alone on 2 cores (2026-12-03), and two suites at once beside the Molecule
+# lanes would slow the lanes, CI's critical path.
 UNIT_OLDEST_AFTER ?=
 unit-oldest: setup $(UNIT_OLDEST_AFTER)
 	export PATH=$(OLDEST_VENV)/bin:$$PATH
 	$(BACKGROUND) pytest -q -m "not lab" -p no:cacheprovider --ignore=tests/unit/benchmarks/test_resnet50_bench.py tests
+
+# The same selection on the newest supported ansible-core, in its Debian 13 userland (Python 3.13; NEWEST_VENV first
+# on PATH there). make test starts it beside the Molecule lanes; unit-oldest follows it. 7 min alone on 2 cores
+# (2026-12-04; 13 min beside another make test). Tools the userland lacks (chromium, rpmbuild, fio, runc, ssh-keygen,
+# the SELinux and MPI tool chains) skip their tests there (45 skipped); unit-oldest runs them on the control machine.
+unit-newest: setup
+	$(BACKGROUND) bash scripts/in_newest.sh unit \
+		pytest -q -m "not lab" -p no:cacheprovider --ignore=tests/unit/benchmarks/test_resnet50_bench.py tests
 
 # The gpuforge.cluster collection tarball in dist/, installed in build/installed (docs/development.md).
 collection: setup
@@ -80,6 +103,17 @@ sanity-oldest: collection sanity
 	rm -rf build/installed-oldest
 	$(BACKGROUND) $(OLDEST_VENV)/bin/ansible-galaxy collection install dist/gpuforge-cluster-$(VERSION).tar.gz -p build/installed-oldest --no-deps --force
 	GPUFORGE_ANSIBLE_VENV=$(OLDEST_VENV) GPUFORGE_INSTALLED=$(CURDIR)/build/installed-oldest $(BACKGROUND) bash scripts/sanity.sh
+
+# The tarball installed by the newest supported ansible-core's ansible-galaxy (2.21 refuses a collection whose
+# requires_ansible leaves it out) and its ansible-test sanity, in the Debian 13 userland on its Python 3.13. Its
+# ansible-test environments are cached apart from the host's (HOME in .gpuforge/ansible-newest/home).
+SANITY_NEWEST_AFTER ?=
+sanity-newest: collection $(SANITY_NEWEST_AFTER)
+	rm -rf build/installed-newest
+	$(BACKGROUND) bash scripts/in_newest.sh sanity \
+		ansible-galaxy collection install dist/gpuforge-cluster-$(VERSION).tar.gz -p build/installed-newest --no-deps --force
+	$(BACKGROUND) bash scripts/in_newest.sh sanity env GPUFORGE_ANSIBLE_VENV=$(NEWEST_VENV) \
+		GPUFORGE_INSTALLED=$(CURDIR)/build/installed-newest bash scripts/sanity.sh
 
 # The AWX/AAP execution environment's build context (checks execution-environment.yml against ansible-builder).
 ee: collection

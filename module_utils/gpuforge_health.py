@@ -60,18 +60,16 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_registry
     read_file,
     standalone,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import LocalHost, Tool, ToolNotRun
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run import Tool, ToolNotRun
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_slurm import parse_show_node
 
 __all__ = [
     "DRAIN_PREFIX",
     "PROFILES",
     "HealthConfig",
-    "LocalRunner",
     "await_gpu_processes",
     "drain_reason",
     "judge_health",
-    "main",
     "new_kernel_events",
     "reason_checks",
     "slurm_update",
@@ -125,17 +123,6 @@ EPILOG_REREAD_INTERVAL_SECONDS = 1.0
 
 class HealthError(Exception):
     """A configuration or environment problem: no verdict (exit 2), the message names the fix."""
-
-
-class LocalRunner(LocalHost):
-    """What the readers ask of an AnsibleModule (get_bin_path, run_command), on the node without Ansible: the one
-    command runner's stand-in for AnsibleModule (gpuforge_run.LocalHost), every run bounded by timeout_seconds."""
-
-    def __init__(self, timeout_seconds: float = 30):
-        super().__init__(timeout_seconds)  # LocalHost keeps each run's output (outputs): the -q -x document read
-
-    def fail_json(self, msg, **_partial):
-        raise HealthError(msg)
 
 
 class HealthConfig:
@@ -655,9 +642,10 @@ def _arguments(argv):
     return parser.parse_args(argv)
 
 
-def run(argv=None, runner=None, out=sys.stdout, err=sys.stderr, now=None, sleep=time.sleep) -> int:
+def run(argv, runner, out=sys.stdout, err=sys.stderr, now=None, sleep=time.sleep) -> int:
+    """The command: `argv` its arguments, `runner` what starts the programs it reads (on the node, the launcher's
+    LocalRunner: roles/node_health/files/gpuforge_health_local.py, which module_utils cannot hold)."""
     args = _arguments(argv)
-    runner = runner or LocalRunner()
     node = args.node or os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     started = time.monotonic()
     try:
@@ -751,8 +739,3 @@ def run(argv=None, runner=None, out=sys.stdout, err=sys.stderr, now=None, sleep=
         )
         return EXIT_ERROR
     return EXIT_PASS if result["healthy"] else EXIT_FAIL
-
-
-def main() -> int:
-    """The command's exit status (the installed script passes it to sys.exit)."""
-    return run(sys.argv[1:])

@@ -93,8 +93,14 @@ def _as_tuple(types):
     return types if isinstance(types, tuple) else (types,)
 
 
+# None's type, named once: pylint 4 (ansible-test's pylint sanity test from ansible-core 2.20 on: "Update the pylint
+# sanity test to pylint 4.0.2", 2.20 and 2.21 changelogs) reads `kind is type(None)` as a type check that asks for
+# isinstance() (unidiomatic-typecheck); types.NoneType is Python 3.10+, and this runs on the node's 3.8.
+_NONE_TYPE = type(None)
+
+
 def _names(types):
-    return " or ".join("null" if kind is type(None) else kind.__name__ for kind in _as_tuple(types))
+    return " or ".join("null" if kind is _NONE_TYPE else kind.__name__ for kind in _as_tuple(types))
 
 
 def _written_verdict(value, where, rerun, key="verdict"):

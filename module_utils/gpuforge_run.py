@@ -18,17 +18,16 @@ What happens on such a problem is chosen once per tool: ``on_error="fail"`` (the
 ``fail_json(msg=..., **result)``; ``on_error="raise"`` raises ``ToolNotRun`` with the same message, for callers
 that record the problem and carry on (a node check that still judges its other inputs).
 
-Over an AnsibleModule, or LocalHost (the same three methods on subprocess) for gpuforge's programs that run on the
-node without Ansible; this file is the only one in module_utils/ and library/ that starts a process (a unit test
-holds every other file to that). No global state. Node Python 3.8+.
+Over an AnsibleModule, or over the same three methods of gpuforge-health's own runner on the node without Ansible
+(LocalHost in roles/node_health/files/gpuforge_health_local.py: a subprocess call is refused in module_utils by
+ansible-test from ansible-core 2.21 on); this file is the only one in module_utils/ and library/ that starts a
+process (a unit test holds every other file to that). No global state. Node Python 3.8+.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-import shutil
-import subprocess
 import threading
 from collections import namedtuple
 
@@ -38,7 +37,6 @@ __all__ = [
     "TIMED_OUT_RCS",
     "Background",
     "Bounded",
-    "LocalHost",
     "Ran",
     "Tool",
     "ToolNotRun",
@@ -260,68 +258,3 @@ class Background:
             if process.poll() is None:
                 process.terminate()
         return self.wait(grace_seconds)
-
-
-class LocalHost:
-    """What a Tool asks of an AnsibleModule (get_bin_path, run_command, fail_json), for gpuforge's programs that
-    run on the node without Ansible (a health check started by Slurm or a DaemonSet). Stdlib subprocess, argv
-    only; fail_json raises ToolNotRun. timeout_seconds bounds every run (rc 124 and a message when reached)."""
-
-    check_mode = False
-
-    def __init__(self, timeout_seconds=None):
-        self.timeout_seconds = timeout_seconds
-        # (arguments after the program) -> (rc, stdout) of its last completed run: a caller that judges more than
-        # the readers returned (gpuforge-health's Epilog reads the processes from the same nvidia-smi -q -x) reuses
-        # the output instead of running the tool twice.
-        self.outputs = {}
-
-    @staticmethod
-    def get_bin_path(name, required=False, opt_dirs=None):
-        if os.path.dirname(name):
-            return name if os.access(name, os.X_OK) else None
-        path = os.pathsep.join([*(opt_dirs or []), os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])
-        return shutil.which(name, path=path)
-
-    def run_command(
-        self,
-        args,
-        environ_update=None,
-        cwd=None,
-        data=None,
-        handle_exceptions=True,
-        before_communicate_callback=None,
-        expand_user_and_vars=True,
-        **_ignored,
-    ):
-        argv = [str(arg) for arg in args]
-        if expand_user_and_vars:
-            argv = [os.path.expanduser(os.path.expandvars(arg)) for arg in argv]
-        try:
-            process = subprocess.Popen(  # argv, never a shell: this is the one place a process starts
-                argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=cwd,
-                env=dict(os.environ, **(environ_update or {})),
-                universal_newlines=True,
-            )
-        except OSError as exc:
-            if not handle_exceptions:
-                raise
-            return 127, "", f"{argv[0]}: {exc}"
-        if before_communicate_callback:
-            before_communicate_callback(process)
-        try:
-            out, err = process.communicate(input=data, timeout=self.timeout_seconds)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            out, err = process.communicate()
-            return 124, out, f"{err}{argv[0]} did not finish within {self.timeout_seconds} s\n"
-        self.outputs[tuple(argv[1:])] = (process.returncode, out)
-        return process.returncode, out, err
-
-    @staticmethod
-    def fail_json(msg, **_result):
-        raise ToolNotRun(msg)

@@ -5,7 +5,8 @@
 # venv's pip (scripts/sanity/get_pip_standin.py).
 set -euo pipefail
 # GPUFORGE_ANSIBLE_VENV / GPUFORGE_INSTALLED: the venv whose ansible-test runs and the folder the collection is
-# installed in (make sanity-oldest: .venv-ansible-oldest and build/installed-oldest); by default the project's.
+# installed in (make sanity-oldest: .venv-ansible-oldest and build/installed-oldest; make sanity-newest, in the
+# Debian 13 userland: .gpuforge/ansible-newest/venv and build/installed-newest); by default the project's.
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${GPUFORGE_ANSIBLE_VENV:-$root/.venv}
 collection=${GPUFORGE_INSTALLED:-$root/build/installed}/ansible_collections/gpuforge/cluster
@@ -32,5 +33,8 @@ sed "s|@PIP_DIR@|$pip_dir|" "$root/scripts/sanity/get_pip_standin.py" \
 [[ -d $collection/.git ]] || git -C "$collection" init -q
 echo "/tests/output/" > "$collection/.git/info/exclude"
 cd "$collection"
-echo "sanity: $(ansible-test --version) on $collection"
-ansible-test sanity --venv --python 3.11 --color no "$@"
+# ansible-test's environments use the venv's own Python: 3.11 for the project's and the oldest ansible-core, the
+# Debian 13 userland's 3.13 for the newest (make sanity-newest, scripts/in_newest.sh).
+python_version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+echo "sanity: $(ansible-test --version) on Python $python_version, $collection"
+ansible-test sanity --venv --python "$python_version" --color no "$@"

@@ -13,6 +13,8 @@ PYTHON=${GPUFORGE_PYTHON:-python3}
 # Control-machine packages: podman + runc run the lab, debootstrap builds its image,
 # apt-utils (apt-ftparchive), dpkg-dev and gnupg build and sign the lab's vendor mirror.
 SYSTEM_PACKAGES=(podman runc netavark aardvark-dns iptables debootstrap apt-utils dpkg-dev gnupg iproute2 ca-certificates make git)
+# The Debian archive keys (Debian 13's among them) that debootstrap checks the newest ansible-core's userland with.
+SYSTEM_PACKAGES+=(debian-archive-keyring)
 # Headless browser for the report test; Open MPI + mpi4py + NumPy for the nccl-tests stand-in's tests.
 SYSTEM_PACKAGES+=(chromium openmpi-bin python3-mpi4py python3-numpy)
 # SELinux policy toolchain for the gpu_selinux compile test (Debian refpolicy and a RHEL-like tree).
@@ -126,6 +128,9 @@ write_containers_conf
 check_podman
 install_python
 install_oldest_ansible
+# The newest ansible-core gpuforge.cluster supports needs Python >= 3.12: a Debian 13 userland with its venv, for
+# make unit-newest and make sanity-newest (run there by scripts/in_newest.sh).
+bash "$ROOT/scripts/setup_newest_ansible.sh" || die "could not set up the newest ansible-core (scripts/setup_newest_ansible.sh)"
 # An older CPython (3.9, from Debian 11) for the managed-node Python check of module_utils (modules run on
 # the node's Python; ansible-core 2.19 supports targets from 3.8, RHEL 9's python3 is 3.9).
 bash "$ROOT/scripts/setup_old_python.sh" || die "could not set up Python 3.9 for the target-Python tests (scripts/setup_old_python.sh)"

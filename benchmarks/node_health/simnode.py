@@ -4,7 +4,8 @@ gpuforge-health as it runs on a lab node (one process per tool call), without a 
 The hardware document comes from a lab profile and faults (gpuforge.lab.profiles); the tools are the lab's
 simulators (lab/sim/gpuforge_sim, the lab kernel's lsmod and dmesg) behind small wrapper scripts in <root>/bin,
 in the shape of the lab mirror's wrappers (src/gpuforge/lab/mirror.py); the collection's module_utils are laid out
-as the node_health role installs them (roles/node_health/vars/main.yml names the files).
+as the node_health role installs them (roles/node_health/vars/main.yml names the files), and the command is a
+launcher with the role's process runner as its body (roles/node_health/files/gpuforge_health_local.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ SIMULATORS = {
     "ofed_info": "gpuforge_sim.ofed_info",
 }
 KERNEL_TOOLS = {"lsmod": "lsmod_main", "dmesg": "dmesg_main", "modprobe": "modprobe_main"}
+# gpuforge-health's process runner and main(), the body of the launcher the role writes (templates/gpuforge-health.j2).
+RUNNER = ROOT / "roles" / "node_health" / "files" / "gpuforge_health_local.py"
 
 
 def module_utils_files() -> list:
@@ -51,8 +54,7 @@ def install(prefix: Path, python: str = sys.executable) -> Path:
     command.parent.mkdir(parents=True, exist_ok=True)
     command.write_text(
         f"#!{python}\nimport sys\nsys.path.insert(0, {str(prefix / 'lib')!r})\n"
-        "from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_health import main\n"
-        "sys.exit(main())\n",
+        f"{RUNNER.read_text(encoding='utf-8')}\nsys.exit(main())\n",
         encoding="utf-8",
     )
     command.chmod(0o755)

@@ -23,12 +23,20 @@ class RenderError(RuntimeError):
 
 def _failure_message(runner) -> str:
     messages = []
+    # A failed loop says "One or more items failed"; its failed items carry the messages, each in an event of its own
+    # (runner_item_on_failed, ansible-core's v2_runner_item_on_failed), before the task's. They are read there, not
+    # from the `results` of the task's event: ansible-core 2.21 leaves the `failed` key out of the loop results it
+    # hands callbacks (CallbackTaskResult.result; registered results keep it), so there a failed item and a passed
+    # one look alike. 2.19 sends the same item events.
+    item_messages: dict[tuple, list[str]] = {}
     for event in runner.events:
-        if event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
-            data = event.get("event_data", {})
+        data = event.get("event_data", {})
+        key = (data.get("task_uuid"), data.get("host"))
+        if event.get("event") == "runner_item_on_failed" and data.get("res", {}).get("msg"):
+            item_messages.setdefault(key, []).append(str(data["res"]["msg"]))
+        elif event.get("event") in ("runner_on_failed", "runner_on_unreachable"):
             result = data.get("res", {})
-            # A failed loop says "One or more items failed"; its failed items carry the messages.
-            items = [item.get("msg") for item in result.get("results") or [] if item.get("failed") and item.get("msg")]
+            items = item_messages.get(key)
             messages.append(f"{data.get('task', '?')}: {'; '.join(items) if items else result.get('msg', result)}")
     if not messages:
         return f"ansible-playbook {runner.status} (rc={runner.rc}): {runner.stdout.read()[:2000]}"

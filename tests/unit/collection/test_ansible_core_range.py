@@ -1,8 +1,10 @@
 """The ansible-core range meta/runtime.yml declares is the one make test runs on: its oldest and its newest release.
 
-The newest is the project's pin (pyproject.toml, requirements/constraints.txt: .venv, make unit and make sanity);
-the oldest is requirements/ansible-oldest.txt (.venv-ansible-oldest, make unit-oldest and make sanity-oldest). This
-file runs in both, and each checks that the ansible-core running it is inside the declared range.
+The oldest is requirements/ansible-oldest.txt (.venv-ansible-oldest, make unit-oldest and make sanity-oldest); the
+newest is requirements/ansible-newest.txt (a venv in a Debian 13 userland, for its Python >= 3.12: make unit-newest
+and make sanity-newest through scripts/in_newest.sh); the project's own pin (pyproject.toml,
+requirements/constraints.txt: .venv, make unit, make sanity, Molecule) lies between them. This file runs in all
+three, and each checks that the ansible-core running it is inside the declared range.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def _pins(path: Path) -> dict[str, str]:
 
 REQUIRES = SpecifierSet(yaml.safe_load(RUNTIME.read_text(encoding="utf-8"))["requires_ansible"])
 OLDEST = _pins(ROOT / "requirements" / "ansible-oldest.txt")
+NEWEST = _pins(ROOT / "requirements" / "ansible-newest.txt")
 CONSTRAINTS = _pins(ROOT / "requirements" / "constraints.txt")
 PYPROJECT = dict(
     re.fullmatch(r"([A-Za-z0-9_.-]+)==(\S+)", dependency).groups()
@@ -44,14 +47,18 @@ def test_the_oldest_pin_is_the_declared_floor():
     assert floors == [OLDEST["ansible-core"]], f"requires_ansible {REQUIRES} must start at the tested oldest"
 
 
-def test_the_newest_pin_is_inside_the_range_and_newer_than_the_oldest():
-    newest = PYPROJECT["ansible-core"]
-    assert CONSTRAINTS["ansible-core"] == newest, "pyproject.toml and constraints.txt pin one ansible-core"
-    assert newest in REQUIRES and OLDEST["ansible-core"] in REQUIRES
-    assert Version(newest) > Version(OLDEST["ansible-core"])
-    # No release line above the newest one is declared: the range ends with the newest line tested.
+def test_the_pins_are_inside_the_range_in_order():
+    project, oldest, newest = PYPROJECT["ansible-core"], OLDEST["ansible-core"], NEWEST["ansible-core"]
+    assert CONSTRAINTS["ansible-core"] == project, "pyproject.toml and constraints.txt pin one ansible-core"
+    assert project in REQUIRES and oldest in REQUIRES and newest in REQUIRES
+    assert Version(oldest) < Version(project) <= Version(newest)
+
+
+def test_the_range_ends_with_the_newest_line_tested():
+    # No release line above the newest tested one is declared.
+    newest = Version(NEWEST["ansible-core"])
     ceilings = [Version(spec.version) for spec in REQUIRES if spec.operator == "<"]
-    assert ceilings == [Version(f"{Version(newest).major}.{Version(newest).minor + 1}.0")], REQUIRES
+    assert ceilings == [Version(f"{newest.major}.{newest.minor + 1}.0")], REQUIRES
 
 
 def test_the_oldest_venv_differs_from_the_project_s_only_in_ansible_core():
@@ -61,19 +68,49 @@ def test_the_oldest_venv_differs_from_the_project_s_only_in_ansible_core():
     assert set(different) == {"ansible-core"}, different
 
 
+def test_the_newest_venv_differs_from_the_oldest_only_in_ansible_core():
+    assert set(NEWEST) == set(OLDEST)
+    different = {name: (version, OLDEST[name]) for name, version in NEWEST.items() if OLDEST[name] != version}
+    assert set(different) == {"ansible-core"}, different
+
+
 def test_the_ansible_core_running_this_test_is_a_supported_one():
     assert RUNNING in REQUIRES, f"ansible-core {RUNNING} is outside requires_ansible {REQUIRES}"
-    assert RUNNING in (OLDEST["ansible-core"], PYPROJECT["ansible-core"]), f"{RUNNING} is neither tested pin"
+    tested = (OLDEST["ansible-core"], PYPROJECT["ansible-core"], NEWEST["ansible-core"])
+    assert RUNNING in tested, f"{RUNNING} is none of the tested pins {tested}"
 
 
-def test_make_test_runs_sanity_and_the_unit_suite_on_both():
+def test_make_test_runs_sanity_and_the_unit_suite_on_each():
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     test_target = re.search(r"^test:.*?(?=^\S)", makefile, re.M | re.S).group(0)
     test_target = "\n".join(line for line in test_target.splitlines() if not line.lstrip().startswith("#"))
-    for target in ("unit", "unit-oldest", "sanity", "sanity-oldest"):
+    for target in ("unit-oldest", "unit-newest", "unit-torch", "sanity", "sanity-oldest", "sanity-newest"):
         assert re.search(rf"\s{re.escape(target)}(\s|$)", test_target), f"make test does not run {target}"
-    assert "OLDEST_VENV" in re.search(r"^unit-oldest:.*?(?=^\S)", makefile, re.M | re.S).group(0)
-    assert "OLDEST_VENV" in re.search(r"^sanity-oldest:.*?(?=^\S)", makefile, re.M | re.S).group(0)
+
+    def recipe(target: str) -> str:
+        return re.search(rf"^{target}:.*?(?=^\S)", makefile, re.M | re.S).group(0)
+
+    assert "OLDEST_VENV" in recipe("unit-oldest")
+    assert "OLDEST_VENV" in recipe("sanity-oldest")
+    # The newest runs in its Debian 13 userland, with the venv made from requirements/ansible-newest.txt.
+    assert "scripts/in_newest.sh" in recipe("unit-newest")
+    assert "scripts/in_newest.sh" in recipe("sanity-newest") and "NEWEST_VENV" in recipe("sanity-newest")
+    setup = (ROOT / "scripts" / "setup_newest_ansible.sh").read_text(encoding="utf-8")
+    assert "requirements/ansible-newest.txt" in setup
+    assert "scripts/setup_newest_ansible.sh" in (ROOT / "scripts" / "setup.sh").read_text(encoding="utf-8")
+
+
+def test_unit_newest_runs_the_selection_of_unit_oldest():
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+
+    def pytest_arguments(target: str) -> str:
+        recipe = re.search(rf"^{target}:.*?(?=^\S)", makefile, re.M | re.S).group(0).replace("\\\n", " ")
+        return " ".join(re.search(r"\bpytest (.*)", recipe).group(1).split())
+
+    assert pytest_arguments("unit-newest") == pytest_arguments("unit-oldest")
+    # Between them they leave out exactly the file make test's unit-torch runs: every test runs somewhere in make test.
+    left_out = re.findall(r"--ignore=(\S+)", pytest_arguments("unit-oldest"))
+    assert left_out and pytest_arguments("unit-torch").split()[-len(left_out) :] == left_out
 
 
 def test_the_floor_leaves_out_the_releases_that_hang_a_playbook():

@@ -91,6 +91,10 @@ def run_runbook(tmp: Path, playbook: Path, hosts: Path, extravars: dict) -> tupl
         "ANSIBLE_CACHE_PLUGIN_CONNECTION": str(tmp / "facts"),
         "ANSIBLE_STDOUT_CALLBACK": "ansible.builtin.json",
         "GPUFORGE_TEST_K8S_CALLS": str(calls),
+        # The module arguments in the results (`invocation`), which a test reads: ansible-core 2.21 leaves them out
+        # unless INJECT_INVOCATION is on ("task results - Python and Powershell modules do not include the
+        # ``invocation`` task result key by default", 2.21 changelog); 2.19 has no such setting and always adds them.
+        "ANSIBLE_INJECT_INVOCATION": "true",
     }
     result = subprocess.run(
         [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(hosts), str(playbook),

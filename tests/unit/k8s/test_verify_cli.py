@@ -69,6 +69,11 @@ def _certificate(name, issuer_name, issuer_key, key, *, ca=False, san=None, clie
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        # Key identifiers, as a cluster's CA (kubeadm, OpenShift) writes them: Python 3.13's default TLS context
+        # checks certificates strictly (ssl.VERIFY_X509_STRICT, "What's New In Python 3.13", ssl) and refuses a
+        # CA-issued certificate without an Authority Key Identifier (the Debian 13 Python of make unit-newest).
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(issuer_key.public_key()), critical=False)
     )
     if san:
         builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)

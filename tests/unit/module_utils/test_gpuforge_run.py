@@ -3,8 +3,10 @@ delay), bounded output, background start, and one message shape for a missing, b
 
 from __future__ import annotations
 
+import importlib.util
 import platform
 import time
+from pathlib import Path
 
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_run
@@ -18,6 +20,12 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_run impo
 )
 
 HOST = platform.node()
+# gpuforge-health's own runner over subprocess (LocalHost), which module_utils may not hold from ansible-core 2.21 on:
+# the launcher's body, loaded from its file as the launcher runs it (beside the installed module_utils).
+_LOCAL = Path(__file__).resolve().parents[3] / "roles" / "node_health" / "files" / "gpuforge_health_local.py"
+_SPEC = importlib.util.spec_from_file_location("gpuforge_health_local", _LOCAL)
+local = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(local)
 
 
 class Failed(Exception):
@@ -254,7 +262,7 @@ def test_output_tail_quotes_the_end_of_the_output():
 
 
 def test_local_host_runs_real_programs_the_way_run_command_does(tmp_path):
-    host = gpuforge_run.LocalHost(timeout_seconds=10)
+    host = local.LocalHost(timeout_seconds=10)
     sh = Tool(host, "sh", "install a POSIX shell")
     assert sh.require().endswith("/sh")
     ran = sh.run(["-c", 'printf "%s %s" "$LC_ALL" "$GF_X"; echo oops >&2', "ignored"], environ={"GF_X": "1"})
@@ -264,7 +272,7 @@ def test_local_host_runs_real_programs_the_way_run_command_does(tmp_path):
 
 
 def test_local_host_missing_program_and_its_own_timeout():
-    host = gpuforge_run.LocalHost(timeout_seconds=0.2)
+    host = local.LocalHost(timeout_seconds=0.2)
     with pytest.raises(ToolNotRun, match=f"no-such-gpuforge-tool not found in PATH on {HOST}: fix it"):
         Tool(host, "no-such-gpuforge-tool", "fix it").run()
     ran = Tool(host, "sleep", "install coreutils").run(["5"])
@@ -272,5 +280,5 @@ def test_local_host_missing_program_and_its_own_timeout():
 
 
 def test_local_host_bounded_run_stops_the_program_with_timeout():
-    ran = Tool(gpuforge_run.LocalHost(), "sleep", "install coreutils").run_bounded(["5"], 1)
+    ran = Tool(local.LocalHost(), "sleep", "install coreutils").run_bounded(["5"], 1)
     assert ran.timed_out is True and ran.rc == 124

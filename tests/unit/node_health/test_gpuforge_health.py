@@ -4,6 +4,7 @@ programs, benchmarks/node_health/simnode.py), its state between runs, its record
 from __future__ import annotations
 
 import ast
+import importlib.util
 import io
 import json
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+import yaml
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_health as health
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_health_checks as checks
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_registry as registry
@@ -18,6 +20,11 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_r
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks" / "node_health"))
 import simnode  # noqa: E402
+
+# The launcher's body: gpuforge-health's process runner and main() (not module_utils: the file says why).
+_SPEC = importlib.util.spec_from_file_location("gpuforge_health_local", simnode.RUNNER)
+local = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(local)
 
 SYSTEM = "dgx1-v100-edr"  # 8 V100, 4 EDR HCAs (lab/profiles/dgx1-v100-edr.yml)
 PORT_DOWN = {"type": "ib_port_state", "hca": "mlx5_1", "port": 1, "state": "Down", "phys_state": "Disabled"}
@@ -254,15 +261,17 @@ def test_slurm_names_a_node_it_cannot_find():
 
 
 def test_what_the_command_imports_needs_no_ansible():
-    """gpuforge-health runs on the node without Ansible: the module_utils it imports, transitively, import no
-    ansible.* module (the node_health role installs every module_utils file)."""
-    seen, todo = set(), ["gpuforge_health", "gpuforge_health_k8s"]
+    """gpuforge-health runs on the node without Ansible: its launcher's body (the role's gpuforge_health_local.py)
+    and the module_utils it imports, transitively, import no ansible.* module (the node_health role installs every
+    module_utils file)."""
+    seen, todo = set(), ["gpuforge_health_local", "gpuforge_health", "gpuforge_health_k8s"]
     while todo:
         name = todo.pop()
         if name in seen:
             continue
         seen.add(name)
-        tree = ast.parse((ROOT / "module_utils" / f"{name}.py").read_text(encoding="utf-8"))
+        path = simnode.RUNNER if name == "gpuforge_health_local" else ROOT / "module_utils" / f"{name}.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
         for item in ast.walk(tree):
             if isinstance(item, ast.ImportFrom) and (item.module or "").startswith("ansible_collections.gpuforge"):
                 if item.module.endswith(".module_utils"):  # from ...module_utils import gpuforge_x as x
@@ -274,6 +283,43 @@ def test_what_the_command_imports_needs_no_ansible():
                 for module in modules:
                     assert not (module or "").startswith("ansible."), f"{name} imports {module}: not on a node"
     assert {"gpuforge_node_health", "gpuforge_nvidia_smi_reader", "gpuforge_records"} <= seen
+
+
+def test_the_launcher_the_role_writes_runs_the_command(tmp_path):
+    """roles/node_health's launcher (templates/gpuforge-health.j2 with vars/main.yml's node_health_runner_source),
+    rendered as the role renders it and run over the installed module_utils on the simulated node."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    role = ROOT / "roles" / "node_health"
+    node = Node(tmp_path)
+    lib = node.command.parent.parent / "lib"  # simnode.install's tree: <prefix>/lib, as the role's release lib
+    variables = {
+        "role_path": str(role),
+        "ansible_managed": "Ansible managed",
+        "ansible_facts": {"python": {"executable": sys.executable}},
+        "node_health_release": "0123456789abcdef",
+        "node_health_lib": str(lib),
+        "node_health_config": str(tmp_path / "health.json"),
+        "node_health_state_dir": str(tmp_path / "var"),
+        "node_health_textfile_dir": "",
+    }
+    expression = yaml.safe_load((role / "vars" / "main.yml").read_text(encoding="utf-8"))["node_health_runner_source"]
+    variables["node_health_runner_source"] = Templar(loader=DataLoader(), variables=variables).template(
+        trust_as_template(expression)
+    )
+    template = (role / "templates" / "gpuforge-health.j2").read_text(encoding="utf-8")
+    launcher = Templar(loader=DataLoader(), variables=variables).template(trust_as_template(template))
+    assert launcher.startswith(f"#!{sys.executable}\n")
+    assert simnode.RUNNER.read_text(encoding="utf-8") in launcher
+    command = tmp_path / "gpuforge-health"
+    command.write_text(launcher, encoding="utf-8")
+    command.chmod(0o755)
+    assert node.sim.run([str(command), "--help"]).returncode == 0
+    # The launcher passes the configuration and state paths; the node's name is this test's.
+    done = node.sim.run([str(command), "--profile", "prolog", "--node", "n1"])
+    assert (done.returncode, done.stdout) == (0, ""), done.stderr
+    assert node.record("prolog")["verdict"] == "PASS"
 
 
 def test_the_verdicts_as_prometheus_metrics(tmp_path):
@@ -402,7 +448,7 @@ def test_the_epilog_drains_for_a_process_left_on_a_gpu(tmp_path):
     assert node.run("epilog").returncode == 0
 
 
-class LeavingRunner(health.LocalRunner):
+class LeavingRunner(local.LocalRunner):
     """The command's one runner, on the simulated node, whose GPU process exits after the `leaves_after`-th
     nvidia-smi -q -x read (None: it never does), as a killed job's process leaves the GPU a moment after slurmstepd
     reaped it."""
