@@ -73,7 +73,10 @@ healthy:
   returned: always
   type: bool
 nvbandwidth:
-  description: parse_output result (version, driver_version, devices, testcases with their matrices and SUM).
+  description:
+    - parse_output result - version, driver_version, devices, testcases (each with its matrix and SUM, and
+      matrices keyed by SUM key, since a bidirectional device-to-device testcase prints Read1/Write1, Read2/Write2
+      and Total), and waived_unnamed, the count of C(Waived) lines nvbandwidth 0.8 prints without a name.
   returned: when ran
   type: dict
 check:

@@ -74,3 +74,22 @@ ansible-playbook -i benchmarks/real_node/hosts.yml playbooks/validate.yml \
   -e gpuforge_artifacts_dir="$artifacts" >"$out/validate.log" 2>&1
 echo "validate.yml rc=$?" >>"$out/validate.log"
 tar czf "$out/validation.tar.gz" -C "$artifacts" .
+
+# Second stage, when the benchmark tools were built on the node (GPUFORGE_REAL_NODE_TOOLS: build_tools.sh's OUT_DIR):
+# validate.yml again with nvbandwidth (built_tools.yml names the site's own install), then benchmark.yml's nccl-tests
+# and p2p on this node. Writes OUTDIR/validate-tools.log, OUTDIR/benchmark.log and OUTDIR/tools-run.tar.gz (the
+# validation report with nvbandwidth, and the benchmark run's records and raw outputs).
+if [ -n "${GPUFORGE_REAL_NODE_TOOLS:-}" ]; then
+  tools=$(realpath "$GPUFORGE_REAL_NODE_TOOLS")
+  export LD_LIBRARY_PATH="$(cat "$tools/nccl-lib-dir.txt")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  tools_artifacts=$work/tools-artifacts
+  tool_vars=(-e @benchmarks/real_node/built_tools.yml -e gpuforge_real_node_tools_dir="$tools/bin"
+    -e gpuforge_artifacts_dir="$tools_artifacts")
+  ansible-playbook -i benchmarks/real_node/hosts.yml playbooks/validate.yml "${tool_vars[@]}" \
+    >"$out/validate-tools.log" 2>&1
+  echo "validate.yml rc=$?" >>"$out/validate-tools.log"
+  ansible-playbook -i benchmarks/real_node/hosts.yml playbooks/benchmark.yml --tags nccl,p2p "${tool_vars[@]}" \
+    >"$out/benchmark.log" 2>&1
+  echo "benchmark.yml rc=$?" >>"$out/benchmark.log"
+  tar czf "$out/tools-run.tar.gz" -C "$tools_artifacts" .
+fi
