@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs a command in the Debian 13 userland of the newest supported ansible-core (scripts/setup_newest_ansible.sh):
-# a podman container (name gpuforge-newest-NAME) on .gpuforge/ansible-newest/rootfs, read-only, with this checkout
-# mounted at its own path (so the paths in the venv, in the tests and in ansible-test's output are the host's), the
-# venv first on PATH and root's home, /root, from .gpuforge/ansible-newest/home (ansible's remote_tmp, pip's and
-# ansible-test's caches: kept between runs and apart from the host's ~/.ansible). The host's network and CA bundle:
-# pip and ansible-test reach PyPI as the control machine does, through the same TLS trust (a site's proxy CA too).
+# a podman container (name gpuforge-newest-NAME) on .gpuforge/ansible-newest/rootfs (resolved: it links to the
+# machine's shared copy, and runc takes no link), read-only, with this checkout mounted at its own path (so the paths
+# in the venv, in the tests and in ansible-test's output are the host's), the venv first on PATH and root's home,
+# /root, from .gpuforge/ansible-newest/home (ansible's remote_tmp, pip's and ansible-test's caches: kept between runs
+# and apart from the host's ~/.ansible). The host's network and CA bundle: pip and ansible-test reach PyPI as the
+# control machine does, through the same TLS trust (a site's proxy CA too).
 # Usage: in_newest.sh NAME COMMAND [ARG...]   (make unit-newest, make sanity-newest; the working directory is kept)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,6 +34,6 @@ inputs=$(dirname "$ROOT")/shared
 # A command reading its standard input (a here-document) gets it; a terminal is not passed.
 [[ -t 0 ]] || args+=(-i)
 rc=0
-podman run "${args[@]}" --rootfs "$STATE/rootfs" "$@" || rc=$?
+podman run "${args[@]}" --rootfs "$(readlink -f "$STATE/rootfs")" "$@" || rc=$?
 rm -rf "$tmp"
 exit "$rc"

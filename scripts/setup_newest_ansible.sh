@@ -2,10 +2,11 @@
 # The newest ansible-core gpuforge.cluster supports (meta/runtime.yml's requires_ansible), for make unit-newest and
 # make sanity-newest. ansible-core 2.20 and later declare Requires-Python >=3.12; the control machine is Debian 12
 # (Python 3.11), so that release runs in a Debian 13 (trixie) userland with trixie's Python 3.13:
-# - .gpuforge/ansible-newest/rootfs: debootstrap --variant=minbase of trixie from deb.debian.org (signatures checked
-#   against the Debian archive keyring) with python3, python3-venv, git (ansible-test lists a collection's files with
-#   git), ca-certificates and the tools named below; nothing is installed into the host system. packages.txt beside
-#   it lists what it holds (trixie's current point release: the suite is not frozen, the Python line is checked).
+# - .gpuforge/ansible-newest/rootfs, a link to the machine's shared copy (cache_dir below): debootstrap
+#   --variant=minbase of trixie from deb.debian.org (signatures checked against the Debian archive keyring) with
+#   python3, python3-venv, git (ansible-test lists a collection's files with git), ca-certificates and the tools named
+#   below; nothing is installed into the host system. packages.txt beside it lists what it holds (trixie's current
+#   point release: the suite is not frozen, the Python line is checked).
 # - .gpuforge/ansible-newest/venv: made by that Python inside the userland (scripts/in_newest.sh runs commands there
 #   in a podman container, this checkout mounted at its own path): every package pinned in
 #   requirements/ansible-newest.txt, gpuforge itself from the checkout.
@@ -33,27 +34,45 @@ export CONTAINERS_CONF=${CONTAINERS_CONF:-$ROOT/.gpuforge/containers.conf}
 
 die() { echo "gpuforge setup (newest ansible-core): $*" >&2; exit 1; }
 
+# The userland is shared by every checkout on the machine (CI's fresh clones too): it is built once per input hash
+# in GPUFORGE_CACHE_DIR (default /var/cache/gpuforge, or ~/.cache/gpuforge for a user who cannot write there) and
+# .gpuforge/ansible-newest/rootfs links to it. It is read-only to its users (scripts/in_newest.sh mounts it so).
+cache_dir() {
+  if [[ -n ${GPUFORGE_CACHE_DIR:-} ]]; then echo "$GPUFORGE_CACHE_DIR"
+  elif [[ -w /var/cache ]]; then echo /var/cache/gpuforge
+  else echo "${XDG_CACHE_HOME:-$HOME/.cache}/gpuforge"; fi
+}
+
 build_rootfs() {
-  local want new
+  local want shared new
   want=$(echo "$SUITE $MIRROR $PACKAGES $PYTHON_VERSION" | sha256sum | cut -d' ' -f1)
+  shared=$(cache_dir)/ansible-newest-rootfs-${want:0:16}
   if [[ -x $ROOTFS/usr/bin/python3 && -f $STATE/rootfs.stamp && $(cat "$STATE/rootfs.stamp") == "$want" ]]; then
     return 0
   fi
-  command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
-  [[ -f $KEYRING ]] || die "$KEYRING is missing (apt-get install debian-archive-keyring)"
-  echo "gpuforge setup: building a Debian 13 ($SUITE) userland in $ROOTFS for the newest ansible-core"
-  new=$STATE/rootfs.new
-  rm -rf "$new"
-  mkdir -p "$STATE"
-  debootstrap --variant=minbase --keyring="$KEYRING" --include="$PACKAGES" "$SUITE" "$new" "$MIRROR" \
-    >"$STATE/debootstrap.log" 2>&1 || die "debootstrap failed: $(tail -n 5 "$STATE/debootstrap.log")"
-  chroot "$new" python3 -c "import sys; sys.exit(sys.version_info[:2] != tuple(map(int, '$PYTHON_VERSION'.split('.'))))" \
-    || die "$SUITE's python3 is not $PYTHON_VERSION"
-  chroot "$new" dpkg-query -W -f '${Package} ${Version}\n' >"$new/../packages.txt"
-  # The package cache and lists are not needed to run: the userland is never upgraded in place, only rebuilt.
-  rm -rf "$new"/var/cache/apt/archives/*.deb "$new"/var/lib/apt/lists/*
+  mkdir -p "$STATE" "$(dirname "$shared")"
+  # One builder at a time per machine: a second checkout waits, then finds the userland built.
+  exec 9>"$shared.lock"
+  flock 9
+  if [[ ! -x $shared/usr/bin/python3 ]]; then
+    command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
+    [[ -f $KEYRING ]] || die "$KEYRING is missing (apt-get install debian-archive-keyring)"
+    echo "gpuforge setup: building a Debian 13 ($SUITE) userland in $shared for the newest ansible-core"
+    new=$shared.new
+    rm -rf "$new"
+    debootstrap --variant=minbase --keyring="$KEYRING" --include="$PACKAGES" "$SUITE" "$new" "$MIRROR" \
+      >"$STATE/debootstrap.log" 2>&1 || die "debootstrap failed: $(tail -n 5 "$STATE/debootstrap.log")"
+    chroot "$new" python3 -c "import sys; sys.exit(sys.version_info[:2] != tuple(map(int, '$PYTHON_VERSION'.split('.'))))" \
+      || die "$SUITE's python3 is not $PYTHON_VERSION"
+    chroot "$new" dpkg-query -W -f '${Package} ${Version}\n' >"$shared.packages.txt"
+    # The package cache and lists are not needed to run: the userland is never upgraded in place, only rebuilt.
+    rm -rf "$new"/var/cache/apt/archives/*.deb "$new"/var/lib/apt/lists/*
+    mv "$new" "$shared"
+  fi
+  flock -u 9
+  cp "$shared.packages.txt" "$STATE/packages.txt"
   rm -rf "$ROOTFS"
-  mv "$new" "$ROOTFS"
+  ln -s "$shared" "$ROOTFS"
   echo "$want" >"$STATE/rootfs.stamp"
 }
 
