@@ -38,7 +38,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_at
     judge_value,
     unit_of,
 )
-from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, UNKNOWN
 
 MIB = 1 << 20  # perftest's "MB" (ib_write_bw's MB/sec column): 2^20 bytes
 # The units of the summary results built here (the role's Jinja-built ib_write_bw and NCCL entries use Gb/s too).
@@ -267,6 +267,15 @@ def nccl_single_result(registered: dict | None, node: str, floor: dict | None = 
         "unit": NCCL_UNIT,
         "module_verdict": registered.get("verdict", FAIL),
     }
+    # One rank (a one-GPU node): nccl-tests' busbw is algbw x 2(n-1)/n for all-reduce, x (n-1)/n for the gathers and
+    # scatters (NVIDIA/nccl-tests doc/PERFORMANCE.md), 0 for n = 1,
+    # so the value measures nothing and a peer baseline would pass 0 against 0; the run still shows NCCL works there
+    # (module_verdict: the module's correctness checks).
+    if len((registered.get("nccl") or {}).get("devices") or []) == 1:
+        result["not_applicable"] = (
+            "one rank: nccl-tests' bus bandwidth is 0 for a single GPU (busbw = algbw x 2(n-1)/n or (n-1)/n), "
+            "so there is no bandwidth to judge; the run shows only that NCCL works on the node"
+        )
     if floor:
         result.update(
             busbw_measure="largest message size",
@@ -295,6 +304,19 @@ def _judge_floor(result: dict) -> dict:
     }
 
 
+def _not_applicable(result: dict) -> dict:
+    check_keys(result)
+    return {
+        **result,
+        "value": _number(result.get("value")),
+        "unit": unit_of(result),
+        "threshold": None,
+        "verdict": UNKNOWN,
+        "run_failed": False,
+        "reason": str(result["not_applicable"]),
+    }
+
+
 def attribution_floors(
     results,
     baseline="absolute",
@@ -308,16 +330,24 @@ def attribution_floors(
     as that filter does. Same output: {baseline, results (in the input order), slow_nodes, slow_links,
     summary[, bisection]}."""
     results = [dict(result) for result in results or []]
-    floored = [_number(result.get("threshold")) is not None for result in results]
+    # A result that says why its value is no measurement (not_applicable) is UNKNOWN with that reason, and stays out
+    # of its group's baseline.
+    kinds = [
+        "na" if result.get("not_applicable") else "floor" if _number(result.get("threshold")) is not None else "peer"
+        for result in results
+    ]
     rest = judge_results(
-        [result for result, has in zip(results, floored, strict=True) if not has],
+        [result for result, kind in zip(results, kinds, strict=True) if kind == "peer"],
         baseline=str(baseline),
         min_fraction=float(min_fraction),
         median_fraction=float(median_fraction),
         expected=_number(expected),
     )
     others = iter(rest)
-    judged = [_judge_floor(result) if has else next(others) for result, has in zip(results, floored, strict=True)]
+    judged = [
+        _not_applicable(result) if kind == "na" else _judge_floor(result) if kind == "floor" else next(others)
+        for result, kind in zip(results, kinds, strict=True)
+    ]
     bisection = dict(bisection) if bisection else None
     out = {"baseline": str(baseline), "results": judged, **attribute(judged, bisection)}
     if bisection:

@@ -277,6 +277,38 @@ def test_the_single_result_holds_the_largest_message_busbw_against_a_floor_else_
     assert bench.nccl_single_result({}, "gpu03", floor)["value"] is None
 
 
+# What benchmark.yml wrote on a real single-H200 VM (benchmarks/real_node/run.sh with the built tools, 2026-12-04:
+# tests/fixtures/real-node/h200-20261204/SOURCES.md).
+REAL_NODE = ROOT / "tests" / "fixtures" / "real-node" / "h200-20261204"
+
+
+def test_a_one_gpu_nodes_all_reduce_is_not_judged_on_its_zero_busbw():
+    """One rank: nccl-tests prints busbw 0 (algbw x 2(n-1)/n). The real run passed it as "0.0 Gb/s reaches 0.0 Gb/s"
+    against its own median; beside peers it would have been a slow node. It is UNKNOWN with the reason, and its zero
+    stays out of the peers' median."""
+    registered = json.loads((REAL_NODE / "bench" / "single-real-node.json").read_text(encoding="utf-8"))
+    assert (registered["verdict"], registered["nccl"]["avg_busbw"], len(registered["nccl"]["devices"])) == (
+        "PASS",
+        0,
+        1,
+    )
+    one = bench.nccl_single_result(registered, "real-node", {})
+    peers = [bench.nccl_single_result(_nccl_registered(avg), name, {}) for name, avg in (("a", 10.0), ("b", 12.0))]
+    summary = bench.attribution_floors([one, *peers], baseline="median", median_fraction=0.5)
+    judged = {result["name"]: result for result in summary["results"]}
+    real = judged["nccl-single-real-node"]
+    assert (real["verdict"], real["run_failed"], real["threshold"], real["value"]) == ("UNKNOWN", False, None, 0.0)
+    assert real["reason"].startswith("one rank: nccl-tests' bus bandwidth is 0 for a single GPU")
+    # 50% of the median of 80 and 96 Gb/s: the zero is not a peer
+    assert [judged[name]["threshold"] for name in ("nccl-single-a", "nccl-single-b")] == [44.0, 44.0]
+    assert summary["slow_nodes"] == []
+    schema = json.loads((ROOT / "schemas" / "benchmark-run.schema.json").read_text(encoding="utf-8"))
+    built = {record["name"]: record for record in records.benchmark_run_records({"run_id": "r1", "nccl": summary})}
+    for record in built.values():
+        jsonschema.Draft202012Validator(schema).validate(record)
+    assert built["nccl-single-real-node"]["verdict"] == "UNKNOWN"
+
+
 def test_floored_singles_are_judged_by_their_floor_the_others_against_each_other():
     floor = bench.nccl_single_threshold(
         "A100-SXM4-80GB", 8, NCCL_TABLE, SOURCES["gpuforge_expected_nccl_single_node_busbw"]

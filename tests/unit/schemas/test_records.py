@@ -479,3 +479,39 @@ def test_every_validation_file_is_valid_against_its_schema():
     broken["records"][0]["verdict"] = "ok"  # the records are checked by the node_check schema
     with pytest.raises(jsonschema.ValidationError):
         check.validate(broken)
+
+
+# validate.yml on the same H200 VM with the benchmark tools built there (2026-12-04, benchmarks/real_node/run.sh's
+# second stage; tests/fixtures/real-node/h200-20261204/SOURCES.md): written as records, nvbandwidth among them.
+REAL_NODE_RECORDS = ROOT / "tests" / "fixtures" / "real-node" / "h200-20261204" / "validation"
+
+
+def test_h200_vm_report_with_nvbandwidth_is_valid_and_names_its_two_failures():
+    from referencing import Registry, Resource
+
+    node_check = load(SCHEMAS / "node-check.schema.json")
+    registry_ = Registry().with_resource(node_check["$id"], Resource.from_contents(node_check))
+    schema = load(SCHEMAS / "validation-host.schema.json")
+    report = load(REAL_NODE_RECORDS / "real-node.json")
+    jsonschema.Draft202012Validator(schema, registry=registry_, format_checker=jsonschema.FormatChecker()).validate(
+        report
+    )
+    verdicts = {record["check"]: record["verdict"] for record in report["records"]}
+    # The VM image has neither kmod nor pciutils; every GPU check and nvbandwidth pass.
+    assert sorted(check for check, verdict in verdicts.items() if verdict != "PASS") == [
+        "lsmod_readable",
+        "lspci_readable",
+    ]
+    assert verdicts["nvbandwidth"] == "PASS"
+    assert (report["verdict"]["verdict"], report["verdict"]["failed_checks"]) == (
+        "FAIL",
+        ["lsmod_readable", "lspci_readable"],
+    )
+    # The one verdict function gives the same verdict from the records the file holds.
+    assert records.node_verdicts(report["records"])["real-node"] == report["verdict"]
+    diagnostic = load(REAL_NODE_RECORDS / "nvbandwidth-real-node.json")
+    observed = diagnostic["check"]["observed"]["testcases"]
+    assert observed == {
+        "device_to_host_memcpy_ce": {"00000000:00:06.0": 55.36},
+        "host_to_device_memcpy_ce": {"00000000:00:06.0": 55.54},
+    }
