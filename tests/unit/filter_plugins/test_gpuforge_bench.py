@@ -309,6 +309,22 @@ def test_a_one_gpu_nodes_all_reduce_is_not_judged_on_its_zero_busbw():
     assert built["nccl-single-real-node"]["verdict"] == "UNKNOWN"
 
 
+def test_the_real_one_node_summary_after_the_fixes_is_valid_and_judges_nothing_it_did_not_run():
+    """benchmark.yml rc=0 on the H200 VM: no all-node result on one node, the one-rank all-reduce UNKNOWN."""
+    summary = json.loads((REAL_NODE / "bench" / "summary.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator(SUMMARY_SCHEMA).validate(summary)
+    assert [(r["name"], r["verdict"], r["run_failed"]) for r in summary["nccl"]["results"]] == [
+        ("nccl-single-real-node", "UNKNOWN", False)
+    ]
+    assert [(r["name"], r["verdict"]) for r in summary["p2p"]["results"]] == [("p2p-real-node", "PASS")]
+    before = json.loads((REAL_NODE / "bench" / "summary-before-the-one-node-fix.json").read_text(encoding="utf-8"))
+    assert [r["name"] for r in before["nccl"]["results"] if r["run_failed"]] == [
+        "nccl-multi-tcp",
+        "nccl-multi-ib",
+        "nccl-multi-ib_gdr",
+    ]
+
+
 def test_floored_singles_are_judged_by_their_floor_the_others_against_each_other():
     floor = bench.nccl_single_threshold(
         "A100-SXM4-80GB", 8, NCCL_TABLE, SOURCES["gpuforge_expected_nccl_single_node_busbw"]
