@@ -4,6 +4,8 @@ authenticates the RHEL node with the key the Ubuntu controller's package made), 
 Runs after side_effect.yml took GPU 3 away from slurm-c4140 (4 -> 3 V100) and converged again.
 """
 
+import json
+
 import pytest
 
 
@@ -101,3 +103,18 @@ def test_job_no_longer_fits_on_the_shrunk_node(host):
         pytest.skip("submitted from the controller")
     result = host.run("srun -N1 -w slurm-c4140 --gres=gpu:4 -t 1 hostname")
     assert result.rc != 0
+
+
+def test_slurm_job_role_submits_with_srun_and_sbatch(host):
+    """side_effect.yml's last play (molecule/shared/slurm_job_side_effect.yml): roles/slurm_job from the Ubuntu
+    24.04 controller, after slurm-c4140 lost GPU 3."""
+    if not _on(host, "slurm-head"):
+        pytest.skip("submitted from the controller")
+    srun = json.loads(host.file("/root/slurm-job-srun.json").content_string)
+    assert (srun["mode"], int(srun["rc"]), srun["stdout"].strip(), srun["job_id"]) == ("srun", 0, "0,1", "")
+    sbatch = json.loads(host.file("/root/slurm-job-sbatch.json").content_string)
+    assert (sbatch["mode"], int(sbatch["rc"])) == ("sbatch", 0) and sbatch["job_id"].isdigit()
+    gpu, batch_host = sbatch["stdout"].split()
+    assert gpu == "0" and batch_host in ("slurm-dgx1", "slurm-c4140")
+    refused = json.loads(host.file("/root/slurm-job-refused.json").content_string)
+    assert int(refused["rc"]) != 0 and "Requested node configuration is not available" in refused["stderr"]

@@ -1,6 +1,8 @@
 """Slurm on an Ubuntu 22.04 cluster: 22.04's own pinned builds, daemons, GPU GRES from the simulated GPUs, an idle
 node, a GPU job, and cgroup confinement off (Slurm 21.08 has no cgroup/v2 plugin)."""
 
+import json
+
 import pytest
 import yaml
 
@@ -56,3 +58,17 @@ def test_gpu_job_runs(host):
     assert visible.strip() == "0,1"
     result = host.run("srun -N1 --gres=gpu:16 -t 1 hostname")
     assert result.rc != 0 and "Requested node configuration is not available" in result.stderr
+
+
+def test_slurm_job_role_submits_with_srun_and_sbatch(host):
+    """side_effect.yml (molecule/shared/slurm_job_side_effect.yml): roles/slurm_job from the controller."""
+    if not _on(host, HEAD):
+        pytest.skip("submitted from the controller")
+    srun = json.loads(host.file("/root/slurm-job-srun.json").content_string)
+    assert (srun["mode"], int(srun["rc"]), srun["stdout"].strip(), srun["job_id"]) == ("srun", 0, "0,1", "")
+    sbatch = json.loads(host.file("/root/slurm-job-sbatch.json").content_string)
+    assert (sbatch["mode"], int(sbatch["rc"])) == ("sbatch", 0) and sbatch["job_id"].isdigit()
+    # read back from the job's batch host: its GPU and its name
+    assert sbatch["stdout"].split() == ["0", NODE]
+    refused = json.loads(host.file("/root/slurm-job-refused.json").content_string)
+    assert int(refused["rc"]) != 0 and "Requested node configuration is not available" in refused["stderr"]

@@ -121,12 +121,13 @@ def ci_scenarios() -> list[str]:
 
 
 def proven() -> set[tuple[str, str]]:
-    """(role, shape) for every role a CI scenario's converge or prepare runs on a platform of that shape: each play's
-    roles on the platforms its hosts pattern matches."""
+    """(role, shape) for every role a CI scenario's converge, prepare or side effect runs on a platform of that shape:
+    each play's roles on the platforms its hosts pattern matches (a role whose every run is a change, such as
+    slurm_job's job submissions, runs in the side effect: converge is held to changed=0 on its second run)."""
     pairs = set()
     for scenario in ci_scenarios():
         platforms = scenario_platforms(scenario)
-        for name in ("converge.yml", "prepare.yml"):
+        for name in ("converge.yml", "prepare.yml", "side_effect.yml"):
             for play in plays(MOLECULE / scenario / name):
                 shapes = {p["shape"] for p in platforms if matches(str(play.get("hosts", "all")), p["names"])}
                 roles = set()
