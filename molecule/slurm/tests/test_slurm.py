@@ -106,7 +106,7 @@ def test_job_no_longer_fits_on_the_shrunk_node(host):
 
 
 def test_slurm_job_role_submits_with_srun_and_sbatch(host):
-    """side_effect.yml's last play (molecule/shared/slurm_job_side_effect.yml): roles/slurm_job from the Ubuntu
+    """side_effect.yml's last play (molecule/slurm/slurm_job_side_effect.yml): roles/slurm_job from the Ubuntu
     24.04 controller, after slurm-c4140 lost GPU 3."""
     if not _on(host, "slurm-head"):
         pytest.skip("submitted from the controller")

@@ -61,7 +61,7 @@ def test_gpu_job_runs(host):
 
 
 def test_slurm_job_role_submits_with_srun_and_sbatch(host):
-    """side_effect.yml (molecule/shared/slurm_job_side_effect.yml): roles/slurm_job from the controller."""
+    """side_effect.yml (molecule/slurm/slurm_job_side_effect.yml): roles/slurm_job from the controller."""
     if not _on(host, HEAD):
         pytest.skip("submitted from the controller")
     srun = json.loads(host.file("/root/slurm-job-srun.json").content_string)
