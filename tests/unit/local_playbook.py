@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -14,8 +15,22 @@ ROOT = Path(__file__).resolve().parents[2]
 def run_local_playbook(playbook: Path, *arguments: str, **environment: str) -> subprocess.CompletedProcess:
     """Run playbook against localhost (connection local, this interpreter) from the checkout, with its ansible.cfg
     (the gpuforge.cluster collection found as in a real run) plus the given ansible-playbook arguments and
-    environment; fail the test, showing the output's end, when ansible-playbook fails."""
-    env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), **environment}
+    environment; fail the test, showing the output's end, when ansible-playbook fails.
+
+    Facts go to a fact cache of this call only (unless the environment names one): the checkout's .gpuforge/facts
+    may hold a localhost entry from another userland (ansible.cfg gathers `smart`ly, so a cached entry is used, not
+    gathered), which made a role see Debian 12 in the Debian 13 lane on one run and Debian 13 on another."""
+    with tempfile.TemporaryDirectory(prefix="gpuforge-facts-") as facts:
+        env = {
+            **os.environ,
+            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+            "ANSIBLE_CACHE_PLUGIN_CONNECTION": facts,
+            **environment,
+        }
+        return _run(playbook, arguments, env)
+
+
+def _run(playbook: Path, arguments: tuple, env: dict) -> subprocess.CompletedProcess:
     completed = subprocess.run(
         [
             str(Path(sys.executable).with_name("ansible-playbook")),

@@ -63,9 +63,27 @@ PLAYBOOK = """
 - name: RoCE QoS on the lab's simulated RoCE port
   hosts: localhost
   gather_facts: true
+  pre_tasks:
+    - name: The lab node's operating system
+      lab_os_facts:
+        facts: %s
   roles:
     - role: gpuforge.cluster.roce_qos
 """
+
+# The lab RoCE node runs Debian 12. This host may not: the newest ansible-core's unit lane runs in a Debian 13
+# userland, which the role rightly refuses. The module below sets only the OS identity the role reads, as setup
+# reports it on Debian 12; every other fact is this host's own.
+LAB_OS_FACTS_MODULE = """#!/usr/bin/python
+from ansible.module_utils.basic import AnsibleModule
+
+module = AnsibleModule(argument_spec={"facts": {"type": "dict", "required": True}}, supports_check_mode=True)
+module.exit_json(changed=False, ansible_facts=module.params["facts"])
+"""
+LAB_OS = {
+    key: OS_FACTS["debian12"][key]
+    for key in ("os_family", "distribution", "distribution_major_version", "distribution_version")
+}
 
 
 def _recap(stdout: str) -> dict:
@@ -91,6 +109,10 @@ def lab_node(tmp_path):
         "GPUFORGE_LAB_RUN": str(tmp_path / "run"),
         "GPUFORGE_LAB_SYSFS": str(tmp_path / "sys"),
     }
+    library = tmp_path / "library"
+    library.mkdir()
+    (library / "lab_os_facts.py").write_text(LAB_OS_FACTS_MODULE, encoding="utf-8")
+    env["ANSIBLE_LIBRARY"] = str(library)
     variables = {"roce_qos_ports": PORTS, "roce_qos_sysfs_root": str(tmp_path / "sys")}
     return tmp_path, env, ["-e", json.dumps(variables), "--skip-tags", "roce_qos_persist"]
 
@@ -98,7 +120,7 @@ def lab_node(tmp_path):
 def test_role_converges_then_changes_nothing(tmp_path, lab_node):
     root, env, args = lab_node
     playbook = tmp_path / "site.yml"
-    playbook.write_text(PLAYBOOK, encoding="utf-8")
+    playbook.write_text(PLAYBOOK % json.dumps(LAB_OS), encoding="utf-8")
     first = _recap(run_local_playbook(playbook, *args, **env).stdout)
     assert first["changed"] == 1 and first["failed"] == 0
     second = _recap(run_local_playbook(playbook, *args, **env).stdout)
