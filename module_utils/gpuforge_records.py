@@ -9,8 +9,9 @@ Six kinds, one verdict vocabulary (PASS / WARN / FAIL / UNKNOWN, gpuforge_checks
                      and p2p through ``gpuforge_bench_judged``, module_utils/gpuforge_bench_gates.py);
 * ``attribution``    a node or link the attribution names as slow (``slow_nodes`` / ``slow_links`` there);
 * ``stage_result``   one stage of a CLI run: a ``stages[]`` entry of ``<run-id>/summary.json``;
-* ``k8s_check``      one post-deploy check of the Kubernetes add-ons: a ``checks[]`` entry of ``k8s/verify.json``
-                     (``gpuforge k8s verify``, src/gpuforge/k8s_verify_judge.py);
+* ``k8s_check``      one post-deploy check of the Kubernetes add-ons. ``gpuforge k8s verify``'s judges build them
+                     (``k8s_check_record``, src/gpuforge/k8s_verify_judge.py) and it writes them as they are into
+                     ``k8s/verify.json`` ``records``;
 * ``burnin_round``   one burn-in round of one node (``gpuforge burnin``).
 
 ``node_verdicts`` is the one place a node's verdict is computed: gpu_node_check's result (``verdict``,
@@ -26,8 +27,8 @@ report and the exports all read what it returns. What the verdicts mean, once:
   for scheduling, flagged like WARN, ranked below it.
 * PASS: everything that names the node passed.
 
-The builders of the files other producers still write in their own shape (benchmark summaries, the CLI's stages,
-k8s/verify.json) read those shapes strictly: a missing or mistyped key raises RecordError naming the file's key, so
+The builders of the files other producers still write in their own shape (benchmark summaries, the CLI's stages)
+read those shapes strictly: a missing or mistyped key raises RecordError naming the file's key, so
 a producer that changes what it writes fails the schema tests (tests/unit/schemas/). Stdlib only, Python 3.8: it
 runs on the node inside gpu_node_check.
 """
@@ -65,6 +66,7 @@ __all__ = [
     "attribution_records",
     "benchmark_run_records",
     "fleet_check_record",
+    "k8s_check_record",
     "k8s_check_records",
     "node_check_record",
     "node_check_records",
@@ -468,36 +470,69 @@ def stage_result_records(cli_summary: dict) -> list:
     return records
 
 
+def k8s_check_record(check, subject, verdict, observed, expected, source, remedy="", node=None, nodes=None):
+    """One ``k8s_check`` record (schemas/k8s-check.schema.json) as a judge of ``gpuforge k8s verify`` returns it:
+    ``nodes`` is every node involved (``[node]`` when only ``node`` is given); no remedy on a PASS. ``run_id`` and
+    ``checked_at`` stay null until the verify run stamps them. RecordError for a verdict outside VERDICTS."""
+    if verdict not in VERDICTS:
+        raise RecordError(f"k8s check {check!r}: verdict {verdict!r} is not one of {', '.join(VERDICTS)}")
+    return {
+        "kind": "k8s_check",
+        "schema_version": SCHEMA_VERSION,
+        "run_id": None,
+        "check": check,
+        "subject": subject,
+        "node": node,
+        "nodes": list(nodes) if nodes is not None else ([node] if node else []),
+        "checked_at": None,
+        "observed": observed,
+        "threshold": {"expected": expected, "source": source},
+        "verdict": verdict,
+        "remedy": remedy if verdict != PASS else "",
+        "caused_by": [],
+    }
+
+
+# The keys of a k8s_check record and their types (schemas/k8s-check.schema.json; observed is any JSON value).
+_K8S_CHECK_KEYS = {
+    "kind": str,
+    "schema_version": int,
+    "run_id": (str, type(None)),
+    "check": str,
+    "subject": str,
+    "node": (str, type(None)),
+    "nodes": list,
+    "checked_at": (str, type(None)),
+    "threshold": dict,
+    "verdict": str,
+    "remedy": str,
+    "caused_by": list,
+}
+
+
 def k8s_check_records(verify_file: dict, run_id=None) -> list:
-    """Records of ``k8s/verify.json``: ``{run_id, checked_at, server, checks}`` (gpuforge k8s verify)."""
+    """The k8s_check records of ``k8s/verify.json`` (``{schema_version, run_id, checked_at, server, records, ...}``,
+    gpuforge k8s verify), as its judges built them; each is checked key by key and given the run's id. A file of
+    an older gpuforge (``checks`` instead of ``records``) is refused with the command that writes it again."""
     where = "k8s/verify.json"
-    run_id = run_id or _get(verify_file, "run_id", (str, type(None)), where)
-    checked_at = _get(verify_file, "checked_at", (str, type(None)), where)
-    records = []
-    for index, check in enumerate(_get(verify_file, "checks", list, where)):
-        at = f"{where} checks[{index}]"
-        nodes = _get(check, "nodes", list, at)
-        if not all(isinstance(node, str) for node in nodes):
-            raise RecordError(f"{at}: 'nodes' holds a non-string")
-        records.append(
-            {
-                "kind": "k8s_check",
-                "schema_version": SCHEMA_VERSION,
-                "run_id": run_id,
-                "check": _get(check, "check", str, at),
-                "subject": _get(check, "subject", str, at),
-                "node": _get(check, "node", (str, type(None)), at),
-                "nodes": nodes,
-                "checked_at": checked_at,
-                "observed": check.get("observed"),
-                "threshold": {"expected": check.get("expected"), "source": _get(check, "source", str, at)},
-                "verdict": _written_verdict(
-                    _get(check, "status", str, at), at, "run `gpuforge k8s verify` again", key="status"
-                ),
-                "remedy": _get(check, "remedy", str, at),
-                "caused_by": [],
-            }
+    if "records" not in verify_file and "checks" in verify_file:
+        raise RecordError(
+            f"{where}: written by an older gpuforge (checks, not records); run `gpuforge k8s verify` again"
         )
+    records = []
+    for index, record in enumerate(_get(verify_file, "records", list, where)):
+        at = f"{where} records[{index}]"
+        for key, types in _K8S_CHECK_KEYS.items():
+            _get(record, key, types, at)
+        if "observed" not in record:
+            raise RecordError(f"{at}: no 'observed'")
+        if record["kind"] != "k8s_check" or record["schema_version"] != SCHEMA_VERSION:
+            raise RecordError(f"{at}: not a k8s_check record of schema_version {SCHEMA_VERSION}")
+        if not all(isinstance(node, str) for node in record["nodes"]):
+            raise RecordError(f"{at}: 'nodes' holds a non-string")
+        _get(record["threshold"], "source", str, f"{at} threshold")
+        _written_verdict(record["verdict"], at, "run `gpuforge k8s verify` again")
+        records.append(dict(record, run_id=run_id if run_id is not None else record["run_id"]))
     return records
 
 

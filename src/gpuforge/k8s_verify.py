@@ -43,6 +43,7 @@ from gpuforge.paths import collection_import
 
 # The one status vocabulary (gpuforge_checks): every check of the verify document has one of these.
 _checks = collection_import("plugins.module_utils.gpuforge_checks")
+_records_module = collection_import("plugins.module_utils.gpuforge_records")
 PASS, FAIL, UNKNOWN = _checks.PASS, _checks.FAIL, _checks.UNKNOWN
 
 # NVIDIA's CUDA sample image for vectorAdd, as NVIDIA's own verification pods run it ("Run a Sample Workload",
@@ -600,7 +601,7 @@ def _mpijob(cluster, options, settings, namespace, out, suffix, waiter, plan_: P
     if launchers:
         text = cluster.log(namespace, launchers[-1]["metadata"]["name"])
         _write(out / "nccl-launcher.log", text)
-        if checks[0]["status"] == PASS:  # a failed or unfinished job's partial output is not judged
+        if checks[0]["verdict"] == PASS:  # a failed or unfinished job's partial output is not judged
             checks += utils.judge_nccl_log(nccl, text, min_busbw_gbyte_per_s, nodes)
     if not options.keep:
         cluster.delete_mpijob(namespace, name)
@@ -643,7 +644,7 @@ def judge_rdma_pair(server: str, client: str, logs: dict, pods: dict, settings: 
         sources,
     )
     if not why and not hca:
-        why = "no RDMA device in the test pods: " + "; ".join(c["remedy"] for c in checks if c["status"] != PASS)
+        why = "no RDMA device in the test pods: " + "; ".join(c["remedy"] for c in checks if c["verdict"] != PASS)
     entry = rdma.pair_entry(server, client, splits, pods, threshold, line_rate, expected_gbit_per_s, port=port, why=why)
     block = bench.attribution_floors(
         [entry],
@@ -787,14 +788,17 @@ def verify(options: Options, cluster=None, waiter: Waiter | None = None) -> dict
             if bench_summary:
                 bench_summaries.append(str(bench_summary.relative_to(run_dir)))
         checks += _mpijob(cluster, options, settings, namespace, out, suffix, waiter, plan_)
+    checked_at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     document = {
         "written_by": WRITTEN_BY,
+        "schema_version": _records_module.SCHEMA_VERSION,
         "run_id": run_id,
-        "checked_at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "checked_at": checked_at,
         "server": cluster.server,
         "inventory": str(options.inventory),
         "notes": plan_.notes,
-        "checks": checks,
+        # The judges' k8s_check records, stamped with this run and time: what the report and exports read.
+        "records": [dict(record, run_id=run_id, checked_at=checked_at) for record in checks],
         # Benchmark results of this run (the in-pod ib_write_bw pair), in the host benchmark's summary.json shape.
         "bench_summaries": bench_summaries,
     }
@@ -828,20 +832,20 @@ def main(args) -> int:
     except VerifyError as exc:
         print(f"gpuforge k8s verify: {exc}", file=sys.stderr)
         return 2
-    failed = [check for check in document["checks"] if check["status"] == FAIL]
+    failed = [record for record in document["records"] if record["verdict"] == FAIL]
     if args.json:
         print(json.dumps(document, indent=2))
     else:
-        for check in document["checks"]:
-            where = check["node"] or ",".join(check["nodes"]) or check["subject"]
-            print(f"{check['status'].upper():<8} {check['check']:<18} {where}")
-            if check["status"] != PASS and check["remedy"]:
-                print(f"         {check['remedy']}")
+        for record in document["records"]:
+            where = record["node"] or ",".join(record["nodes"]) or record["subject"]
+            print(f"{record['verdict']:<8} {record['check']:<18} {where}")
+            if record["verdict"] != PASS and record["remedy"]:
+                print(f"         {record['remedy']}")
         for note in document["notes"]:
             print(f"note: {note}")
         for path in document["bench_summaries"]:
             print(f"in-pod ib_write_bw: {Path(document['path']).parent.parent / path}")
-        print(f"k8s verify: {len(failed)} failed of {len(document['checks'])} checks; {document['path']}")
+        print(f"k8s verify: {len(failed)} failed of {len(document['records'])} checks; {document['path']}")
     return 1 if failed else 0
 
 

@@ -1,11 +1,11 @@
 """Judge Kubernetes API responses for `gpuforge k8s verify` (post-deploy checks of the add-ons).
 
 Every function here takes objects exactly as the API server returns them (the JSON of a NodeList, a Pod, a pod
-log, an MPIJob) and returns checks ``{check, subject, node, nodes, status, observed, expected, source, remedy}``
-with ``status`` one of the records' verdicts, PASS / WARN / FAIL / UNKNOWN (gpuforge_checks, the one status
-vocabulary); gpuforge_records.k8s_check_records turns them into ``k8s_check`` records
-(schemas/k8s-check.schema.json). Nothing here talks to the network: src/gpuforge/k8s_verify.py fetches the objects,
-so these functions are tested against recorded responses.
+log, an MPIJob) and returns ``k8s_check`` records (schemas/k8s-check.schema.json, built by
+gpuforge_records.k8s_check_record) whose ``verdict`` is one of PASS / WARN / FAIL / UNKNOWN (gpuforge_checks, the one
+status vocabulary): `gpuforge k8s verify` stamps their run and time and writes them as they are. Nothing here talks
+to the network: src/gpuforge/k8s_verify.py fetches the objects, so these functions are tested against recorded
+responses.
 
 Shapes and names, with their sources:
 
@@ -42,6 +42,7 @@ from gpuforge.paths import collection_import
 
 ParseError = collection_import("plugins.module_utils.gpuforge_errors").ParseError
 _checks = collection_import("plugins.module_utils.gpuforge_checks")
+_records = collection_import("plugins.module_utils.gpuforge_records")
 PASS, WARN, FAIL, UNKNOWN = _checks.PASS, _checks.WARN, _checks.FAIL, _checks.UNKNOWN
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -89,21 +90,11 @@ __all__ = [
 
 
 def check(name, subject, status, observed, expected, source, remedy="", node=None, nodes=None):
-    """One check as `gpuforge k8s verify` writes it (k8s/verify.json ``checks[]``)."""
+    """One check's ``k8s_check`` record (gpuforge_records.k8s_check_record); ValueError for a status outside the
+    verdicts."""
     if status not in STATUSES:
         raise ValueError(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
-    node_list = list(nodes) if nodes is not None else ([node] if node else [])
-    return {
-        "check": name,
-        "subject": subject,
-        "node": node,
-        "nodes": node_list,
-        "status": status,
-        "observed": observed,
-        "expected": expected,
-        "source": source,
-        "remedy": remedy if status != PASS else "",
-    }
+    return _records.k8s_check_record(name, subject, status, observed, expected, source, remedy, node=node, nodes=nodes)
 
 
 def quantity(value):

@@ -321,7 +321,7 @@ def run(kubeconfig, tmp_path, **changes):
 
 def by_check(document):
     result = {}
-    for check in document["checks"]:
+    for check in document["records"]:
         result.setdefault(check["check"], []).append(check)
     return result
 
@@ -329,7 +329,7 @@ def by_check(document):
 def test_a_healthy_cluster_passes_every_check(serve, tmp_path):
     api, kubeconfig = serve(cluster_routes())
     document = run(kubeconfig, tmp_path)
-    statuses = {(c["check"], c["node"]): c["status"] for c in document["checks"]}
+    statuses = {(c["check"], c["node"]): c["verdict"] for c in document["records"]}
     assert statuses == {
         ("gpu_allocatable", "dgx01"): "PASS",
         ("gpu_allocatable", "dgx02"): "PASS",
@@ -344,7 +344,7 @@ def test_a_healthy_cluster_passes_every_check(serve, tmp_path):
         ("nccl_transport", None): "PASS",
     }
     busbw = by_check(document)["nccl_busbw"][0]
-    assert (busbw["observed"], busbw["expected"]) == (55.22, ">= 40.0 GB/s")  # the inventory's threshold
+    assert (busbw["observed"], busbw["threshold"]["expected"]) == (55.22, ">= 40.0 GB/s")  # the inventory's threshold
     # Every request carried the kubeconfig's token; the pod was polled until it finished, then deleted.
     assert {req["authorization"] for req in api.requests} == {f"Bearer {TOKEN}"}
     assert len(api.sent("GET", POD)) == 2
@@ -399,7 +399,7 @@ def test_the_run_directory_gets_schema_valid_k8s_check_records(serve, tmp_path):
 def test_fewer_gpus_and_a_missing_rdma_resource_fail_their_node(serve, tmp_path):
     api, kubeconfig = serve(cluster_routes(nodes="nodes-faulty.json"))
     document = run(kubeconfig, tmp_path, skip_workloads=True)
-    failed = {(c["check"], c["node"]) for c in document["checks"] if c["status"] == "FAIL"}
+    failed = {(c["check"], c["node"]) for c in document["records"] if c["verdict"] == "FAIL"}
     assert failed == {("gpu_allocatable", "dgx02"), ("rdma_allocatable", "dgx02")}
     assert not api.sent("POST", f"/api/v1/namespaces/{NS}/pods")  # --skip-workloads submits nothing
 
@@ -410,7 +410,7 @@ def test_a_failing_vector_add_pod_fails_its_check(serve, tmp_path):
     )
     _, kubeconfig = serve(routes)
     check = by_check(run(kubeconfig, tmp_path))["cuda_vector_add"][0]
-    assert check["status"] == "FAIL"
+    assert check["verdict"] == "FAIL"
     assert check["observed"]["phase"] == "Failed"
     log = (tmp_path / "run" / "k8s" / "verify" / "cuda-vector-add.log").read_text(encoding="utf-8")
     assert "no CUDA-capable device is detected" in log
@@ -419,7 +419,7 @@ def test_a_failing_vector_add_pod_fails_its_check(serve, tmp_path):
 def test_a_vector_add_pod_that_stays_pending_times_out_and_is_deleted(serve, tmp_path):
     api, kubeconfig = serve(cluster_routes(pods=("pod-vector-add-unschedulable.json",)))
     check = by_check(run(kubeconfig, tmp_path))["cuda_vector_add"][0]
-    assert check["status"] == "FAIL"
+    assert check["verdict"] == "FAIL"
     assert "within 60s" in check["remedy"]
     assert "Insufficient nvidia.com/gpu" in check["remedy"]
     assert len(api.sent("GET", POD)) == 1 + 60 // 5  # first read, then every poll interval until the timeout
@@ -430,21 +430,21 @@ def test_a_vector_add_pod_that_stays_pending_times_out_and_is_deleted(serve, tmp
 def test_a_failed_mpijob_fails_and_its_log_is_not_judged(serve, tmp_path):
     _, kubeconfig = serve(cluster_routes(jobs=("mpijob-running.json", "mpijob-failed.json")))
     checks = by_check(run(kubeconfig, tmp_path))
-    assert checks["mpijob_completed"][0]["status"] == "FAIL"
+    assert checks["mpijob_completed"][0]["verdict"] == "FAIL"
     assert "nccl_busbw" not in checks
 
 
 def test_a_slow_busbw_fails_against_the_threshold(serve, tmp_path):
     _, kubeconfig = serve(cluster_routes())
     busbw = by_check(run(kubeconfig, tmp_path, min_busbw_gbyte_per_s=80.0))["nccl_busbw"][0]
-    assert busbw["status"] == "FAIL"
+    assert busbw["verdict"] == "FAIL"
     assert busbw["observed"] == 55.22
 
 
 def test_a_missing_mpijob_crd_fails_the_mpijob_check_with_the_fix(serve, tmp_path):
     api, kubeconfig = serve(cluster_routes(crd=(404, "status-404.json")))
     check = by_check(run(kubeconfig, tmp_path))["mpijob_completed"][0]
-    assert check["status"] == "FAIL"
+    assert check["verdict"] == "FAIL"
     assert "install the MPI operator" in check["remedy"]
     assert not api.sent("POST", f"/apis/kubeflow.org/v2beta1/namespaces/{NS}/mpijobs")
 
@@ -452,7 +452,7 @@ def test_a_missing_mpijob_crd_fails_the_mpijob_check_with_the_fix(serve, tmp_pat
 def test_a_client_certificate_kubeconfig_authenticates(serve, tmp_path):
     api, kubeconfig = serve(cluster_routes(), client_cert=True)
     document = run(kubeconfig, tmp_path, skip_workloads=True)
-    assert {c["status"] for c in document["checks"]} == {"PASS"}
+    assert {c["verdict"] for c in document["records"]} == {"PASS"}
     assert all(req["client_cert"] and req["authorization"] is None for req in api.requests)
 
 
@@ -518,7 +518,7 @@ def test_the_cli_exits_0_1_and_2(serve, tmp_path, capsys):
     _, faulty = serve(cluster_routes(nodes="nodes-faulty.json"))
     assert cli.main([*common, "--kubeconfig", str(faulty), "--run-dir", str(tmp_path / "b"), "--json"]) == 1
     document = json.loads(capsys.readouterr().out)
-    assert sum(check["status"] == "FAIL" for check in document["checks"]) == 2
+    assert sum(check["verdict"] == "FAIL" for check in document["records"]) == 2
     assert cli.main([*common, "--kubeconfig", str(tmp_path / "missing")]) == 2
     assert "pass --kubeconfig" in capsys.readouterr().err
 
@@ -647,7 +647,7 @@ def test_an_unschedulable_rdma_server_is_a_failed_pair_and_no_client_is_created(
     (result,) = bench_summary(tmp_path)[0]["ib_write_bw"]["results"]
     assert (result["verdict"], result["run_failed"]) == ("FAIL", True)
     assert "within 60s" in result["reason"] and "Insufficient rdma/shared_ib1" in result["reason"]
-    assert {c["node"]: c["status"] for c in checks["rdma_pod_port"]} == {"dgx02": "FAIL", "dgx01": "FAIL"}
+    assert {c["node"]: c["verdict"] for c in checks["rdma_pod_port"]} == {"dgx02": "FAIL", "dgx01": "FAIL"}
     assert len(api.sent("DELETE", RDMA_SERVER)) == 1
 
 
@@ -666,7 +666,7 @@ def test_a_slower_pair_than_the_table_is_slow():
     assert (result["verdict"], result["threshold"], result["link_speed"]) == ("FAIL", 100.66, "EDR")
     assert "(no source recorded: a site value)" in result["threshold_source"]
     assert [link["nodes"] for link in block["slow_links"]] == [["dgx02", "dgx01"]]
-    assert {c["status"] for c in checks} == {"PASS"}
+    assert {c["verdict"] for c in checks} == {"PASS"}
 
 
 def test_the_verification_mpijob_defaults_to_the_workload_image_and_its_sshd_entry_point(tmp_path):
