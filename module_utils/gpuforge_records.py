@@ -8,7 +8,8 @@ Six kinds, one verdict vocabulary (PASS / WARN / FAIL / UNKNOWN, gpuforge_checks
                      (roles/gpuforge_bench/tasks/summary.yml through the ``gpuforge_bench_attribution`` filter; fio
                      and p2p through ``gpuforge_bench_judged``, module_utils/gpuforge_bench_gates.py);
 * ``attribution``    a node or link the attribution names as slow (``slow_nodes`` / ``slow_links`` there);
-* ``stage_result``   one stage of a CLI run: a ``stages[]`` entry of ``<run-id>/summary.json``;
+* ``stage_result``   one stage of a CLI run (demo, burnin): the CLI writes them (``stage_result_record``) as they
+                     are into ``<run-id>/summary.json`` ``stages``;
 * ``k8s_check``      one post-deploy check of the Kubernetes add-ons. ``gpuforge k8s verify``'s judges build them
                      (``k8s_check_record``, src/gpuforge/k8s_verify_judge.py) and it writes them as they are into
                      ``k8s/verify.json`` ``records``;
@@ -27,8 +28,8 @@ report and the exports all read what it returns. What the verdicts mean, once:
   for scheduling, flagged like WARN, ranked below it.
 * PASS: everything that names the node passed.
 
-The builders of the files other producers still write in their own shape (benchmark summaries, the CLI's stages)
-read those shapes strictly: a missing or mistyped key raises RecordError naming the file's key, so
+The builders of the files one producer still writes in its own shape (the benchmark summaries) read that shape
+strictly: a missing or mistyped key raises RecordError naming the file's key, so
 a producer that changes what it writes fails the schema tests (tests/unit/schemas/). Stdlib only, Python 3.8: it
 runs on the node inside gpu_node_check.
 """
@@ -73,6 +74,7 @@ __all__ = [
     "node_report",
     "node_verdicts",
     "raw_result_path",
+    "stage_result_record",
     "stage_result_records",
     "worst_verdict",
 ]
@@ -446,27 +448,60 @@ def fleet_check_record(fleet_check: dict, host: str, system=None, checked_at=Non
     }
 
 
+def stage_result_record(run_id, stage, status, verdict, rc, detail) -> dict:
+    """One ``stage_result`` record (schemas/stage-result.schema.json): a stage of a CLI run, its status word
+    (gpuforge.runner.STAGE_STATUS_VERDICT) and the verdict that status means. RecordError for a verdict outside
+    VERDICTS."""
+    if verdict not in VERDICTS:
+        raise RecordError(f"stage {stage!r}: verdict {verdict!r} is not one of {', '.join(VERDICTS)}")
+    return {
+        "kind": "stage_result",
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_id,
+        "stage": stage,
+        "status": status,
+        "rc": rc,
+        "detail": detail or "",
+        "verdict": verdict,
+        "remedy": "",
+        "caused_by": [],
+    }
+
+
+# The keys of a stage_result record and their types (schemas/stage-result.schema.json).
+_STAGE_RESULT_KEYS = {
+    "kind": str,
+    "schema_version": int,
+    "run_id": (str, type(None)),
+    "stage": str,
+    "status": str,
+    "rc": (int, type(None)),
+    "detail": str,
+    "verdict": str,
+    "remedy": str,
+    "caused_by": list,
+}
+
+
 def stage_result_records(cli_summary: dict) -> list:
-    """Records of a CLI run's ``summary.json`` ``stages[]`` (demo); a single-playbook run has none."""
+    """The stage_result records of a CLI run's ``summary.json`` ``stages`` (demo, burnin), as the CLI wrote them;
+    each is checked key by key. A single-playbook run has none. A summary of an older gpuforge (stages without
+    ``kind``) is refused with the fix."""
     where = "<run-id>/summary.json"
     run_id = _get(cli_summary, "run_id", str, where)
     records = []
-    for index, stage in enumerate(cli_summary.get("stages") or []):
+    for index, record in enumerate(cli_summary.get("stages") or []):
         at = f"{where} stages[{index}]"
-        records.append(
-            {
-                "kind": "stage_result",
-                "schema_version": SCHEMA_VERSION,
-                "run_id": run_id,
-                "stage": _get(stage, "name", str, at),
-                "status": _get(stage, "status", str, at),
-                "rc": _get(stage, "rc", (int, type(None)), at),
-                "detail": _get(stage, "detail", (str, type(None)), at) or "",
-                "verdict": _written_verdict(_get(stage, "verdict", str, at), at, "run the command again"),
-                "remedy": "",
-                "caused_by": [],
-            }
-        )
+        if isinstance(record, dict) and "kind" not in record and "name" in record:
+            raise RecordError(f"{at}: written by an older gpuforge (a stage without its record); run the command again")
+        for key, types in _STAGE_RESULT_KEYS.items():
+            _get(record, key, types, at)
+        if record["kind"] != "stage_result" or record["schema_version"] != SCHEMA_VERSION:
+            raise RecordError(f"{at}: not a stage_result record of schema_version {SCHEMA_VERSION}")
+        if record["run_id"] != run_id:
+            raise RecordError(f"{at}: the record of run {record['run_id']!r} in the summary of run {run_id!r}")
+        _written_verdict(record["verdict"], at, "run the command again")
+        records.append(dict(record))
     return records
 
 

@@ -309,6 +309,7 @@ def run(
         )
         stages.append(
             stage_entry(
+                run_dir.name,
                 f"round {number}",
                 "ok" if summary.get("rc") == 0 else "failed",
                 summary.get("rc"),

@@ -211,7 +211,7 @@ def _write_run_summary(run_dir: Path, stages: list[Stage], started: float) -> di
         "duration_s": round(finished - started, 3),
         "hosts": {},
         "failed_tasks": [task for stage in stages for task in stage.summary.get("failed_tasks", [])],
-        "stages": [stage_entry(s.name, s.status, s.rc, s.detail) for s in stages],
+        "stages": [stage_entry(run_dir.name, s.name, s.status, s.rc, s.detail) for s in stages],
         "artifacts": {"run_dir": str(run_dir)},
     }
     write_summary(run_dir, summary)

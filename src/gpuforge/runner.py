@@ -32,6 +32,7 @@ from gpuforge.progress import NullView, ProgressModel
 
 # The verdict words (PASS, FAIL, UNKNOWN) written into stages and unreadable validation results.
 _checks = paths.collection_import("plugins.module_utils.gpuforge_checks")
+_records = paths.collection_import("plugins.module_utils.gpuforge_records")
 
 # 2: "validation" holds each host's verdict (gpuforge_records.node_verdicts), not a recount of its checks.
 SCHEMA_VERSION = 2
@@ -232,15 +233,15 @@ def _finish(summary, run_dir, started, rc, status, model, request) -> dict:
     return summary
 
 
-# What a stage of a multi-playbook command (demo, burnin) says of the cluster, written into summary.json's stages[]
-# here, once (gpuforge_records.stage_result_records reads it): a stage that ran clean is PASS; one that failed, on the
+# What a stage of a multi-playbook command (demo, burnin) says of the cluster, as its stage_result record in
+# summary.json's stages (gpuforge_records.stage_result_record): a stage that ran clean is PASS; one that failed, on the
 # cluster's faults (demo's "faults") or as the toolkit's own failure ("failed"), is FAIL; a skipped one is UNKNOWN.
 STAGE_STATUS_VERDICT = {"ok": _checks.PASS, "faults": _checks.FAIL, "failed": _checks.FAIL, "skipped": _checks.UNKNOWN}
 
 
-def stage_entry(name: str, status: str, rc, detail: str) -> dict:
-    """One summary.json ``stages[]`` entry: the stage's status (STAGE_STATUS_VERDICT's words) and its verdict."""
-    return {"name": name, "status": status, "verdict": STAGE_STATUS_VERDICT[status], "rc": rc, "detail": detail}
+def stage_entry(run_id: str, name: str, status: str, rc, detail: str) -> dict:
+    """One summary.json ``stages`` entry: the stage's ``stage_result`` record, its verdict from its status."""
+    return _records.stage_result_record(run_id, name, status, STAGE_STATUS_VERDICT[status], rc, detail)
 
 
 def write_summary(run_dir: Path, summary: dict) -> Path:

@@ -214,7 +214,7 @@ def test_rounds_repeat_until_the_duration_is_spent(tmp_path):
     assert lines[-2] == "burnin: PASS"
     top = json.loads((run_dir / "summary.json").read_text())
     assert top["command"] == "burnin" and top["rc"] == 0 and top["schema_version"] == 1
-    assert [s["name"] for s in top["stages"]] == ["round 1", "round 2", "round 3"]
+    assert [s["stage"] for s in top["stages"]] == ["round 1", "round 2", "round 3"]
     assert records_mod.stage_result_records(top)[0]["verdict"] == "PASS"
 
 

@@ -95,7 +95,7 @@ def _demo_stages() -> list:
     summary = json.loads((DEMO_RUN / "summary.json").read_text(encoding="utf-8"))
     bench = json.loads((DEMO_RUN / "benchmark" / "summary.json").read_text(encoding="utf-8"))
     return [
-        Stage(s["name"], s["status"], s["rc"], s["detail"], bench if s["name"] == "benchmark" else {})
+        Stage(s["stage"], s["status"], s["rc"], s["detail"], bench if s["stage"] == "benchmark" else {})
         for s in summary["stages"]
     ]
 
@@ -229,7 +229,7 @@ def test_the_demo_run_summary_records_the_faults_stage_and_exits_0(tmp_path):
     rc = demo._finish(run_dir, _demo_stages(), time.time(), printed.append, demo.injected_faults(DEMO_SPEC))
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     assert rc == 0 and (summary["rc"], summary["status"]) == (0, "successful")
-    assert {s["name"]: s["status"] for s in summary["stages"]}["benchmark"] == "faults"
+    assert {s["stage"]: s["status"] for s in summary["stages"]}["benchmark"] == "faults"
     assert "cluster verdict: FAIL, 4 faults found (4 injected, all found)" in printed
     stage_records = {r["stage"]: r for r in model.load(run_dir).stages}
     assert (stage_records["benchmark"]["status"], stage_records["benchmark"]["verdict"]) == ("faults", "FAIL")

@@ -116,6 +116,34 @@ def test_stage_results_of_the_cli_summary():
         ("alerts", "PASS"),
         ("k8s", "PASS"),
     ]
+    assert built == load(RUN / "summary.json")["stages"]  # read as the CLI wrote them, not translated
+
+
+def test_a_stage_as_an_older_gpuforge_wrote_it_is_refused_naming_the_fix():
+    summary = load(RUN / "summary.json")
+    summary["stages"][0] = {"name": "lab", "status": "ok", "verdict": "PASS", "rc": 0, "detail": ""}
+    with pytest.raises(records.RecordError, match=r"stages\[0\]: written by an older gpuforge.*run the command again"):
+        records.stage_result_records(summary)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("verdict", "ok", "verdict 'ok' is not one of PASS, WARN, FAIL, UNKNOWN"),
+        ("rc", "0", "'rc' is str"),
+        ("run_id", "another-run", "the record of run 'another-run'"),
+        ("kind", "node_check", "not a stage_result record"),
+    ],
+)
+def test_a_stage_record_that_is_not_one_is_refused_naming_the_key(key, value, message):
+    summary = load(RUN / "summary.json")
+    summary["stages"][4][key] = value
+    with pytest.raises(records.RecordError, match=r"stages\[4\]"):
+        try:
+            records.stage_result_records(summary)
+        except records.RecordError as exc:
+            assert message in str(exc)
+            raise
 
 
 def test_the_validation_has_the_injected_faults_and_their_consequence():
