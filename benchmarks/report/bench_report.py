@@ -355,10 +355,10 @@ def build_records(
         "inventory": "inventories/synthetic-256/hosts.yml", "started": "2026-11-23T00:00:00Z",
         "finished": "2026-11-23T01:00:00Z", "duration_s": 3600.0,
         "stages": [
-            {"name": name, "status": "ok", "verdict": "PASS", "rc": 0, "detail": "synthetic"}
+            records_mod.stage_result_record(run_id, name, "ok", "PASS", 0, "synthetic")
             for name in ("provision", "validate")
         ]
-        + [{"name": "benchmark", "status": "failed", "verdict": "FAIL", "rc": 2, "detail": "synthetic: a failed pair"}],
+        + [records_mod.stage_result_record(run_id, "benchmark", "failed", "FAIL", 2, "synthetic: a failed pair")],
     }  # fmt: skip
     records = records_mod.stage_result_records(cli_summary)
     hosts, faulty = validation_files(nodes, rails, rng)

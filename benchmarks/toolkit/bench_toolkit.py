@@ -307,8 +307,12 @@ def unhealthy_nodes(folder: Path, hosts: list[str]) -> list[str]:
         except (OSError, ValueError) as exc:
             unhealthy.append(f"{host}: no report ({path}: {exc.__class__.__name__})")
             continue
-        if report.get("healthy") is not True:
-            unhealthy.append(f"{host}: {', '.join(report.get('failed') or ['not healthy'])}")
+        # The node's verdict as validate.yml wrote it (gpuforge_records.node_verdicts, the one verdict function).
+        verdict = report.get("verdict") if isinstance(report, dict) else None
+        if not isinstance(verdict, dict) or not isinstance(verdict.get("healthy"), bool):
+            unhealthy.append(f"{host}: no node verdict in {path} (not a validate.yml report of this gpuforge)")
+        elif not verdict["healthy"]:
+            unhealthy.append(f"{host}: {', '.join(verdict.get('failed_checks') or [verdict.get('verdict', 'FAIL')])}")
     return unhealthy
 
 

@@ -305,15 +305,19 @@ def test_an_aggregated_size_validates_and_a_wrong_one_does_not(tmp_path, monkeyp
 
 
 def test_unhealthy_nodes_names_a_missing_a_broken_and_an_unhealthy_report(tmp_path):
-    (tmp_path / "gpu01.json").write_text(json.dumps({"healthy": True, "failed": []}), encoding="utf-8")
-    unhealthy = {"healthy": False, "failed": ["gdr_ib_write_bw"]}
-    (tmp_path / "gpu02.json").write_text(json.dumps(unhealthy), encoding="utf-8")
+    """validate.yml's own files (the recorded demo run's: gpu01 healthy, gpu03 with its injected faults), a file of
+    another shape, a broken one and a missing one."""
+    recorded = PROJECT_ROOT / "tests" / "fixtures" / "records" / "demo-run" / "validate" / "validation"
+    shutil.copy(recorded / "gpu01.json", tmp_path / "gpu01.json")
+    shutil.copy(recorded / "gpu03.json", tmp_path / "gpu02.json")
     (tmp_path / "gpu03.json").write_text("{", encoding="utf-8")
-    found = bench.unhealthy_nodes(tmp_path, bench.gpu_hosts(4))
-    assert found[0] == "gpu02: gdr_ib_write_bw"
+    (tmp_path / "gpu05.json").write_text(json.dumps({"healthy": True, "failed": []}), encoding="utf-8")
+    found = bench.unhealthy_nodes(tmp_path, bench.gpu_hosts(5))
+    assert found[0] == "gpu02: ecc_volatile_dbe, ib_port_state, xid"  # gdr_ib_write_bw is their consequence
     assert found[1].startswith("gpu03: no report (") and "JSONDecodeError" in found[1]
     assert found[2].startswith("gpu04: no report (") and "FileNotFoundError" in found[2]
-    assert len(found) == 3
+    assert found[3].startswith("gpu05: no node verdict in ")
+    assert len(found) == 4
 
 
 def test_an_unhealthy_node_in_the_healthy_lab_is_a_false_failure_of_the_measured_sizes_only():
