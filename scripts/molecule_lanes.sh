@@ -91,7 +91,17 @@ for marker in "$log_dir"/*.failed; do
     | grep -E -A3 '(fatal|failed): \[|^[^A-Za-z]*(E  |FAILED |ERROR |Failed: )|timed out' | tail -n 80
 done
 # Which OS-specific task files and vars files the passed scenarios ran, per OS shape (src/gpuforge/lab/os_coverage.py).
-if python3 -m gpuforge.lab.os_coverage > "$log_dir/os-coverage.yml" 2>/dev/null; then
-  echo "== OS coverage of the passed scenarios: $log_dir/os-coverage.yml (files no run executed listed last)"
+# After a full CI run that passed (every scenario of molecule/ci-scenarios.txt given), --complete also fails the run
+# on an OS file no scenario executed that molecule/os-files-unexecuted.txt does not list, and on a listed one that ran.
+coverage_args=()
+missing=$(grep -v '^#' molecule/ci-scenarios.txt | grep -vxF -f <(printf '%s\n' "$@") || true)
+if [[ $status -eq 0 && -z $missing ]]; then coverage_args=(--complete); fi
+python3 -m gpuforge.lab.os_coverage "${coverage_args[@]}" > "$log_dir/os-coverage.yml" 2> "$log_dir/os-coverage.err"
+coverage_rc=$?
+echo "== OS coverage of the passed scenarios: $log_dir/os-coverage.yml (files no run executed listed last)"
+if [[ $coverage_rc -ne 0 ]]; then
+  cat "$log_dir/os-coverage.err"
+  echo "== molecule: the OS coverage check failed (${coverage_args[*]:-record only})"
+  status=1
 fi
 exit $status

@@ -311,10 +311,45 @@ def record(log_dir: Path = LOG_DIR) -> dict:
     }
 
 
+# OS files no CI scenario executes yet, one path per line: the list only shrinks (check_complete).
+NOT_YET_EXECUTED = MOLECULE / "os-files-unexecuted.txt"
+
+
+def not_yet_executed(path: Path = NOT_YET_EXECUTED) -> list[str]:
+    """The paths of molecule/os-files-unexecuted.txt (comments and blank lines left out)."""
+    lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    return [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+
+
+def check_complete(found: dict, allowed: list[str]) -> list[str]:
+    """Problems of a full CI run's record: an OS file no scenario executed that the list does not name (a new OS
+    file needs a scenario that runs it), and a listed file that now ran (its line goes: the list only shrinks)."""
+    never = set(found["task_files_never_executed"]) | set(found["vars_files_never_loaded"])
+    problems = [
+        f"{path}: no Molecule scenario executed it; run it on an OS shape whose facts load it "
+        f"(or, until one does, list it in {NOT_YET_EXECUTED.relative_to(PROJECT_ROOT)})"
+        for path in sorted(never - set(allowed))
+    ]
+    problems += [
+        f"{path}: a scenario executed it now; remove its line from {NOT_YET_EXECUTED.relative_to(PROJECT_ROOT)}"
+        for path in sorted(set(allowed) - never)
+    ]
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
-    log_dir = Path(argv[0]) if argv else LOG_DIR
-    sys.stdout.write(yaml.safe_dump(record(log_dir), sort_keys=False))
-    return 0
+    """Print the record of the logs in LOG_DIR (or the folder given). With --complete (a full CI run: every scenario
+    of molecule/ci-scenarios.txt passed), exit 1 naming each problem check_complete finds."""
+    args = list(argv or [])
+    complete = "--complete" in args
+    args = [arg for arg in args if arg != "--complete"]
+    log_dir = Path(args[0]) if args else LOG_DIR
+    found = record(log_dir)
+    sys.stdout.write(yaml.safe_dump(found, sort_keys=False))
+    problems = check_complete(found, not_yet_executed()) if complete else []
+    for problem in problems:
+        sys.stderr.write(f"os coverage: {problem}\n")
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -262,3 +262,29 @@ def test_every_role_with_os_vars_has_an_include_vars_the_record_reads():
     roles = {path.split("/")[1] for path in os_coverage.os_vars_files()}
     unread = sorted(role for role in roles if not any(os_coverage.vars_file_loaded(role, f) for f in shape_facts))
     assert unread == []
+
+
+def test_a_full_run_fails_on_an_unlisted_unexecuted_file_and_on_a_listed_one_that_ran():
+    found = {
+        "task_files_never_executed": ["roles/a/tasks/setup-RedHat.yml", "roles/b/tasks/setup-RedHat.yml"],
+        "vars_files_never_loaded": ["roles/a/vars/RedHat.yml"],
+    }
+    listed = ["roles/a/tasks/setup-RedHat.yml", "roles/a/vars/RedHat.yml", "roles/c/vars/Ubuntu.yml"]
+    problems = os_coverage.check_complete(found, listed)
+    assert len(problems) == 2
+    assert problems[0].startswith("roles/b/tasks/setup-RedHat.yml: no Molecule scenario executed it")
+    assert problems[1].startswith("roles/c/vars/Ubuntu.yml: a scenario executed it now; remove its line")
+    assert os_coverage.check_complete(found, [*listed[:2], "roles/b/tasks/setup-RedHat.yml"]) == []
+
+
+def test_the_list_of_unexecuted_files_names_only_existing_os_files():
+    listed = os_coverage.not_yet_executed()
+    assert len(listed) == len(set(listed))
+    assert set(listed) <= set(os_coverage.os_task_files()) | set(os_coverage.os_vars_files())
+
+
+def test_main_exits_1_naming_the_problems_only_with_complete(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(os_coverage, "not_yet_executed", lambda: [])
+    assert os_coverage.main([str(tmp_path)]) == 0  # no logs: every OS file unexecuted, a record only
+    assert os_coverage.main([str(tmp_path), "--complete"]) == 1
+    assert "no Molecule scenario executed it" in capsys.readouterr().err
