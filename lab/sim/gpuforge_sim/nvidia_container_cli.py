@@ -18,9 +18,10 @@ from gpuforge_sim.hardware import load_hardware, visible_gpus
 from gpuforge_sim.nvidia_smi import Context
 
 VERSION = "1.17.8"
-# Where the driver's libraries are on the node (the real tool reads them from ld.so.cache): Debian and Ubuntu put
-# x86_64 libraries in the multiarch directory, RHEL in /usr/lib64 (the CUDA repository's RHEL driver packages
-# install there). A lab node's OS shape is told by its release file.
+# Where the driver's libraries are on the node (the real tool reads them from ld.so.cache): NVIDIA's Debian and
+# Ubuntu packages put x86_64 libraries in the multiarch directory, its RHEL driver packages in /usr/lib64 (the
+# registry's file facts: nvidia-cuda/debian12 libnccl2, nvidia-cuda/rhel9 nvidia-driver-cuda-libs; tests/unit/lab/
+# test_sim_lib_dir.py). A lab node's OS shape is told by its release file.
 LIB_DIR_DEBIAN = "/usr/lib/x86_64-linux-gnu"
 LIB_DIR_RHEL = "/usr/lib64"
 REDHAT_RELEASE = "/etc/redhat-release"
