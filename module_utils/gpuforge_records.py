@@ -118,6 +118,17 @@ def _written_verdict(value, where, rerun, key="verdict"):
     return value
 
 
+def _written_record(record, kind, keys, at, rerun):
+    """A record as its producer wrote it: each key of ``keys`` of its type, the ``kind`` and schema_version
+    expected, and a verdict of VERDICTS (a word of an older vocabulary is refused with ``rerun``, the fix)."""
+    for key, types in keys.items():
+        _get(record, key, types, at)
+    if record["kind"] != kind or record["schema_version"] != SCHEMA_VERSION:
+        raise RecordError(f"{at}: not a {kind} record of schema_version {SCHEMA_VERSION}")
+    _written_verdict(record["verdict"], at, rerun)
+    return record
+
+
 def worst_verdict(verdicts) -> str:
     """FAIL over WARN over UNKNOWN over PASS; PASS for none."""
     return max(verdicts, key=_RANK.__getitem__, default="PASS")
@@ -173,14 +184,9 @@ def node_check_records(host_file: dict, run_id=None) -> list:
     records = []
     for index, record in enumerate(_get(host_file, "records", list, where)):
         at = f"{where} ({host}) records[{index}]"
-        for key, types in _NODE_CHECK_KEYS.items():
-            _get(record, key, types, at)
-        if record["kind"] != "node_check" or record["schema_version"] != SCHEMA_VERSION:
-            raise RecordError(f"{at}: not a node_check record of schema_version {SCHEMA_VERSION}")
+        _written_record(record, "node_check", _NODE_CHECK_KEYS, at, "run playbooks/validate.yml again")
         if record["node"] != host:
             raise RecordError(f"{at}: the record of node {record['node']!r} in the file of {host!r}")
-        if record["verdict"] not in VERDICTS:
-            raise RecordError(f"{at}: unknown verdict {record['verdict']!r} (known: {', '.join(VERDICTS)})")
         records.append(dict(record, run_id=run_id if run_id is not None else record.get("run_id")))
     return records
 
@@ -494,13 +500,9 @@ def stage_result_records(cli_summary: dict) -> list:
         at = f"{where} stages[{index}]"
         if isinstance(record, dict) and "kind" not in record and "name" in record:
             raise RecordError(f"{at}: written by an older gpuforge (a stage without its record); run the command again")
-        for key, types in _STAGE_RESULT_KEYS.items():
-            _get(record, key, types, at)
-        if record["kind"] != "stage_result" or record["schema_version"] != SCHEMA_VERSION:
-            raise RecordError(f"{at}: not a stage_result record of schema_version {SCHEMA_VERSION}")
+        _written_record(record, "stage_result", _STAGE_RESULT_KEYS, at, "run the command again")
         if record["run_id"] != run_id:
             raise RecordError(f"{at}: the record of run {record['run_id']!r} in the summary of run {run_id!r}")
-        _written_verdict(record["verdict"], at, "run the command again")
         records.append(dict(record))
     return records
 
@@ -557,16 +559,12 @@ def k8s_check_records(verify_file: dict, run_id=None) -> list:
     records = []
     for index, record in enumerate(_get(verify_file, "records", list, where)):
         at = f"{where} records[{index}]"
-        for key, types in _K8S_CHECK_KEYS.items():
-            _get(record, key, types, at)
+        _written_record(record, "k8s_check", _K8S_CHECK_KEYS, at, "run `gpuforge k8s verify` again")
         if "observed" not in record:
             raise RecordError(f"{at}: no 'observed'")
-        if record["kind"] != "k8s_check" or record["schema_version"] != SCHEMA_VERSION:
-            raise RecordError(f"{at}: not a k8s_check record of schema_version {SCHEMA_VERSION}")
         if not all(isinstance(node, str) for node in record["nodes"]):
             raise RecordError(f"{at}: 'nodes' holds a non-string")
         _get(record["threshold"], "source", str, f"{at} threshold")
-        _written_verdict(record["verdict"], at, "run `gpuforge k8s verify` again")
         records.append(dict(record, run_id=run_id if run_id is not None else record["run_id"]))
     return records
 
