@@ -54,13 +54,15 @@ def render(spec: LabSpec, ips: list[str]) -> dict:
 
 
 def write_generated_vars(mirror_url: str) -> bool:
-    from gpuforge.lab import mirror
+    from gpuforge.lab import mirror, prometheus_releases
 
     key = mirror.signing_key()
     generated = {
         "gpuforge_lab_mirror_url": mirror_url,
         "gpuforge_lab_mirror_key_fingerprint": key.fingerprint,
         "gpuforge_lab_mirror_key_sha256": key.sha256,
+        # The Prometheus release stand-ins' versions and sha256, as the mirror built them (gpu_monitoring on EL).
+        **prometheus_releases.generated_vars(mirror.MIRROR_ROOT),
     }
     return _write_if_changed(GENERATED_VARS, HEADER + "---\n" + yaml.safe_dump(generated, sort_keys=True))
 

@@ -385,10 +385,11 @@ def build(image_tag: str, log=print) -> Repository:
     key = signing_key()
     debs, debian_inputs = debian_subset.download(image_tag, log=log)
     stamp = MIRROR_ROOT / ".inputs"
-    from gpuforge.lab import shape_repos, vgpu_guest  # their builder code is an input too
+    from gpuforge.lab import prometheus_releases, shape_repos, vgpu_guest  # their builder code is an input too
 
     wanted = inputs_hash(definitions) + key.fingerprint + debian_inputs + shape_repos.code_hash()
     wanted += vgpu_guest.inputs_hash()
+    wanted += prometheus_releases.inputs_hash()
     if stamp.is_file() and stamp.read_text(encoding="utf-8") == wanted:
         return Repository(MIRROR_ROOT, MIRROR_URL)
     log("lab: building the signed package mirror")
@@ -440,6 +441,8 @@ def build(image_tag: str, log=print) -> Repository:
     shape_repos.publish(definitions, key, staging_root, next_root, debs, log=log)
     # The lab stand-in of a site's vGPU guest driver files (plain downloads with their SHA256SUMS).
     vgpu_guest.publish(MIRROR_ROOT, staging_root, log=log)
+    # The lab stand-ins of Prometheus' and node_exporter's release tarballs (Debian's binaries in upstream's layout).
+    prometheus_releases.publish(MIRROR_ROOT, debs, staging_root, log=log)
     shutil.rmtree(staging_root, ignore_errors=True)
     shutil.rmtree(next_root, ignore_errors=True)
     if skipped:

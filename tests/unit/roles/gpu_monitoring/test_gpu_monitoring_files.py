@@ -137,17 +137,3 @@ def test_the_package_an_install_changed_is_restarted_and_only_that_one():
         "prometheus_needs_restart": True,
         "prometheus_touched": True,
     }
-
-
-def test_a_dnf_install_restarts_every_package_of_the_host():
-    # dnf's result names no package: every package this host has counts as changed.
-    render = role(
-        os_name="rhel9",
-        host="head01",
-        gpu_monitoring_package_versions={"9": {"prometheus": "2.55.1", "node_exporter": "1.8.2"}},
-        gpu_monitoring_packages_installed={"changed": True, "results": []},
-    )
-    assert render.var("gpu_monitoring_packages_changed") == [
-        "golang-github-prometheus",
-        "golang-github-prometheus-node-exporter",
-    ]

@@ -126,10 +126,3 @@ def test_ubuntu_asks_apt_for_the_registrys_builds(os_name, registry):
         f"prometheus>={recorded['prometheus']}",
         f"prometheus-node-exporter>={recorded['prometheus-node-exporter']}",
     ]
-
-
-@pytest.mark.parametrize("os_name", ["rhel9"])
-def test_unpinned_releases_have_empty_versions(os_name):
-    """EL carries no pins: the role's first assert refuses it until the site sets versions."""
-    wanted = role(os_name, host="gpu01").var("gpu_monitoring_wanted")
-    assert [item["version"] for item in wanted] == [""]
