@@ -122,3 +122,39 @@ def test_the_subnet_managers_doca_install_brings_every_tool_the_role_and_validat
     assert {"mlx5_ib", "ib_ipoib", "rdma_ucm"} <= modules
     for fact in ("ofed_info_s", "ofed_info_n", "ofed_version"):
         assert doca.fact(fact)
+
+
+# The distribution repository the in-box stack (mlnx_ofed_source: inbox) comes from: Debian 12's archive, and RHEL 9's
+# BaseOS, where molecule/mlnx_ofed converges it (platform mlnx-ofed-inbox-rhel9).
+INBOX_REPOSITORIES = {"debian12": "debian/bookworm", "rhel9": "rhel-baseos/rhel9"}
+# What the role and validation run on an in-box host: infiniband_facts' ibstat and ibv_devinfo, the subnet manager
+# check's sminfo, OpenSM. No ofed_info, ibdev2netdev or openibd: those are MLNX_OFED's (tasks/verify.yml skips the
+# release check for inbox, vars/main.yml starts no openibd).
+INBOX_HOST_FILES = {"/usr/bin/ibv_devinfo", "/usr/sbin/ibstat", "/usr/sbin/sminfo", "/usr/sbin/opensm"}
+
+
+@pytest.mark.parametrize("os_name", sorted(INBOX_REPOSITORIES))
+def test_the_subnet_managers_inbox_install_resolves_in_the_distribution_and_brings_the_tools(os_name):
+    """The role's in-box package run on a subnet manager host (inbox-<OS family>.yml: the vars file's packages and
+    OpenSM's), resolved in the OS's own repository alone: every name is published there, the closure ships the tools
+    the role and validation run and OpenSM's unit under the name the role starts, and nothing of MLNX_OFED's."""
+    repo = vendor_facts.repository(INBOX_REPOSITORIES[os_name])
+    render = _render(os_name, mlnx_ofed_source="inbox", group_names=["gpu_nodes", "ib_subnet_manager"])
+    names = render.var("mlnx_ofed_inbox_packages") + render.var("mlnx_ofed_subnet_manager_packages")
+    assert render.var("mlnx_ofed_opensm_package") in names
+    closure = vendor_facts.resolve([repo], names).chosen.values()
+    files = {path for package in closure for path in package.files}
+    units = {unit for package in closure for unit in package.units}
+    assert files >= INBOX_HOST_FILES, sorted(INBOX_HOST_FILES - files)
+    assert not files & {"/usr/bin/ofed_info", "/usr/sbin/ibdev2netdev", "/usr/sbin/openibd"}
+    assert render.var("mlnx_ofed_opensm_service") + ".service" in units
+    assert [unit["name"] for unit in render.var("mlnx_ofed_units")] == [render.var("mlnx_ofed_opensm_service")]
+
+
+def test_the_inbox_opensm_options_file_is_where_rhels_opensm_reads_it():
+    # RHEL's opensm package is built --with-opensm-conf-sub-dir=rdma and ships /etc/rdma/opensm.conf (opensm.spec of
+    # the Fedora/RHEL lineage, the registry's opensm files); DOCA's opensmd on the same OS reads upstream's default.
+    (opensm,) = [p for p in vendor_facts.repository("rhel-baseos/rhel9").packages if p.name == "opensm"]
+    path = _render("rhel9", mlnx_ofed_source="inbox").var("mlnx_ofed_opensm_config_file")
+    assert path in opensm.files and path.startswith("/etc/rdma/")
+    assert _render("rhel9", mlnx_ofed_source="doca").var("mlnx_ofed_opensm_config_file") == "/etc/opensm/opensm.conf"
