@@ -10,7 +10,14 @@ testinfra_hosts = [
     "ansible://nfs-client-ubuntu2204",
 ]
 
-SERVER = "nfs-storage"
+# The RHEL 9 and Ubuntu 24.04 clients mount from the storage node of their OS (host_vars/), the others from nfs-storage.
+SERVERS = {"nfs-client-rhel9": "nfs-storage-rhel9", "nfs-client-ubuntu2404": "nfs-storage-ubuntu2404"}
+
+
+def _server(host):
+    return SERVERS.get(host.backend.get_hostname(), "nfs-storage")
+
+
 OPTIONS = "rw,hard,noatime,_netdev,nofail"
 SHARES = [("/shared/home", "/srv/nfs/home"), ("/shared/apps", "/srv/nfs/apps")]
 
@@ -50,21 +57,22 @@ def test_nfs_client_target_enabled_and_active(host):
 @pytest.mark.parametrize(("path", "export"), SHARES)
 def test_fstab_entry(host, path, export):
     entries = [fields for fields in _fstab(host) if fields[1] == path]
-    assert entries == [[f"{SERVER}:{export}", path, "nfs", OPTIONS, "0", "0"]]
+    assert entries == [[f"{_server(host)}:{export}", path, "nfs", OPTIONS, "0", "0"]]
 
 
 @pytest.mark.parametrize(("path", "export"), SHARES)
 def test_systemd_mount_unit_generated_from_fstab(host, path, export):
     unit = path.strip("/").replace("/", "-") + ".mount"
-    assert host.check_output(f"systemctl show -p What --value {unit}") == f"{SERVER}:{export}"
+    assert host.check_output(f"systemctl show -p What --value {unit}") == f"{_server(host)}:{export}"
     assert host.check_output(f"systemctl show -p Options --value {unit}") == OPTIONS
 
 
 def test_server_exports_both_shares(host):
-    # A real MOUNT-protocol call to nfs-ganesha on the storage node.
-    exports = [line.split()[0] for line in host.check_output(f"showmount -e --no-headers {SERVER}").splitlines()]
+    # A real MOUNT-protocol call to nfs-ganesha on the storage node this client mounts from.
+    server = _server(host)
+    exports = [line.split()[0] for line in host.check_output(f"showmount -e --no-headers {server}").splitlines()]
     assert sorted(exports) == ["/srv/nfs/apps", "/srv/nfs/home"]
-    assert "ready and waiting" in host.check_output(f"rpcinfo -T tcp {SERVER} nfs 3")
+    assert "ready and waiting" in host.check_output(f"rpcinfo -T tcp {server} nfs 3")
 
 
 @pytest.mark.parametrize(("path", "export"), SHARES)

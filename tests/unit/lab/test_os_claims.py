@@ -165,9 +165,10 @@ def test_a_shaped_scenario_counts_for_its_shape_only():
 
 
 def test_a_role_counts_for_the_shapes_of_the_hosts_its_play_runs_on():
-    # molecule/nfs_client: the server play runs on the Debian storage node only, the client play on both clients.
-    assert ("nfs_client", "rhel9") in proven()
-    assert ("nfs_server", "rhel9") not in proven()
+    # molecule/nfs_client: the server play runs on the storage nodes only (no Ubuntu 22.04 one), the client play on
+    # every client (Ubuntu 22.04 among them).
+    assert ("nfs_client", "ubuntu2204") in proven()
+    assert ("nfs_server", "ubuntu2204") not in proven()
     assert matches("all:!os_debian12", {"all", "n", "os_rhel9"})
     assert not matches("all:!os_debian12", {"all", "n", "os_debian12"})
     assert matches("slurm_controller:slurm_compute", {"all", "h", "slurm_compute"})
