@@ -109,14 +109,13 @@ def load_validation(directory: Path) -> dict:
     """{host: its verdict} of the node_check records in <directory>/<host>.json, by gpuforge_records.node_verdicts
     (the one verdict function: verdict, healthy, failed_checks, caused_failures, reasons). A file that is not JSON
     or not records is UNKNOWN and not healthy, with the reason."""
-    records_mod = paths.collection_import("plugins.module_utils.gpuforge_records")
     hosts: dict = {}
     if not directory.is_dir():
         return hosts
     for path in sorted(directory.glob("*.json")):
         try:
-            records = records_mod.node_check_records(json.loads(path.read_text(encoding="utf-8")))
-            hosts.update(records_mod.node_verdicts(records))
+            records = _records.node_check_records(json.loads(path.read_text(encoding="utf-8")))
+            hosts.update(_records.node_verdicts(records))
         except (OSError, ValueError) as exc:  # RecordError is a ValueError
             what = f"{path.name} unreadable: {exc}"
             reason = {"verdict": _checks.UNKNOWN, "what": what, "remedy": "rerun validate.yml"}
