@@ -18,7 +18,7 @@ export PYTHONUNBUFFERED := 1
 SCENARIOS ?= $(shell grep -v "^\#" molecule/ci-scenarios.txt)
 PY_PATHS := src module_utils library doc_fragments action_plugins lookup_plugins callback_plugins filter_plugins lab/sim lab/image/overlay/usr/local/lib benchmarks tests molecule roles/node_health/files
 
-.PHONY: setup demo test lint unit unit-torch unit-oldest unit-newest collection sanity sanity-oldest sanity-newest ee molecule smoke \
+.PHONY: setup setup-extra demo test lint unit unit-torch unit-oldest unit-newest collection sanity sanity-oldest sanity-newest ee molecule smoke \
 	lab-prepare bench-toolkit clean help
 
 help:
@@ -29,6 +29,12 @@ setup:
 	@if [[ -n "$${GPUFORGE_SETUP_DONE:-}" ]]; then exit 0; fi
 	bash scripts/setup.sh
 	gpuforge doctor
+
+# In make test: the oldest and newest ansible-core's environments and Python 3.9 (scripts/setup.sh extra), installed
+# beside lab-prepare; the stages that use them wait for it (EXTRA_AFTER=setup-extra).
+setup-extra:
+	bash scripts/setup.sh extra
+EXTRA_AFTER ?=
 
 demo: setup
 	gpuforge demo
@@ -44,11 +50,12 @@ demo: setup
 # fit CI's 60 minutes. Sanity on the oldest supported ansible-core queues behind sanity (they share ansible-test's
 # virtual environment cache), sanity on the newest behind that (its cache is its own, but three sanity runs at once
 # would slow the lanes).
-test: setup
+test:
+	@if [[ -z "$${GPUFORGE_SETUP_DONE:-}" ]]; then bash scripts/setup.sh core && gpuforge doctor; fi
 	export GPUFORGE_SETUP_DONE=1
-	$(MAKE) --no-print-directory -j 7 lab-prepare molecule lint unit-torch unit-newest unit-oldest sanity ee \
-		sanity-oldest sanity-newest smoke BACKGROUND="nice -n 10" UNIT_OLDEST_AFTER=unit-newest \
-		SANITY_NEWEST_AFTER=sanity-oldest SMOKE_AFTER=lab-prepare
+	$(MAKE) --no-print-directory -j 8 setup-extra lab-prepare molecule lint unit-torch unit-newest unit-oldest sanity \
+		ee sanity-oldest sanity-newest smoke BACKGROUND="nice -n 10" UNIT_OLDEST_AFTER=unit-newest \
+		SANITY_NEWEST_AFTER=sanity-oldest SMOKE_AFTER=lab-prepare EXTRA_AFTER=setup-extra
 	@echo "make test: all stages passed"
 
 # What `make test` runs beside the Molecule lanes gets BACKGROUND ("nice -n 10" there) before its commands (not
@@ -77,7 +84,7 @@ unit-torch: setup
 # (UNIT_OLDEST_AFTER=unit-newest): 7 min alone on 2 cores (2026-12-03), and two suites at once beside the Molecule
 # lanes would slow the lanes, CI's critical path.
 UNIT_OLDEST_AFTER ?=
-unit-oldest: setup $(UNIT_OLDEST_AFTER)
+unit-oldest: setup $(UNIT_OLDEST_AFTER) $(EXTRA_AFTER)
 	export PATH=$(OLDEST_VENV)/bin:$$PATH
 	$(BACKGROUND) pytest -q -m "not lab" -p no:cacheprovider --ignore=tests/unit/benchmarks/test_resnet50_bench.py tests
 
@@ -85,7 +92,7 @@ unit-oldest: setup $(UNIT_OLDEST_AFTER)
 # on PATH there). make test starts it beside the Molecule lanes; unit-oldest follows it. 7 min alone on 2 cores
 # (2026-12-04; 13 min beside another make test). Tools the userland lacks (chromium, rpmbuild, fio, runc, ssh-keygen,
 # the SELinux and MPI tool chains) skip their tests there (45 skipped); unit-oldest runs them on the control machine.
-unit-newest: setup
+unit-newest: setup $(EXTRA_AFTER)
 	$(BACKGROUND) bash scripts/in_newest.sh unit \
 		pytest -q -m "not lab" -p no:cacheprovider --ignore=tests/unit/benchmarks/test_resnet50_bench.py tests
 
@@ -99,7 +106,7 @@ sanity: collection
 
 # The same tarball installed by the oldest ansible-core's ansible-galaxy, and its ansible-test sanity. After sanity:
 # both create ansible-test's cached virtual environments (~/.ansible/test/venv), which two runs must not build at once.
-sanity-oldest: collection sanity
+sanity-oldest: collection sanity $(EXTRA_AFTER)
 	rm -rf build/installed-oldest
 	$(BACKGROUND) $(OLDEST_VENV)/bin/ansible-galaxy collection install dist/gpuforge-cluster-$(VERSION).tar.gz -p build/installed-oldest --no-deps --force
 	GPUFORGE_ANSIBLE_VENV=$(OLDEST_VENV) GPUFORGE_INSTALLED=$(CURDIR)/build/installed-oldest $(BACKGROUND) bash scripts/sanity.sh
@@ -108,7 +115,7 @@ sanity-oldest: collection sanity
 # requires_ansible leaves it out) and its ansible-test sanity, in the Debian 13 userland on its Python 3.13. Its
 # ansible-test environments are cached apart from the host's (HOME in .gpuforge/ansible-newest/home).
 SANITY_NEWEST_AFTER ?=
-sanity-newest: collection $(SANITY_NEWEST_AFTER)
+sanity-newest: collection $(SANITY_NEWEST_AFTER) $(EXTRA_AFTER)
 	rm -rf build/installed-newest
 	$(BACKGROUND) bash scripts/in_newest.sh sanity \
 		ansible-galaxy collection install dist/gpuforge-cluster-$(VERSION).tar.gz -p build/installed-newest --no-deps --force

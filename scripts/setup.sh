@@ -122,11 +122,22 @@ PY
   echo "$want" >"$stamp"
 }
 
+# `setup.sh` sets up everything; `setup.sh core` only what the lab and the lint need (system packages, podman,
+# .venv), `setup.sh extra` the other interpreters' environments: make test starts the lab beside the latter.
+part=${1:-all}
+case $part in all | core | extra) ;; *) die "unknown part '$part': all, core or extra" ;; esac
 mkdir -p "$STATE"
-install_system_packages
-write_containers_conf
-check_podman
-install_python
+if [[ $part != extra ]]; then
+  install_system_packages
+  write_containers_conf
+  check_podman
+  install_python
+fi
+if [[ $part == core ]]; then
+  echo "gpuforge setup: core ready (venv: .venv, CONTAINERS_CONF=$STATE/containers.conf)"
+  exit 0
+fi
+[[ -x $VENV/bin/python ]] || die ".venv is missing: run 'bash scripts/setup.sh core' first"
 install_oldest_ansible
 # The newest ansible-core gpuforge.cluster supports needs Python >= 3.12: a Debian 13 userland with its venv, for
 # make unit-newest and make sanity-newest (run there by scripts/in_newest.sh).

@@ -189,6 +189,23 @@ def expected_values(nranks: int, count: int, dtype, op: str) -> np.ndarray:
     return reducer(stack, axis=0).astype(dtype)
 
 
+# How a process waits for MPI: Open MPI moves TCP data only inside MPI calls, and its blocking calls poll the
+# sockets without pause, so every rank held a core for as long as the slowest link kept it waiting (eight ranks
+# behind one slowed lab link spun for minutes). A wait polls the request without pause for its first SPIN_S, which
+# covers a healthy operation of the lab's sizes, and sleeps IDLE_SLEEP_S between polls after that; the kernel's
+# socket buffers keep the data moving while the process sleeps.
+SPIN_S = 0.002
+IDLE_SLEEP_S = 0.0002
+
+
+def wait(request) -> None:
+    """Complete a non-blocking MPI operation, polling without pause only for its first SPIN_S."""
+    spin_until = time.perf_counter() + SPIN_S
+    while not request.Test():
+        if time.perf_counter() > spin_until:
+            time.sleep(IDLE_SLEEP_S)
+
+
 class AllReduce:
     """One process's part of the all-reduce: local buffers reduced in memory, processes over MPI."""
 
@@ -202,7 +219,7 @@ class AllReduce:
 
     def _across(self, buffer: np.ndarray) -> None:
         if self.comm is not None and self.comm.Get_size() > 1:
-            self.comm.Allreduce(MPI.IN_PLACE, buffer, op=self.mpi_op)
+            wait(self.comm.Iallreduce(MPI.IN_PLACE, buffer, op=self.mpi_op))
 
     def out_of_place(self, send: list[np.ndarray], recv: list[np.ndarray]) -> None:
         reduced = send[0].copy() if self.ngpus == 1 else self.local(np.stack(send), axis=0).astype(self.dtype)
@@ -252,12 +269,20 @@ class Bench:
     def gather(self, value):
         return self.comm.allgather(value) if self.comm is not None else [value]
 
+    def _reduced(self, value: float, op) -> float:
+        buffer = np.array([value], dtype=np.float64)
+        wait(self.comm.Iallreduce(MPI.IN_PLACE, buffer, op=op))
+        return float(buffer[0])
+
     def max_across(self, value: float) -> float:
-        return self.comm.allreduce(value, op=MPI.MAX) if self.comm is not None else value
+        return self._reduced(value, MPI.MAX) if self.comm is not None else value
+
+    def sum_across(self, value: int) -> int:
+        return int(self._reduced(value, MPI.SUM)) if self.comm is not None else value
 
     def barrier(self) -> None:
         if self.comm is not None:
-            self.comm.Barrier()
+            wait(self.comm.Ibarrier())
 
     def out(self, text: str) -> None:
         if self.rank == 0:
@@ -289,7 +314,7 @@ class Bench:
             self.reduce.out_of_place(send, recv)
             inplace = [buffer.copy() for buffer in send]
             self.reduce.in_place(inplace)
-            wrong = [sum(self.gather(count_wrong(recv, expected))), sum(self.gather(count_wrong(inplace, expected)))]
+            wrong = [self.sum_across(count_wrong(recv, expected)), self.sum_across(count_wrong(inplace, expected))]
         return count, oop_us, ip_us, wrong
 
     def bandwidths(self, size: int, usec: float) -> tuple[float, float]:
