@@ -42,8 +42,9 @@ demo: setup
 # The critical path is the lab image and mirror (lab-prepare), then the Molecule lanes: mostly waiting on podman,
 # systemd and apt, but slowed by every process that competes with their ansible-playbook runs for the two cores (a
 # run of 2026-12-02 at CPU load 12: lanes 1.5x their quiet times). Everything else runs beside them from the start,
-# at a lower CPU priority (BACKGROUND, nice 10): the lint, the unit suites and ansible-test sanity take the CPU the
-# lanes leave idle, and the lanes no longer wait for the lint. The unit suite runs on the newest and then on the
+# at a lower CPU priority (BACKGROUND: scripts/background.sh, a control group with nice 10's CPU weight, since nice
+# alone does not reach across the lab containers' control groups): the lint, the unit suites and ansible-test sanity
+# take the CPU the lanes leave idle, and the lanes no longer wait for the lint. The unit suite runs on the newest and then on the
 # oldest supported ansible-core, one at a time (each 7-8 min alone on 2 cores, 20-40 min beside the lanes: the CI
 # run of 2026-12-04 took 43 min for one). The project's own pin (.venv, between those two) runs the lint, Molecule,
 # the smoke test and sanity, and the one test file the other two leave out (unit-torch); a third whole suite does not
@@ -54,11 +55,11 @@ test:
 	@if [[ -z "$${GPUFORGE_SETUP_DONE:-}" ]]; then bash scripts/setup.sh core && gpuforge doctor; fi
 	export GPUFORGE_SETUP_DONE=1
 	$(MAKE) --no-print-directory -j 8 setup-extra lab-prepare molecule lint unit-torch unit-newest unit-oldest sanity \
-		ee sanity-oldest sanity-newest smoke BACKGROUND="nice -n 10" UNIT_OLDEST_AFTER=unit-newest \
+		ee sanity-oldest sanity-newest smoke BACKGROUND="bash scripts/background.sh" UNIT_OLDEST_AFTER=unit-newest \
 		SANITY_NEWEST_AFTER=sanity-oldest SMOKE_AFTER=lab-prepare EXTRA_AFTER=setup-extra
 	@echo "make test: all stages passed"
 
-# What `make test` runs beside the Molecule lanes gets BACKGROUND ("nice -n 10" there) before its commands (not
+# What `make test` runs beside the Molecule lanes gets BACKGROUND (scripts/background.sh there) before its commands (not
 # vermin's: a few seconds, and tests/unit/test_target_python.py reads that line as it is).
 BACKGROUND ?=
 

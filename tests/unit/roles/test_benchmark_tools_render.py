@@ -116,6 +116,11 @@ def test_workload_image_build_command():
     assert args["NCCL_VERSION"] == "2.27.7-1+cuda13.0" and args["CUDA_NVCC_VERSION"] == "13.0.88-1"
     assert args["RDMA_PACKAGES"] == "perftest ibverbs-utils infiniband-diags"
     assert argv[-1] == "/var/cache/gpuforge/workload-image"
+    assert "--cpu-shares" not in argv
+    background = lab(
+        playbook_dir=str(ROOT / "playbooks"), benchmark_tools_image_cpu_shares=110, ansible_facts={"processor_nproc": 4}
+    ).var("benchmark_tools_image_build_argv")
+    assert background[background.index("--cpu-shares") + 1] == "110"
 
 
 REFUSAL = "Refuse unsupported systems and settings"
