@@ -33,13 +33,11 @@ inputs=$(dirname "$ROOT")/shared
 [[ -d $inputs ]] && args+=(-v "$inputs:$inputs:ro")
 # A command reading its standard input (a here-document) gets it; a terminal is not passed.
 [[ -t 0 ]] || args+=(-i)
-# Run at this shell's CPU priority. The container is a cgroup of its own beside the lab's node containers, where a
-# process's nice value no longer counts, so a niced caller (make test's BACKGROUND) gives the container the cgroup
-# weight the kernel gives that nice value (sched_prio_to_weight): the unit suite then yields to the Molecule lanes'
-# containers as it does to their controllers.
-weights=(1024 820 655 526 423 335 272 215 172 137 110 87 70 56 45 36 29 23 18 15)
-niceness=$(nice)
-(( niceness > 0 )) && args+=(--cpu-shares "${weights[niceness > 19 ? 19 : niceness]}")
+# Run in the caller's control group when that is make test's background group (scripts/background.sh): podman would
+# otherwise put the container in its own group beside the lab's node containers, at the full CPU weight.
+cpu_cgroup=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ { print $3 }' /proc/self/cgroup)
+[[ -n $cpu_cgroup ]] || cpu_cgroup=$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)
+[[ $cpu_cgroup == */gpuforge-background ]] && args+=(--cgroup-parent "$cpu_cgroup")
 rc=0
 podman run "${args[@]}" --rootfs "$(readlink -f "$STATE/rootfs")" "$@" || rc=$?
 rm -rf "$tmp"
