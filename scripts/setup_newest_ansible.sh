@@ -90,8 +90,8 @@ install_venv() {
   # shellcheck disable=SC2016
   bash "$ROOT/scripts/in_newest.sh" setup sh -euc '
     python3 -m venv "$1"
-    "$1/bin/pip" install -q --disable-pip-version-check --no-deps -r "$2"
-    "$1/bin/pip" install -q --disable-pip-version-check --no-deps --ignore-requires-python -e "$3"
+    "$1/bin/pip" install -q --disable-pip-version-check --no-compile --no-deps -r "$2"
+    "$1/bin/pip" install -q --disable-pip-version-check --no-compile --no-deps --ignore-requires-python -e "$3"
   ' sh "$VENV" "$REQUIREMENTS" "$ROOT" || die "pip could not install requirements/ansible-newest.txt in $VENV"
   # pip check: the pins satisfy each other, except the ansible-core pins of ansible 12.3.0 (~=2.19.5) and of gpuforge
   # (pyproject.toml), which this venv leaves out on purpose.
