@@ -44,9 +44,10 @@ demo: setup
 # run of 2026-12-02 at CPU load 12: lanes 1.5x their quiet times). Everything else runs beside them from the start,
 # at a lower CPU priority (BACKGROUND: scripts/background.sh, a control group with nice 10's CPU weight, since nice
 # alone does not reach across the lab containers' control groups): the lint, the unit suites and ansible-test sanity
-# take the CPU the lanes leave idle, and the lanes no longer wait for the lint. The unit suite runs on the newest and then on the
-# oldest supported ansible-core, one at a time (each 7-8 min alone on 2 cores, 20-40 min beside the lanes: the CI
-# run of 2026-12-04 took 43 min for one). The project's own pin (.venv, between those two) runs the lint, Molecule,
+# take the CPU the lanes leave idle, and the lanes no longer wait for the lint. The unit suite runs on the newest and
+# on the oldest supported ansible-core side by side (each 7-8 min alone on 2 cores, one process each): beside the
+# lanes they get little CPU, and once the lanes are done the two use both cores (one after the other, the second
+# left one core idle for 7 min at the end of the CI run of 2026-12-05). The project's own pin (.venv, between those two) runs the lint, Molecule,
 # the smoke test and sanity, and the one test file the other two leave out (unit-torch); a third whole suite does not
 # fit CI's 60 minutes. Sanity on the oldest supported ansible-core queues behind sanity (they share ansible-test's
 # virtual environment cache), sanity on the newest behind that (its cache is its own, but three sanity runs at once
@@ -55,7 +56,7 @@ test:
 	@if [[ -z "$${GPUFORGE_SETUP_DONE:-}" ]]; then bash scripts/setup.sh core && gpuforge doctor; fi
 	export GPUFORGE_SETUP_DONE=1
 	$(MAKE) --no-print-directory -j 8 setup-extra lab-prepare molecule lint unit-torch unit-newest unit-oldest sanity \
-		ee sanity-oldest sanity-newest smoke BACKGROUND="bash scripts/background.sh" UNIT_OLDEST_AFTER=unit-newest \
+		ee sanity-oldest sanity-newest smoke BACKGROUND="bash scripts/background.sh" \
 		SANITY_NEWEST_AFTER=sanity-oldest SMOKE_AFTER=lab-prepare EXTRA_AFTER=setup-extra
 	@echo "make test: all stages passed"
 
@@ -81,16 +82,15 @@ unit-torch: setup
 
 # The unit suite on the oldest supported ansible-core (.venv-ansible-oldest first on PATH: its ansible-playbook,
 # ansible-doc and ansible-galaxy too), on the control machine with all of its tools. The ResNet-50 trainer's tests
-# need torch and no ansible-core: unit and unit-torch run them. In make test it queues behind unit-newest
-# (UNIT_OLDEST_AFTER=unit-newest): 7 min alone on 2 cores (2026-12-03), and two suites at once beside the Molecule
-# lanes would slow the lanes, CI's critical path.
+# need torch and no ansible-core: unit and unit-torch run them. 7 min alone on 2 cores (2026-12-03). UNIT_OLDEST_AFTER
+# queues it behind another target.
 UNIT_OLDEST_AFTER ?=
 unit-oldest: setup $(UNIT_OLDEST_AFTER) $(EXTRA_AFTER)
 	export PATH=$(OLDEST_VENV)/bin:$$PATH
 	$(BACKGROUND) pytest -q -m "not lab" -p no:cacheprovider --ignore=tests/unit/benchmarks/test_resnet50_bench.py tests
 
 # The same selection on the newest supported ansible-core, in its Debian 13 userland (Python 3.13; NEWEST_VENV first
-# on PATH there). make test starts it beside the Molecule lanes; unit-oldest follows it. 7 min alone on 2 cores
+# on PATH there). make test starts it beside the Molecule lanes and unit-oldest. 7 min alone on 2 cores
 # (2026-12-04; 13 min beside another make test). Tools the userland lacks (chromium, rpmbuild, fio, runc, ssh-keygen,
 # the SELinux and MPI tool chains) skip their tests there (45 skipped); unit-oldest runs them on the control machine.
 unit-newest: setup $(EXTRA_AFTER)

@@ -99,7 +99,7 @@ def test_faults_show_in_facts(node, run_module):
             {"type": "thermal_slowdown", "gpu": 4},
         ],
     )
-    gpus = run_module({}, SimRunner())["ansible_facts"]["nvidia_smi"]["gpus"]
+    gpus = run_module({"clock_event_interval_ms": 0}, SimRunner())["ansible_facts"]["nvidia_smi"]["gpus"]
     assert gpus[1]["ecc"]["volatile"]["uncorrected"] == 2
     assert gpus[2]["remapped_rows"]["pending"] is True and gpus[2]["memory_repair_pending"] is True
     assert (gpus[3]["pcie"]["width_current"], gpus[3]["pcie"]["width_max"]) == (8, 16)
@@ -110,7 +110,7 @@ def test_faults_show_in_facts(node, run_module):
 def test_nvlink_not_supported_is_a_note(node, run_module):
     node("vsphere-t4-vgpu-roce")
     runner = SimRunner({("nvlink", "--status"): (3, "", "NVLink is not supported on this device\n")})
-    facts = run_module({}, runner)["ansible_facts"]["nvidia_smi"]
+    facts = run_module({"clock_event_interval_ms": 0}, runner)["ansible_facts"]["nvidia_smi"]
     assert facts["nvlink"] is None and facts["gpus"][0]["nvlink"] is None
     assert facts["notes"] == [
         "nvidia-smi nvlink --status not available (exit 3): NVLink is not supported on this device"
