@@ -30,6 +30,17 @@ nvbandwidth v0.8 (NVIDIA/nvbandwidth v0.8: ``output.cpp``, ``testcases_ce.cpp``,
   is counted (``waived_unnamed``), not pinned on the testcase printed before it. The lab simulator's older form,
   ``Running <name>.`` directly followed by ``Waived: <why>``, still marks that testcase waived.
 
+Built with MULTINODE and run under MPI, one rank per GPU of an NVLink multi-node clique (``nvbandwidth -p
+multinode``; v0.8 ``output.cpp`` printGPUsMultinode, ``multinode_testcases.cpp``, ``inline_common.h``), rank 0 prints:
+
+* one ``Process <rank> (<host>): device <ordinal>: <name> (<bus>)`` line per rank instead of the ``Device`` lines
+  (the rank right-aligned to the width of the largest, ``getPaddedProcessId``), and a ``Warning: there are more
+  processes than GPUs on <host>. ...`` line where a node has more ranks than GPUs;
+* the ``multinode_*`` testcases, whose matrix rows and columns are ranks, not device ordinals;
+* for ``multinode_bisect_write_ce``, the title ``Bisect benchmarking, simultaneous write CE BW`` (no unit: the
+  bandwidths are GB/s as in every memcpy testcase, memcpy.cpp) over one column, each row labelled ``<rank>-><peer>``
+  with both ranks padded the same way (`` 0-> 8``). Parsed as a matrix of rank -> {peer: GB/s}.
+
 Device numbers are CUDA device ordinals. The module runs nvbandwidth with CUDA_DEVICE_ORDER=PCI_BUS_ID, so
 ordinal N is the GPU nvidia-smi shows as index N ("CUDA_DEVICE_ORDER ... PCI_BUS_ID orders devices by PCI bus
 ID in ascending order", CUDA C++ Programming Guide, CUDA Environment Variables).
@@ -44,9 +55,11 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_errors i
 
 __all__ = [
     "HOST_TESTCASES",
+    "MULTINODE_PREFIX",
     "P2P_TESTCASES",
     "TESTCASES",
     "ParseError",
+    "is_pairs",
     "judge_bandwidth",
     "parse_output",
     "per_gpu",
@@ -68,6 +81,12 @@ _RUNNING = re.compile(r"^Running (?P<name>[A-Za-z0-9_]+)\.?\s*$")
 _LABEL = re.compile(
     r"^(?:memcpy|multicast|memory latency|device to device latency)\s.*\((?P<unit>[A-Za-z/]+)\)\s*$", re.IGNORECASE
 )
+# multinode_bisect_write_ce's title names no unit (multinode_testcases.cpp): GB/s, as its copies are measured.
+_BISECT = re.compile(r"^Bisect benchmarking\b", re.IGNORECASE)
+_BISECT_UNIT = "GB/s"
+# A bisect row: "<rank>-><peer>" (each padded to the width of the largest rank), then the values.
+_PAIR_ROW = re.compile(r"^(?P<src>\d+)\s*->\s*(?P<dst>\d+)(?:\s+(?P<values>\S.*))?$")
+_WARNING = re.compile(r"^Warning: (?P<text>.+)$")
 _SUM = re.compile(r"^SUM (?P<name>[A-Za-z0-9_]+) (?P<value>[0-9.]+)\s*$")
 _CV = re.compile(r"^COEFFICIENT_OF_VARIATION (?P<name>[A-Za-z0-9_]+) (?P<value>[0-9.]+)\s*$")
 _WAIVED = re.compile(r"^Waived\b")
@@ -77,6 +96,10 @@ _VERSION = re.compile(r"^nvbandwidth Version:\s*(?P<v>\S+)")
 _DRIVER = re.compile(r"^Driver Version:\s*(?P<v>\S+)")
 _BUS = r"[0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(?:\.\d)?"
 _DEVICE = re.compile(r"^Device (?P<n>\d+): (?P<name>.*?)(?: \((?P<bus>" + _BUS + r")\))?\s*$")
+_PROCESS = re.compile(
+    r"^Process\s+(?P<rank>\d+) \((?P<host>[^)]*)\): device (?P<device>\d+): (?P<name>.*?)"
+    r"(?: \((?P<bus>" + _BUS + r")\))?\s*$"
+)
 
 
 def _value(text: str, where: str):
@@ -104,6 +127,9 @@ def _matrix(lines: list, start: int, name: str):
     columns = [int(h) for h in header]
     matrix = {}
     i = start + 1
+    pairs = _PAIR_ROW.match(lines[i]) if i < len(lines) else None
+    if pairs:
+        return _pair_matrix(lines, i, name, columns)
     while i < len(lines):
         fields = lines[i].split()
         if not fields or not fields[0].isdigit():
@@ -117,6 +143,27 @@ def _matrix(lines: list, start: int, name: str):
     if not matrix:
         raise ParseError(f"{name}: the matrix has a header but no rows")
     return matrix, columns, i
+
+
+def _pair_matrix(lines: list, start: int, name: str, columns: list):
+    """A matrix whose rows are labelled ``<rank>-><peer>`` over one column (multinode_bisect_write_ce) ->
+    ({rank: {peer: value}}, the peers in order, next line index)."""
+    if len(columns) != 1:
+        raise ParseError(f"{name}: rows labelled <rank>-><peer> over {len(columns)} columns; nvbandwidth prints one")
+    matrix = {}
+    i = start
+    while i < len(lines):
+        row = _PAIR_ROW.match(lines[i])
+        if not row:
+            break
+        values = (row.group("values") or "").split()
+        src, dst = int(row.group("src")), int(row.group("dst"))
+        if len(values) != 1:
+            raise ParseError(f"{name}: row {src}->{dst} has {len(values)} values for 1 column (truncated?)")
+        matrix.setdefault(src, {})[dst] = _value(values[0], f"{name} row {src}->{dst}")
+        i += 1
+    peers = sorted({peer for row in matrix.values() for peer in row})
+    return matrix, peers, i
 
 
 def _sum_key(testcase: str, title: str) -> str:
@@ -146,7 +193,8 @@ def _headline(name: str, case: dict) -> None:
 def parse_output(text: str) -> dict:
     """Parse nvbandwidth's text output.
 
-    Returns {version, driver_version, devices: {ordinal: {name, bus_id}}, waived_unnamed (the count of
+    Returns {version, driver_version, devices: {ordinal: {name, bus_id}}, processes (a multinode run's ranks:
+    {rank: {host, device, name, bus_id}}), warnings (its ``Warning:`` lines), waived_unnamed (the count of
     ``Waived:`` lines that name no testcase), testcases: {name: {title, unit, columns, matrix {row: {column:
     GB/s, ns or None}}, sum, cv, waived, matrices}}}. ``matrices`` holds every matrix of the testcase, keyed by
     the key of its SUM line: {key: {title, unit, columns, matrix, sum}}; title..matrix and sum are those of its
@@ -154,7 +202,15 @@ def parse_output(text: str) -> dict:
     testcase with neither a matrix nor a waiver, or a malformed matrix.
     """
     lines = [line.strip() for line in (text or "").splitlines()]
-    result = {"version": None, "driver_version": None, "devices": {}, "testcases": {}, "waived_unnamed": 0}
+    result = {
+        "version": None,
+        "driver_version": None,
+        "devices": {},
+        "processes": {},
+        "warnings": [],
+        "testcases": {},
+        "waived_unnamed": 0,
+    }
     current = None
     current_name = None
     just_started = False  # the previous non-blank line was this testcase's Running line
@@ -173,12 +229,13 @@ def parse_output(text: str) -> dict:
             i += 1
             continue
         label = _LABEL.match(line)
-        if label and current is not None:
+        unit = label.group("unit") if label else _BISECT_UNIT if _BISECT.match(line) else None
+        if unit and current is not None:
             if i + 1 >= len(lines):
                 raise ParseError(f"output ends after the matrix title {line!r}")
             matrix, columns, i = _matrix(lines, i + 1, line)
             key = _sum_key(current_name, line)
-            entry = {"title": line, "unit": label.group("unit"), "columns": columns, "matrix": matrix, "sum": None}
+            entry = {"title": line, "unit": unit, "columns": columns, "matrix": matrix, "sum": None}
             if key not in current["matrices"]:
                 current["matrices"][key] = entry
                 sums[key] = entry
@@ -201,6 +258,17 @@ def parse_output(text: str) -> dict:
             found = pattern.match(line)
             if found:
                 result[key] = found.group("v")
+        process = _PROCESS.match(line)
+        if process:
+            result["processes"][int(process.group("rank"))] = {
+                "host": process.group("host"),
+                "device": int(process.group("device")),
+                "name": process.group("name"),
+                "bus_id": _bus(process.group("bus")),
+            }
+        warning = _WARNING.match(line)
+        if warning:
+            result["warnings"].append(warning.group("text"))
         device = _DEVICE.match(line)
         if device:
             result["devices"][int(device.group("n"))] = {
@@ -219,10 +287,26 @@ def parse_output(text: str) -> dict:
     return result
 
 
+# Testcases that measure one value per device, in a single row with one column per device, whatever their name
+# says of the peers: every device's total to or from all others, and the multicast ones (testcase.h,
+# multinode_testcases.cpp).
+_PER_COLUMN = ("all_to_one", "all_from_one", "broadcast")
+MULTINODE_PREFIX = "multinode_"
+
+
+def is_pairs(name: str) -> bool:
+    """Whether the testcase's values are per device pair: device to device copies (on one node, or between the
+    ranks of a multinode clique) and the multinode bisection's simultaneous pairs."""
+    base = name[len(MULTINODE_PREFIX) :] if name.startswith(MULTINODE_PREFIX) else name
+    if any(kind in base for kind in _PER_COLUMN):
+        return False
+    return base.startswith((*P2P_TESTCASES, "bisect"))
+
+
 def per_gpu(name: str, case: dict) -> dict:
-    """Host<->device testcase -> {gpu ordinal: GB/s} (the lowest host row of its column);
-    device<->device -> {(src, dst): GB/s} for the measured pairs."""
-    if name.startswith(P2P_TESTCASES):
+    """Host<->device testcase (and a per-device total) -> {gpu ordinal or rank: GB/s} (the lowest row of its
+    column); device<->device (and the bisection) -> {(src, dst): GB/s} for the measured pairs."""
+    if is_pairs(name):
         return {(r, c): v for r, row in case["matrix"].items() for c, v in row.items() if v is not None}
     values = {}
     for column in case["columns"]:
@@ -257,8 +341,15 @@ def judge_bandwidth(parsed: dict, thresholds: dict, gpus=None) -> dict:
     for ordinal, device in (parsed.get("devices") or {}).items():
         if device.get("bus_id"):
             buses[int(ordinal)] = device["bus_id"]
+    # A multinode run's matrices count ranks: each named by its node and GPU (``host:bus``).
+    ranks = {
+        int(rank): f"{process['host']}:{process.get('bus_id') or 'GPU ' + str(process['device'])}"
+        for rank, process in (parsed.get("processes") or {}).items()
+    }
 
-    def board(n: int) -> str:
+    def board(n: int, name: str = "") -> str:
+        if name.startswith(MULTINODE_PREFIX) and n in ranks:
+            return ranks[n]
         return buses.get(n, f"GPU {n}")
 
     low, waived, missing, table = [], [], [], {}
@@ -272,14 +363,16 @@ def judge_bandwidth(parsed: dict, thresholds: dict, gpus=None) -> dict:
             waived.append(name)
             continue
         values = per_gpu(name, case)
-        if name.startswith(P2P_TESTCASES):
-            table[name] = {f"{board(a)}->{board(b)}": v for (a, b), v in sorted(values.items())}
+        if is_pairs(name):
+            table[name] = {f"{board(a, name)}->{board(b, name)}": v for (a, b), v in sorted(values.items())}
             low += [
-                _low(name, a, board(a), board(b), v, minimum) for (a, b), v in sorted(values.items()) if v < minimum
+                _low(name, a, board(a, name), board(b, name), v, minimum)
+                for (a, b), v in sorted(values.items())
+                if v < minimum
             ]
         else:
-            table[name] = {board(g): v for g, v in sorted(values.items())}
-            low += [_low(name, g, board(g), None, v, minimum) for g, v in sorted(values.items()) if v < minimum]
+            table[name] = {board(g, name): v for g, v in sorted(values.items())}
+            low += [_low(name, g, board(g, name), None, v, minimum) for g, v in sorted(values.items()) if v < minimum]
     observed = {"testcases": table, "low": low, "waived": waived, "missing": missing}
     expected = {name: f">= {minimum} GB/s" for name, minimum in sorted(thresholds.items())}
     if low:
@@ -298,7 +391,8 @@ def judge_bandwidth(parsed: dict, thresholds: dict, gpus=None) -> dict:
             "Check the GPU's PCIe link (nvidia-smi -q -d PCI: current generation and width against the maximum; "
             "a downtrained x8 or Gen3 link halves the bandwidth), the NUMA placement of the test and the BIOS "
             "settings (IOMMU passthrough, ACS, max payload); reseat the GPU or its riser if the link is degraded; "
-            "a low device-to-device pair points at NVLink (nvidia-smi nvlink -s)",
+            "a low device-to-device pair points at NVLink (nvidia-smi nvlink -s); a low pair of a multinode run "
+            "at the NVLink switch trays and the IMEX service of its nodes (nvidia-imex, nodes_config.cfg)",
         )
     if waived or missing:
         return node_check(

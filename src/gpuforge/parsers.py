@@ -87,7 +87,10 @@ DESCRIPTIONS: dict[str, str] = {
     "pcie-link-limited": "kernel log: 'PCIe bandwidth ... limited by' lines",
     "dcgmi-diag": "dcgmi diag -r N -j (DCGM 3.x and 4.x JSON)",
     "dcgmi-diag-table": "dcgmi diag -r N without -j: the text table (DCGM 3.x and 4.x)",
-    "nvbandwidth": "nvbandwidth -t ...: matrices, SUM and COEFFICIENT_OF_VARIATION lines",
+    "nvbandwidth": (
+        "nvbandwidth -t ...: matrices, SUM and COEFFICIENT_OF_VARIATION lines; multinode runs (-p multinode): ranks, "
+        "bisect pairs"
+    ),
     "nccl-tests": "nccl-tests *_perf text output (legacy and 2.13+ tables)",
     "nccl-tests-json": "the file nccl-tests *_perf -J FILE writes (JSON_FILE_VERSION 1 to 3)",
     "ib-write-bw": "ib_write_bw (perftest) result table",

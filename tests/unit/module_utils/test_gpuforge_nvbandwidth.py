@@ -229,3 +229,71 @@ def test_v08_bidirectional_device_to_device_keeps_its_three_matrices():
     assert per_gpu(BIDIR, case) == {(0, 1): 735.70, (1, 0): 735.90}
     # the waiver after a printed matrix is another (nameless) testcase's, not this one's
     assert (case["waived"], parsed["waived_unnamed"]) == (False, 1)
+
+
+# A multinode run (MULTINODE build under MPI, 4 nodes x 4 GPUs): laid out from nvbandwidth v0.8's source and marked
+# constructed (tests/fixtures/nvbandwidth/SOURCES.md); no capture from an NVLink multi-node clique is on record.
+MULTINODE = "constructed_v0.8_multinode_4x4xgb200.txt"
+MN_D2D = "multinode_device_to_device_memcpy_read_ce"
+MN_ALL_TO_ONE = "multinode_device_to_device_all_to_one_write_sm"
+MN_BISECT = "multinode_bisect_write_ce"
+
+
+def test_a_multinode_run_names_each_rank_by_node_and_gpu():
+    parsed = parse_output(fixture(MULTINODE))
+    assert parsed["devices"] == {} and len(parsed["processes"]) == 16
+    assert parsed["processes"][10] == {
+        "host": "nvl72-tray03",
+        "device": 2,
+        "name": "NVIDIA GB200",
+        "bus_id": "00000018:01:00.0",
+    }
+    assert list(parsed["testcases"]) == [MN_D2D, MN_ALL_TO_ONE, MN_BISECT]
+    d2d = parsed["testcases"][MN_D2D]
+    assert d2d["columns"] == list(range(16)) and d2d["matrix"][5][12] == 410.17 and d2d["matrix"][3][3] is None
+    assert d2d["sum"] == pytest.approx(sum(v for row in d2d["matrix"].values() for v in row.values() if v), abs=0.01)
+
+
+def test_the_bisect_rows_are_rank_to_peer_pairs_in_gbyte_per_s():
+    bisect = parse_output(fixture(MULTINODE))["testcases"][MN_BISECT]
+    assert bisect["unit"] == "GB/s" and bisect["title"] == "Bisect benchmarking, simultaneous write CE BW"
+    pairs = per_gpu(MN_BISECT, bisect)
+    assert len(pairs) == 16 and pairs[(3, 11)] == 512.5 and pairs[(8, 0)] == 758.25 and pairs[(15, 7)] == 758.25
+    assert bisect["sum"] == pytest.approx(sum(pairs.values()))
+
+
+def test_a_per_device_total_of_a_multinode_run_is_one_value_per_rank():
+    total = parse_output(fixture(MULTINODE))["testcases"][MN_ALL_TO_ONE]
+    values = per_gpu(MN_ALL_TO_ONE, total)
+    assert sorted(values) == list(range(16)) and values[0] == 1620.5 and values[3] == 1622.0
+
+
+def test_a_slow_pair_of_a_multinode_run_fails_naming_both_nodes_and_gpus():
+    parsed = parse_output(fixture(MULTINODE))
+    check = judge_bandwidth(parsed, {MN_D2D: 700, MN_BISECT: 700, MN_ALL_TO_ONE: 1600}, GPUS)
+    assert check["status"] == "FAIL"
+    low = [(e["testcase"], e["bus_id"], e["peer"], e["gbyte_per_s"]) for e in check["observed"]["low"]]
+    assert low == [
+        (MN_BISECT, "nvl72-tray01:00000019:01:00.0", "nvl72-tray03:00000019:01:00.0", 512.5),
+        (MN_D2D, "nvl72-tray02:00000009:01:00.0", "nvl72-tray04:00000008:01:00.0", 410.17),
+    ]
+    assert "NVLink switch trays and the IMEX service" in check["remedy"]
+    assert judge_bandwidth(parsed, {MN_D2D: 400, MN_BISECT: 500, MN_ALL_TO_ONE: 1600}, GPUS)["status"] == "PASS"
+
+
+def test_a_multinode_run_with_more_ranks_than_gpus_keeps_its_warning():
+    text = fixture(MULTINODE).replace(
+        "\nRunning multinode_device_to_device_memcpy_read_ce.",
+        "\nWarning: there are more processes than GPUs on nvl72-tray02. Please reduce number of processes to match "
+        "GPU count.\nRunning multinode_device_to_device_memcpy_read_ce.",
+    )
+    parsed = parse_output(text)
+    assert parsed["warnings"] == [
+        "there are more processes than GPUs on nvl72-tray02. Please reduce number of processes to match GPU count."
+    ]
+
+
+def test_a_bisect_row_cut_short_is_refused():
+    text = fixture(MULTINODE).replace(" 3->11    512.50", " 3->11")
+    with pytest.raises(ParseError, match=r"Bisect benchmarking.*row 3->11 has 0 values"):
+        parse_output(text)
