@@ -51,42 +51,18 @@ for scenario in $ordered; do
   lane_items[lane]="${lane_items[lane]:-} $scenario"; lane_seconds[lane]=$(( lane_seconds[lane] + $(seconds_of "$scenario") ))
 done
 
-# A scenario that runs past its limit (MOLECULE_TIMEOUT_FACTOR, default 2.5, times its recorded seconds; at least
-# MOLECULE_TIMEOUT_MIN_S, default 900) is stopped with its whole process group: a hang (a process that waits for
-# ever: an MPI rank, a podman exec) then costs that scenario its limit, with the end of its log printed, instead of
-# running the whole CI job into the job's own limit with no output. A scenario stopped so runs once more (its
-# sequence starts with destroy) and the output says so; a scenario that fails is not run again.
-limit_of() {
-  awk -v s="$(seconds_of "$1")" -v f="${MOLECULE_TIMEOUT_FACTOR:-2.5}" -v m="${MOLECULE_TIMEOUT_MIN_S:-900}" \
-    'BEGIN { l = int(s * f); print (l < m ? m : l) }'
-}
-
 run_lane() {
-  local status=0 scenario started limit try rc note
+  local status=0 scenario started
   for scenario in "$@"; do
-    limit=$(limit_of "$scenario")
-    for try in 1 2; do
-      started=$(date +%s)
-      timeout --kill-after=60 "$limit" molecule test -s "$scenario" > "$log_dir/$scenario.log" 2>&1
-      rc=$?
-      if [[ $rc -eq 0 ]]; then
-        note=""
-        [[ $try -eq 2 ]] && note=" (second try, after a stop at the limit)"
-        echo "== molecule $scenario: passed in $(( $(date +%s) - started ))s$note"
-        break
-      fi
-      if [[ $try -eq 1 && ( $rc -eq 124 || $rc -eq 137 ) ]]; then
-        echo "== molecule $scenario: stopped at its limit of ${limit}s (hung?); the end of its log, then a second try:"
-        tail -n 60 "$log_dir/$scenario.log"
-        cp "$log_dir/$scenario.log" "$log_dir/$scenario.timed-out.log"
-        continue
-      fi
-      echo "== molecule $scenario: FAILED after $(( $(date +%s) - started ))s (rc $rc); its log:"
+    started=$(date +%s)
+    if molecule test -s "$scenario" > "$log_dir/$scenario.log" 2>&1; then
+      echo "== molecule $scenario: passed in $(( $(date +%s) - started ))s"
+    else
+      echo "== molecule $scenario: FAILED after $(( $(date +%s) - started ))s; its log:"
       cat "$log_dir/$scenario.log"
       touch "$log_dir/$scenario.failed"
       status=1
-      break
-    done
+    fi
   done
   return $status
 }

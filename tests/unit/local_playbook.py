@@ -9,6 +9,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from hang_guard import HANG_GUARD_S
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -39,7 +41,7 @@ def _run(playbook: Path, arguments: tuple, env: dict) -> subprocess.CompletedPro
             *arguments,
             str(playbook),
         ],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False,
     )  # fmt: skip
     assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
     return completed

@@ -23,6 +23,7 @@ from ansible_collections.gpuforge.cluster.plugins.filter.gpuforge_inventory impo
     known_variables,
     role_prefixes,
 )
+from hang_guard import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES_DIR = ROOT / "inventories" / "sample"
@@ -129,7 +130,7 @@ def run_check(inventory: Path) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         check=False,
-        timeout=300,
+        timeout=HANG_GUARD_S,
     )
 
 

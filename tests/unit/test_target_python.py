@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from hang_guard import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 MANAGED_DIRS = ("module_utils", "library")
@@ -40,7 +41,7 @@ def _vermin(*paths: str | Path, cwd: Path = ROOT) -> subprocess.CompletedProcess
     options = [arg for arg in argv[1:] if arg.startswith("-")]
     targets = [str(p) for p in paths] or [arg for arg in argv[1:] if not arg.startswith("-")]
     return subprocess.run(
-        [str(BIN / "vermin"), *options, *targets], cwd=cwd, capture_output=True, text=True, timeout=300
+        [str(BIN / "vermin"), *options, *targets], cwd=cwd, capture_output=True, text=True, timeout=HANG_GUARD_S
     )
 
 
@@ -190,7 +191,7 @@ def _ruff(path: str, source: str) -> str:
         input=source,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=HANG_GUARD_S,
     )
     return result.stdout + result.stderr
 
@@ -235,7 +236,7 @@ def test_module_utils_tests_pass_under_the_oldest_python():
         capture_output=True,
         text=True,
         env=_old_env(),
-        timeout=60,
+        timeout=HANG_GUARD_S,
     )
     assert version.returncode == 0, version.stderr
     assert tuple(int(part) for part in version.stdout.split(".")) < (3, 10), version.stdout
@@ -247,7 +248,7 @@ def test_module_utils_tests_pass_under_the_oldest_python():
         capture_output=True,
         text=True,
         env=_old_env(),
-        timeout=120,
+        timeout=HANG_GUARD_S,
     )
     assert compiled.returncode == 0, compiled.stderr
 
@@ -279,7 +280,7 @@ def test_module_utils_tests_pass_under_the_oldest_python():
         capture_output=True,
         text=True,
         env=_old_env(),
-        timeout=300,
+        timeout=HANG_GUARD_S,
     )
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     assert " passed" in result.stdout

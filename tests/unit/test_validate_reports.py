@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_records as records
+from hang_guard import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 TASKS = ("Write every node's records and its diagnostics' results on the controller",)
@@ -147,7 +148,7 @@ def _run_tasks(tmp_path: Path, names: tuple[str, ...], hosts: dict) -> tuple[sub
         capture_output=True,
         text=True,
         check=False,
-        timeout=300,
+        timeout=HANG_GUARD_S,
     )
     return result, validation
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_records as records
+from hang_guard import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[2]
 WRITE_RECORDS = "Write every node's records and its diagnostics' results on the controller"
@@ -79,7 +80,7 @@ def run_validate_tasks(tmp_path: Path, name: str, system: str, tasks: list, grou
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
     done = subprocess.run(
         [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(tmp_path / "hosts.yml"), str(playbook)],
-        cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=300,
+        cwd=ROOT, env=env, capture_output=True, text=True, check=False, timeout=HANG_GUARD_S,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     written = {

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_nccl_tests import parse_nccl_tests
+from hang_guard import HANG_GUARD_S
 
 STANDIN = Path(__file__).resolve().parents[3] / "benchmarks" / "nccl_standin" / "all_reduce_perf.py"
 DEBIAN_PYTHON = "/usr/bin/python3"
@@ -41,12 +42,16 @@ def _mpirun(np_: int, args: list[str], **env: str) -> subprocess.CompletedProces
     for name in env:
         argv += ["-x", name]
     argv += [DEBIAN_PYTHON, str(STANDIN), *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=_clean_env(**env), check=False)
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=HANG_GUARD_S, env=_clean_env(**env), check=False
+    )
 
 
 def _single(args: list[str], **env: str) -> subprocess.CompletedProcess:
     argv = [DEBIAN_PYTHON, str(STANDIN), *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=_clean_env(**env), check=False)
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=HANG_GUARD_S, env=_clean_env(**env), check=False
+    )
 
 
 def _busbw_cells(result: dict) -> list[tuple[float, float]]:

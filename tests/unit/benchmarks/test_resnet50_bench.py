@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_resnet50 import parse_resnet50
+from hang_guard import HANG_GUARD_S
 
 torch = pytest.importorskip("torch", reason="torch not installed in the venv (pip install the CPU wheel)")
 
@@ -121,7 +122,7 @@ def test_single_process_amp_cpu_run():
         [sys.executable, str(BENCH), *TINY, "--precision", "amp"],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=HANG_GUARD_S,
         env=_env(),
         check=False,
     )
@@ -148,7 +149,7 @@ def test_two_processes_torchrun_gloo():
         pytest.skip("torchrun not next to the venv python")
     argv = [str(torchrun), "--nproc_per_node=2", "--master_addr=127.0.0.1", f"--master_port={_free_port()}"]
     run = subprocess.run(
-        [*argv, str(BENCH), *TINY], capture_output=True, text=True, timeout=180, env=_env(), check=False
+        [*argv, str(BENCH), *TINY], capture_output=True, text=True, timeout=HANG_GUARD_S, env=_env(), check=False
     )
     assert run.returncode == 0, run.stderr[-2000:]
     result = parse_resnet50(run.stdout)

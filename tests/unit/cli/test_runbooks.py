@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hang_guard import HANG_GUARD_S
 
 from gpuforge.cli import RUNBOOKS
 
@@ -21,7 +22,7 @@ def test_syntax_check(name):
     env = {**os.environ, "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg")}
     result = subprocess.run(
         [str(Path(sys.executable).with_name("ansible-playbook")), "--syntax-check", "-i", "localhost,", str(playbook)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hang_guard import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[3]
 TREE = ROOT / "collection" / "ansible_collections" / "gpuforge" / "cluster"
@@ -200,7 +201,7 @@ def test_ansible_doc_documents_every_plugin(plugin_type):
         capture_output=True,
         text=True,
         env=_env(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg")),
-        timeout=180,
+        timeout=HANG_GUARD_S,
     )
     assert listing.returncode == 0, listing.stderr
     listed = json.loads(listing.stdout)
@@ -213,7 +214,7 @@ def test_ansible_doc_documents_every_plugin(plugin_type):
         capture_output=True,
         text=True,
         env=_env(ANSIBLE_CONFIG=str(ROOT / "ansible.cfg")),
-        timeout=180,
+        timeout=HANG_GUARD_S,
     )
     assert shown.returncode == 0, shown.stderr
     docs = json.loads(shown.stdout)
@@ -241,7 +242,7 @@ def built(tmp_path_factory):
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_GUARD_S,
         env=_env(GPUFORGE_BUILD_DIR=str(work / "build"), GPUFORGE_DIST_DIR=str(work / "dist")),
     )
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -287,11 +288,16 @@ def test_the_installed_collection_runs_its_playbooks_by_fqcn_without_the_checkou
             capture_output=True,
             text=True,
             env=env,
-            timeout=300,
+            timeout=HANG_GUARD_S,
         )
         assert run.returncode == 0, f"{playbook}: {run.stdout[-2000:]}{run.stderr[-2000:]}"
     doc = subprocess.run(
-        ["ansible-doc", f"{FQCN}.gpu_node_check"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
+        ["ansible-doc", f"{FQCN}.gpu_node_check"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=HANG_GUARD_S,
     )
     assert doc.returncode == 0 and "gpu_node_check" in doc.stdout, doc.stderr
 
@@ -389,7 +395,7 @@ def test_the_rolling_upgrade_finds_a_branch_s_releases_in_the_installed_collecti
             ANSIBLE_STDOUT_CALLBACK="json",
             ANSIBLE_LOAD_CALLBACK_PLUGINS="1",
         ),
-        timeout=120,
+        timeout=HANG_GUARD_S,
     )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     published = json.loads(run.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]["published"]

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hang_guard import HANG_GUARD_S
 
 ROOT = Path(__file__).resolve().parents[3]
 RUNBOOKS = ROOT / "playbooks" / "runbooks"
@@ -99,7 +100,7 @@ def run_runbook(tmp: Path, playbook: Path, hosts: Path, extravars: dict) -> tupl
     result = subprocess.run(
         [str(Path(sys.executable).with_name("ansible-playbook")), "-i", str(hosts), str(playbook),
          "-e", json.dumps(extravars)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False,
     )  # fmt: skip
     # ansible.cfg's timer callback prints its line after the json callback's document.
     start = result.stdout.find("{")

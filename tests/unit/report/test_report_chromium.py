@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hang_guard import HANG_GUARD_S
 
 from gpuforge import report
 from gpuforge.report import charts
@@ -32,7 +33,7 @@ def _chromium(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess:
         "--host-resolver-rules=MAP * ~NOTFOUND",
         "--enable-logging=stderr", "--v=0", *arguments,
     ]  # fmt: skip
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(command, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
 
 
 @pytest.fixture(scope="module")

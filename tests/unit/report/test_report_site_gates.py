@@ -9,6 +9,7 @@ import shutil
 import subprocess
 
 import pytest
+from hang_guard import HANG_GUARD_S
 from junitparser import Failure, JUnitXml, Skipped
 
 from gpuforge import report
@@ -135,7 +136,7 @@ def test_the_fio_charts_are_in_chromiums_live_dom(site_gates_run, tmp_path):
         "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
         files.html.as_uri(),
     ]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
     assert result.returncode == 0, result.stderr[-2000:]
     assert f'id="{SEQ}"' in result.stdout and '<table id="p2p">' in result.stdout
     assert 'data-charts-ok="true"' in result.stdout  # the page's script found every chart it promised

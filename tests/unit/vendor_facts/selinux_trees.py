@@ -13,6 +13,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from hang_guard import HANG_GUARD_S
+
 from gpuforge.lab import selinux_devel
 from gpuforge.lab.selinux_devel import find_definition, policy_facts, registry
 
@@ -60,7 +62,7 @@ def compile_module(devel: Path, workdir: Path, name: str, source: str) -> Compil
         capture_output=True,
         text=True,
         check=False,
-        timeout=300,
+        timeout=HANG_GUARD_S,
     )
     expanded = workdir / "tmp" / f"{name}.tmp"
     return Compiled(result, expanded.read_text(encoding="utf-8") if expanded.is_file() else "")
