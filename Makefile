@@ -50,8 +50,8 @@ demo: setup
 # left one core idle for 7 min at the end of the CI run of 2026-12-05). The project's own pin (.venv, between those
 # two) runs the lint, Molecule, the smoke test and the one test file the other two leave out (unit-torch); a third
 # whole suite does not fit CI's 60 minutes. ansible-test sanity runs on the oldest and the newest, not on the pin
-# between them too: the whole CI is CPU-bound, and on the slower 2-core machine of 2026-12-05 it took 75 minutes and
-# more. Sanity on the newest queues behind the oldest (their caches are apart, but two sanity runs at once would slow
+# between them too: the whole CI is CPU-bound, and a fresh-clone run took 91 minutes on the slower 2-core machine of
+# 2026-12-05. Sanity on the newest queues behind the oldest (their caches are apart, but two sanity runs at once would slow
 # the lanes).
 test:
 	@if [[ -z "$${GPUFORGE_SETUP_DONE:-}" ]]; then bash scripts/setup.sh core && gpuforge doctor; fi
