@@ -39,15 +39,29 @@ def package_list() -> list[str]:
     return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
+# Python's bytecode caches are not part of the overlay: a test that imports the overlay's simulator modules (the
+# unit suite on the newest ansible-core's Python writes __pycache__/*.cpython-313.pyc there) must not change the
+# image's hash. It did: every make test rebuilt the image and its OS-shape layers in the smoke test, an hour in.
+BYTECODE_PATTERNS = ("__pycache__", "*.pyc")
+
+
+def overlay_files() -> list[Path]:
+    """The overlay's files that go into the image, bytecode caches left out."""
+    return [
+        path
+        for path in sorted((IMAGE_DIR / "overlay").rglob("*"))
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+    ]
+
+
 def content_hash(key: bytes) -> str:
     digest = hashlib.sha256()
     digest.update(f"{BUILDER_REVISION}\n{SUITE}\n".encode())
     digest.update(key)
     digest.update("\n".join(package_list()).encode())
-    for path in sorted((IMAGE_DIR / "overlay").rglob("*")):
-        if path.is_file():
-            digest.update(str(path.relative_to(IMAGE_DIR)).encode())
-            digest.update(path.read_bytes())
+    for path in overlay_files():
+        digest.update(str(path.relative_to(IMAGE_DIR)).encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
 
@@ -71,7 +85,8 @@ def lab_tools_sources() -> str:
 
 
 def _customize(rootfs: Path, key: bytes) -> None:
-    shutil.copytree(IMAGE_DIR / "overlay", rootfs, dirs_exist_ok=True, symlinks=True)
+    leave_out = shutil.ignore_patterns(*BYTECODE_PATTERNS)
+    shutil.copytree(IMAGE_DIR / "overlay", rootfs, dirs_exist_ok=True, symlinks=True, ignore=leave_out)
     (rootfs / "etc/apt/sources.list").unlink(missing_ok=True)
     (rootfs / LAB_KEYRING.lstrip("/")).write_bytes(key)
     (rootfs / "etc/apt/sources.list.d/debian.sources").write_text(debian_sources(), encoding="utf-8")

@@ -109,6 +109,25 @@ def test_image_tag_changes_with_the_trusted_key():
     assert image.image_tag(b"key one") != image.image_tag(b"key two")
 
 
+def test_image_tag_ignores_bytecode_caches_in_the_overlay(tmp_path, monkeypatch):
+    """A test that imports the overlay's simulator modules writes __pycache__ there; the image must not change with
+    it (make test rebuilt the image, its OS-shape layers and the mirror in the smoke test an hour in). A real change
+    to an overlay file still changes the tag."""
+    overlay = tmp_path / "overlay/usr/local/lib/gpuforge-lab"
+    overlay.mkdir(parents=True)
+    (tmp_path / "packages.txt").write_text("systemd\n", encoding="utf-8")
+    (overlay / "simkernel.py").write_text("VALUE = 1\n", encoding="utf-8")
+    monkeypatch.setattr(image, "IMAGE_DIR", tmp_path)
+    before = image.image_tag(b"key")
+    (overlay / "__pycache__").mkdir()
+    (overlay / "__pycache__/simkernel.cpython-313.pyc").write_bytes(b"\x00bytecode")
+    (overlay / "stray.pyc").write_bytes(b"\x00bytecode")
+    assert image.image_tag(b"key") == before
+    assert [path.name for path in image.overlay_files()] == ["simkernel.py"]
+    (overlay / "simkernel.py").write_text("VALUE = 2\n", encoding="utf-8")
+    assert image.image_tag(b"key") != before
+
+
 def test_image_lab_tools_source_is_the_mirror_lab_tools_repository():
     repos = mirror.repository_paths(mirror.load_definitions())
     assert repos[mirror.LAB_TOOLS] == image.LAB_TOOLS_PATH
