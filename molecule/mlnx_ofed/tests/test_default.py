@@ -1,8 +1,8 @@
 """mlnx_ofed on a lab DGX-1 of every OS shape the role claims: DOCA-OFED from the signed mirror's DOCA repository for
 the node's OS as the registry describes it, openibd, OpenSM, active ports; and on the mlnx_ofed_inbox node the
 distribution's in-box stack (rdma-core, its tools and OpenSM from the OS's own repository, no OFED). Expected values
-come from the vendor facts registry (vendor_facts/nvidia-doca/<os>.yml, vendor_facts/rhel-baseos/rhel9.yml), not from
-the role."""
+come from the vendor facts registry (vendor_facts/nvidia-doca/<os>.yml, vendor_facts/rhel-baseos/rhel9.yml,
+vendor_facts/debian/bookworm.yml), not from the role."""
 
 import fnmatch
 import json
@@ -37,14 +37,35 @@ DUPLICATE_GUID = "0x98039b0300a4c700"
 # The nodes that keep the in-box stack (converge.yml: mlnx_ofed_source inbox for group mlnx_ofed_inbox), by shape: the
 # registry file of the OS repository their packages come from.
 INBOX_GROUP = "mlnx_ofed_inbox"
-INBOX_REGISTRY = {"rhel9": "rhel-baseos/rhel9"}
-INBOX_PACKAGES = {"rhel9": ["rdma-core", "libibverbs-utils", "infiniband-diags", "opensm"]}
+INBOX_REGISTRY = {"rhel9": "rhel-baseos/rhel9", "debian12": "debian/bookworm"}
+INBOX_PACKAGES = {
+    "rhel9": ["rdma-core", "libibverbs-utils", "infiniband-diags", "opensm"],
+    "debian12": ["rdma-core", "ibverbs-utils", "infiniband-diags", "opensm"],
+}
+# The package of each in-box tool (rdma-core.spec on EL; Debian's rdma-core binary packages, registry files).
+INBOX_TOOL_PACKAGES = {
+    "rhel9": {
+        "/usr/sbin/ibstat": "infiniband-diags",
+        "/usr/bin/ibv_devinfo": "libibverbs-utils",
+        "/usr/sbin/opensm": "opensm",
+    },
+    "debian12": {
+        "/usr/sbin/ibstat": "infiniband-diags",
+        "/usr/bin/ibv_devinfo": "ibverbs-utils",
+        "/usr/sbin/opensm": "opensm",
+    },
+}
 # Where each stack's OpenSM reads its options: upstream's default for DOCA's opensmd
 # (linux-rdma/opensm@3.3.23:include/opensm/osm_base.h), /etc/rdma for RHEL's opensm package (opensm.spec of the
 # Fedora/RHEL lineage: --with-opensm-conf-sub-dir=rdma, %config(noreplace) /etc/rdma/opensm.conf; Red Hat's RHEL 7
 # Networking Guide, "Configuring the Subnet Manager": "The opensm program keeps its master configuration file in
 # /etc/rdma/opensm.conf").
-OPENSM_CONF = {"doca": "/etc/opensm/opensm.conf", "rhel9-inbox": "/etc/rdma/opensm.conf"}
+# Debian's opensm 3.3.23 reads upstream's default (vendor_facts/debian/bookworm.yml; roles/mlnx_ofed/defaults/main.yml).
+OPENSM_CONF = {
+    "doca": "/etc/opensm/opensm.conf",
+    "rhel9-inbox": "/etc/rdma/opensm.conf",
+    "debian12-inbox": "/etc/opensm/opensm.conf",
+}
 
 
 def _platforms() -> list[dict]:
@@ -82,7 +103,8 @@ def opensm_unit(inbox, shape, doca) -> str:
     if not inbox:
         return doca.fact("opensm_service")
     (units,) = [p.units for p in vendor_facts.repository(INBOX_REGISTRY[shape]).packages if p.name == "opensm"]
-    (unit,) = units
+    # Debian's package has opensm@.service beside it too: the instances opensm.service starts, one per port.
+    (unit,) = [unit for unit in units if "@" not in unit]
     return unit.removesuffix(".service")
 
 
@@ -212,6 +234,7 @@ FAULT_OF_PLATFORM = {
     "mlnx-ofed-ubuntu2204": "sm_duplicate_master",
     "mlnx-ofed-ubuntu2404": "sm_missing",
     "mlnx-ofed-inbox-rhel9": "sm_duplicate_master",
+    "mlnx-ofed-inbox-debian12": "sm_missing",
 }
 
 
@@ -247,8 +270,8 @@ def test_subnet_manager_check_names_the_own_opensm_and_catches_its_fault(host):
 
 
 def test_every_inbox_platform_has_its_os_repository_in_the_registry():
-    # Platforms of group mlnx_ofed_inbox are RHEL 9 nodes here; a shape without an INBOX_REGISTRY entry would have its
-    # tests fail on a KeyError instead of naming the missing registry file.
+    # Platforms of group mlnx_ofed_inbox are RHEL 9 and Debian 12 nodes here; a shape without an INBOX_REGISTRY entry
+    # would have its tests fail on a KeyError instead of naming the missing registry file.
     shapes = {p["name"]: [g.removeprefix("os_") for g in p["groups"] if g.startswith("os_")] for p in _platforms()}
     assert INBOX_PLATFORMS, "no platform keeps the in-box stack"
     for name in INBOX_PLATFORMS:
@@ -256,37 +279,69 @@ def test_every_inbox_platform_has_its_os_repository_in_the_registry():
         assert shape in INBOX_REGISTRY and shape in INBOX_PACKAGES, name
 
 
+def _installed_version(host, shape, name) -> str:
+    if shape.startswith("rhel"):
+        return host.check_output(f"rpm -q --qf '%{{VERSION}}-%{{RELEASE}}' {name}")
+    return host.check_output(f"dpkg-query -W -f '${{Version}}' {name}")
+
+
 def test_inbox_stack_installed_from_the_distribution_repository(host, shape, inbox_node):
-    # The role's in-box package run (vars/RedHat.yml: rdma-core, libibverbs-utils, infiniband-diags; OpenSM on the
-    # subnet manager host) at a version the OS repository publishes, from that repository, through the node's dnf.
+    # The role's in-box package run (vars/<OS>.yml: rdma-core and its tools; OpenSM on the subnet manager host) at a
+    # version the OS repository publishes, from that repository, through the node's own package manager.
     repo = vendor_facts.repository(INBOX_REGISTRY[shape])
-    # The shape's dnf repository id of that registry file (lab/image/shapes.yml, as subscription-manager names it).
-    repositories = yaml.safe_load(SHAPES_YML.read_text())[shape]["repositories"]
-    (repo_id,) = [repo_id for repo_id, key in repositories.items() if key == INBOX_REGISTRY[shape]]
     for name in INBOX_PACKAGES[shape]:
-        installed = host.check_output(f"rpm -q --qf '%{{VERSION}}-%{{RELEASE}}' {name}")
+        installed = _installed_version(host, shape, name)
         assert installed in repo.versions(name), (name, installed, repo.versions(name))
-        assert host.check_output(f"dnf -q repoquery --installed --qf '%{{from_repo}}' {name}") == repo_id, name
+    if shape.startswith("rhel"):
+        # The shape's dnf repository id of that registry file (lab/image/shapes.yml, as subscription-manager names it).
+        repositories = yaml.safe_load(SHAPES_YML.read_text())[shape]["repositories"]
+        (repo_id,) = [repo_id for repo_id, key in repositories.items() if key == INBOX_REGISTRY[shape]]
+        for name in INBOX_PACKAGES[shape]:
+            assert host.check_output(f"dnf -q repoquery --installed --qf '%{{from_repo}}' {name}") == repo_id, name
+        return
+    # Debian: the installed version is the Debian archive's (the lab mirror's bookworm suite), and no other source
+    # offers one: the node has no DOCA repository, whose builds of the same names sort higher.
+    for name in INBOX_PACKAGES[shape]:
+        policy = host.check_output(f"apt-cache policy {name}")
+        sources = [line.split()[1:3] for line in policy.splitlines() if line.strip().split()[:1] == ["500"]]
+        assert sources == [["http://mirror/debian", "bookworm/main"]], (name, policy)
 
 
-def test_inbox_tools_are_the_distribution_packages_and_answer(host, inbox_node):
-    # ibstat and ibv_devinfo come from rdma-core's subpackages (rdma-core.spec), and they read the node's HCAs:
-    # the port OpenSM binds is among ibstat's, and ibv_devinfo lists mlx5_0 with that port Active.
-    assert host.check_output("rpm -qf --qf '%{NAME}' /usr/sbin/ibstat") == "infiniband-diags"
-    assert host.check_output("rpm -qf --qf '%{NAME}' /usr/bin/ibv_devinfo") == "libibverbs-utils"
-    assert host.check_output("rpm -qf --qf '%{NAME}' /usr/sbin/opensm") == "opensm"
+def test_inbox_tools_are_the_distribution_packages_and_answer(host, shape, inbox_node):
+    # ibstat and ibv_devinfo come from rdma-core's binary packages, OpenSM from its own, and they read the node's
+    # HCAs: the port OpenSM binds is among ibstat's, and ibv_devinfo lists mlx5_0 with that port Active.
+    for path, package in INBOX_TOOL_PACKAGES[shape].items():
+        if shape.startswith("rhel"):
+            assert host.check_output(f"rpm -qf --qf '%{{NAME}}' {path}") == package, path
+        else:
+            assert host.check_output(f"dpkg -S {path}") == f"{package}: {path}", path
     assert OPENSM_GUID in host.check_output("ibstat -p").split()
     devinfo = host.check_output("ibv_devinfo -d mlx5_0")
     assert "hca_id:\tmlx5_0" in devinfo and "PORT_ACTIVE" in devinfo
 
 
-def test_inbox_node_has_no_ofed(host, inbox_node):
+def test_debian_inbox_opensm_runs_on_the_bound_port_only(host, shape, inbox_node):
+    # Debian's opensm.service starts one opensm@<GUID> per port of /etc/default/opensm's PORTS (ALL as the package
+    # ships it: the DGX-1 profile's four IB ports); the role binds converge.yml's port by listing only that GUID
+    # (tasks/opensm.yml), so exactly that instance runs, with the GUID on its command line.
+    if not shape.startswith("debian"):
+        pytest.skip("RHEL's opensm.service runs one OpenSM with the options file's guid")
+    assert host.file("/etc/default/opensm").contains(f"^PORTS={OPENSM_GUID}$")
+    running = host.check_output("systemctl list-units --no-legend --plain --state=active 'opensm@*'").splitlines()
+    assert [line.split()[0] for line in running] == [f"opensm@{OPENSM_GUID}.service"], running
+    main_pid = host.check_output(f"systemctl show -P MainPID opensm@{OPENSM_GUID}.service")
+    assert f"--guid {OPENSM_GUID}" in host.file(f"/proc/{main_pid}/cmdline").content_string.replace("\0", " ")
+
+
+def test_inbox_node_has_no_ofed(host, shape, inbox_node):
     # The in-box path installs nothing of NVIDIA's (defaults/main.yml: no ofed_info; no openibd): no DOCA repository,
     # none of its packages, no ofed_info, no openibd unit, and the kernel's own drivers loaded (no mlx_compat, the
     # compatibility layer only MLNX_OFED's kernel package brings).
     assert not host.file("/etc/yum.repos.d/doca.repo").exists
+    assert not host.file("/etc/apt/sources.list.d/doca.sources").exists
+    query = "rpm -q" if shape.startswith("rhel") else "dpkg-query -W"
     for name in ("doca-ofed", "mlnx-ofed-kernel-utils", "mlnx-ofed-kernel-dkms", "ofed-scripts"):
-        assert host.run(f"rpm -q {name}").rc != 0, name
+        assert host.run(f"{query} {name}").rc != 0, name
     assert host.run("command -v ofed_info").rc != 0
     assert host.run("systemctl cat openibd.service").rc != 0
     assert host.run("systemctl cat opensmd.service").rc != 0

@@ -161,7 +161,8 @@ def _from_registry(package: vendor_facts.Package, repo: vendor_facts.Repository,
     if commands:
         depends.append(definitions["sim_package"]["name"])
     modules = {name: definitions["kernel_modules"][name] for name in package.kernel_modules}
-    units = {name: definitions["units"][name] for name in package.units}
+    own_units = (definitions.get("units_by_repository") or {}).get(repo.key) or {}
+    units = {name: own_units.get(name) or definitions["units"][name] for name in package.units}
     return {
         "name": package.name,
         "version": package.version,
@@ -186,6 +187,22 @@ def expand(definitions: dict) -> list[dict]:
     for repo in registry_repositories(definitions) + release_repositories(definitions):
         packages.extend(_from_registry(package, repo, definitions) for package in repo.packages)
     packages.extend(dict(package, repo=LAB_TOOLS) for package in definitions["lab_packages"])
+    return packages
+
+
+def archive_packages(definitions: dict) -> list[dict]:
+    """The registry packages of the distribution's own archive that the lab builds and publishes in its Debian archive
+    in place of Debian's builds (packages.yml ``publish_in_debian_archive``: the in-box InfiniBand stack)."""
+    packages = []
+    for key, names in (definitions.get("publish_in_debian_archive") or {}).items():
+        repo = vendor_facts.repository(key)
+        found = [package for package in repo.packages if package.name in names]
+        missing = sorted(set(names) - {package.name for package in found})
+        if missing:
+            raise MirrorError(
+                f"lab/packages/packages.yml publish_in_debian_archive: vendor_facts/{key}.yml has no {missing}"
+            )
+        packages.extend(_from_registry(package, repo, definitions) for package in found)
     return packages
 
 
@@ -424,7 +441,13 @@ def build(image_tag: str, log=print) -> Repository:
             build_deb(package, staging, output)
     toolchain.build_packages({name: next_root / path for name, path in repos.items()}, staging_root, log=log)
     toolchain.publish_sources(MIRROR_ROOT)
-    built = {package["name"] for package in packages}
+    # The distribution's in-box packages the lab builds, in its Debian archive's main pool (indexed below).
+    in_archive = archive_packages(definitions)
+    archive_pool = next_root / debian_subset.REPO_PATH / "pool" / "main"
+    archive_pool.mkdir(parents=True, exist_ok=True)
+    for package in in_archive:
+        build_deb(package, staging_root / f"{package['name']}_{package['version']}", archive_pool)
+    built = {package["name"] for package in [*packages, *in_archive]}
     built |= {name.split()[0] for package in packages for name in package.get("provides") or []}
     publish_debian(debs, built, next_root / debian_subset.REPO_PATH, log=log)
     # Once per path: a release's .deb and .rpm files share their download directories (apptainer/deb and apptainer/rpm).

@@ -78,3 +78,50 @@ def test_wrapper_exports_program_name():
     text = mirror._wrapper("/usr/lpp/mmfs/bin/mmlsconfig", "gpuforge_sim.gpfs")
     assert "GPUFORGE_SIM_PROG=mmlsconfig\nexport GPUFORGE_SIM_PROG\n" in text
     assert "from gpuforge_sim.gpfs import main" in text
+
+
+def test_the_in_box_stack_is_built_for_the_debian_archive_from_the_registry(tmp_path):
+    # packages.yml publish_in_debian_archive: Debian's in-box InfiniBand stack at the registry's versions, with
+    # Debian's own OpenSM units (opensm.service starting opensm@<GUID>), not the RHEL unit of the same name.
+    definitions = mirror.load_definitions()
+    built = {package["name"]: package for package in mirror.archive_packages(definitions)}
+    debian = vendor_facts.repository("debian/bookworm")
+    assert sorted(built) == sorted(definitions["publish_in_debian_archive"]["debian/bookworm"])
+    for name, package in built.items():
+        assert [package["version"]] == debian.versions(name), name
+    opensm = built["opensm"]
+    assert "libopensm9 (= 3.3.23-2+b1)" in opensm["depends"]
+    assert opensm["commands"] == {"/usr/sbin/opensm": "gpuforge_sim.opensm"}
+    assert sorted(opensm["units"]) == ["opensm.service", "opensm@.service"]
+    assert "EnvironmentFile=/etc/default/opensm" in opensm["units"]["opensm.service"]
+    assert opensm["units"]["opensm.service"] != definitions["units"]["opensm.service"]
+    assert "--guid %I" in opensm["units"]["opensm@.service"]
+    assert opensm["files"]["/etc/default/opensm"].splitlines()[-1] == "PORTS=ALL"
+    assert set(built["infiniband-diags"]["commands"]) >= {"/usr/sbin/ibstat", "/usr/sbin/sminfo", "/usr/sbin/perfquery"}
+    deb = mirror.build_deb(opensm, tmp_path / "staging", tmp_path)
+    assert deb.name == "opensm_3.3.23-2+b1_amd64.deb"
+    listing = subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True, check=True).stdout
+    for path in ("./lib/systemd/system/opensm@.service", "./etc/default/opensm", "./usr/lib/gpuforge-lab/opensm-ports"):
+        assert path in listing, path
+
+
+def test_the_opensm_ports_script_starts_one_instance_per_port(tmp_path):
+    # What the lab's Debian opensm.service runs: PORTS=ALL takes every GUID `ibstat -p` prints, a list as it is.
+    script = mirror.load_definitions()["data_files"]["/etc/default/opensm"]["/usr/lib/gpuforge-lab/opensm-ports"]
+    (tmp_path / "usr/sbin").mkdir(parents=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text('#!/bin/sh\necho "systemctl $*"\n', encoding="utf-8")
+    (bin_dir / "systemctl").chmod(0o755)
+    fake_ibstat = tmp_path / "usr/sbin/ibstat"
+    fake_ibstat.write_text("#!/bin/sh\nprintf '0x1\\n0x2\\n'\n", encoding="utf-8")
+    fake_ibstat.chmod(0o755)
+    script = script.replace("/usr/sbin/ibstat", str(fake_ibstat))
+
+    def run(ports):
+        env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PORTS": ports}
+        return subprocess.run(["sh", "-c", script], env=env, capture_output=True, text=True, check=True).stdout
+
+    assert run("ALL").splitlines()[-1] == "systemctl start opensm@0x1.service opensm@0x2.service"
+    assert run("0x248a07030029e1fa").splitlines()[-1] == "systemctl start opensm@0x248a07030029e1fa.service"
+    assert "systemctl" not in run("")
