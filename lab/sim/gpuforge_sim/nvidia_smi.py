@@ -21,7 +21,16 @@ import sys
 import time
 
 from gpuforge_sim import driver_state
-from gpuforge_sim.hardware import lib_dir, load_hardware, run_dir, visible_gpus, visible_hcas
+from gpuforge_sim.hardware import hardware_path, lib_dir, load_hardware, run_dir, visible_gpus, visible_hcas
+
+
+def _mtime(path: str):
+    """A file's modification time, None when it cannot be read."""
+    try:
+        return os.stat(path).st_mtime
+    except OSError:
+        return None
+
 
 NO_DRIVER = (
     "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
@@ -203,15 +212,21 @@ class Context:
         for fault in self.unlicensed:
             if fault.get("gpu") in (None, gpu["index"]):
                 return fault.get("status", "Unlicensed (Restricted)")
+        # A lease expires at one time, whichever call reads it (two nvidia-smi runs a second apart print the same
+        # expiry): a day after the lease was written (the simulated nvidia-gridd's file), else after the hardware
+        # document the node started with.
+        leased_at = _mtime(hardware_path())
         if os.path.isfile(os.path.join(lib_dir(), "vgpu-guest-driver.json")):
+            lease = os.path.join(run_dir(), "vgpu-license.json")
             try:
-                with open(os.path.join(run_dir(), "vgpu-license.json"), encoding="utf-8") as handle:
+                with open(lease, encoding="utf-8") as handle:
                     status = str(json.load(handle).get("status") or "")
             except (OSError, ValueError, AttributeError):
                 status = ""
             if status != "Licensed":
                 return status or "Unlicensed (Restricted)"
-        t = time.gmtime(time.time() + 86400)
+            leased_at = _mtime(lease) or leased_at
+        t = time.gmtime((leased_at or time.time()) + 86400)
         return f"Licensed (Expiry: {t.tm_year}-{t.tm_mon}-{t.tm_mday} {t.tm_hour}:{t.tm_min}:{t.tm_sec} GMT)"
 
     def serial(self, gpu) -> str:

@@ -101,6 +101,19 @@ def test_query_xml_matches_real_structure_and_profile(lab, profile, real_output)
     assert len({g["uuid"] for g in log["gpus"]}) == hw["gpu"]["count"]
 
 
+def test_a_vgpu_lease_expires_at_one_time_whichever_call_reads_it(lab, monkeypatch):
+    """Two nvidia-smi runs a second apart print the same license expiry (a lease has one): the query text and XML
+    differed on a loaded machine when the expiry was the clock's time plus a day."""
+    lab("vsphere-t4-vgpu-roce")
+    first = smi("-q")[1]
+    clock = nvidia_smi.time.time()
+    monkeypatch.setattr(nvidia_smi.time, "time", lambda: clock + 61)
+    later = smi("-q")[1]
+    expiries = [line for line in first.splitlines() if "Expiry" in line]
+    assert expiries, first
+    assert expiries == [line for line in later.splitlines() if "Expiry" in line]
+
+
 @pytest.mark.parametrize("profile", GPU_PROFILES)
 def test_query_text_parses_to_the_same_facts_as_xml(lab, profile):
     lab(profile)
