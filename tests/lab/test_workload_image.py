@@ -61,8 +61,8 @@ def built_image(tmp_path_factory):
         "benchmark_tools_image_base": base,
         "benchmark_tools_image_network": cluster.NETWORK,
         "benchmark_tools_image_add_hosts": [f"mirror:{cluster.MIRROR_IP}"],
-        # make test runs this beside the Molecule lanes: the build's containers take nice 10's CPU weight, as the
-        # rest of that background work does (scripts/background.sh).
+        # make test runs this with its background work (after the Molecule lanes, beside the unit suites): the build's
+        # containers take nice 10's CPU weight, as the rest of that background work does (scripts/background.sh).
         "benchmark_tools_image_cpu_shares": 110,
         "benchmark_tools_image_apt_source": str(source),
         "benchmark_tools_image_apt_key": str(key),
