@@ -34,7 +34,7 @@ LABEL = "io.gpuforge.lab"
 NODES_DIR = LAB_STATE_DIR / "nodes"
 SHARED_DIR = LAB_STATE_DIR / "shared"
 # scripts/molecule_lanes.sh writes its PID here while its lanes run. Their scenarios install from the mirror on the lab
-# network, so `lab down` (make smoke, which make test runs beside the lanes) leaves both to them: a scenario between
+# network, so `lab down` (make smoke, when it runs beside the lanes) leaves both to them: a scenario between
 # its destroy and the next create has no container on the network, and the network check alone would miss it.
 MOLECULE_LANES_PID_FILE = STATE_DIR / "molecule" / "lanes.pid"
 
