@@ -52,7 +52,7 @@ demo: setup
 # whole suite does not fit CI's 60 minutes. ansible-test sanity runs on the oldest and the newest, not on the pin
 # between them too: the whole CI is CPU-bound, and a fresh-clone run took 91 minutes on the slower 2-core machine of
 # 2026-12-05. Sanity on the newest queues behind the oldest (their caches are apart, but two sanity runs at once would slow
-# the lanes).
+# the lanes). The smoke test waits for the lanes (SMOKE_AFTER, below) and fills the cores the unit suites leave then.
 test:
 	@if [[ -z "$${GPUFORGE_SETUP_DONE:-}" ]]; then bash scripts/setup.sh core && gpuforge doctor; fi
 	export GPUFORGE_SETUP_DONE=1
