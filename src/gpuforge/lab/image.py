@@ -6,6 +6,7 @@ only when the package list or the overlay changes.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import shutil
 import subprocess
@@ -46,11 +47,16 @@ BYTECODE_PATTERNS = ("__pycache__", "*.pyc")
 
 
 def overlay_files() -> list[Path]:
-    """The overlay's files that go into the image, bytecode caches left out."""
+    """The overlay's files that go into the image: what _customize copies, by the same BYTECODE_PATTERNS, which
+    shutil.ignore_patterns matches against each name in the tree."""
+    overlay = IMAGE_DIR / "overlay"
     return [
         path
-        for path in sorted((IMAGE_DIR / "overlay").rglob("*"))
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc"
+        for path in sorted(overlay.rglob("*"))
+        if path.is_file()
+        and not any(
+            fnmatch.fnmatch(part, pattern) for part in path.relative_to(overlay).parts for pattern in BYTECODE_PATTERNS
+        )
     ]
 
 
