@@ -1,19 +1,21 @@
-"""Testinfra's verifier for every Molecule scenario (molecule/<scenario>/tests/): the lab nodes through `podman exec`.
+"""Testinfra's verifier for every Molecule scenario (molecule/<scenario>/tests/): the lab nodes over ssh.
 
-Molecule hands the verifier an Ansible inventory (`--connection ansible`) whose hosts use Ansible's podman connection.
+Molecule hands the verifier an Ansible inventory (`--connection ansible`) whose hosts use the podman connection.
 For the connections it knows (ssh, local, docker, lxc ...) testinfra's Ansible backend reads that inventory and runs
 each command through its own backend for that connection; for podman it knows none and starts a whole `ansible`
-process per command instead (3.7-4.4 s each with the CPU load at 5 on the 2-core CI machine, against 0.2-0.3 s for
-`podman exec` of the same command; more under CI's load): most of a scenario's verify phase (os_shapes: 8 min).
-Here the podman connection joins those: the same container, named as in the inventory, the same shell (`/bin/sh -c`,
-as Ansible's shell module runs it), as the inventory's user when it names one. Tests still see the Ansible backend
-(get_hostname() is the inventory name, ansible_inventory is there, host.get_host("ansible://...") works); only
-host.ansible() and a host that asks for privilege escalation (ansible_become) still run Ansible.
+process per command instead (3.7-4.4 s each with the CPU load at 5 on the 2-core CI machine): most of a scenario's
+verify phase. Here the podman connection joins testinfra's ssh backend, through the endpoint the converge reached
+the node at (gpuforge.lab.molecule_ssh: the controller's sshd in the container, its host key checked, the same
+ControlPersist master): about 20 ms of CPU per command against 150 ms for a `podman exec`. Tests still see the
+Ansible backend (get_hostname() is the inventory name, ansible_inventory is there, host.get_host("ansible://...")
+works); only host.ansible() and a host that asks for privilege escalation (ansible_become) still run Ansible.
 """
 
 import pytest
 import testinfra
 from testinfra.utils import ansible_runner
+
+from gpuforge.lab import molecule_ssh
 
 _PODMAN_CONNECTIONS = ("podman", "containers.podman.podman")
 _testinfra_get_ansible_host = ansible_runner.get_ansible_host
@@ -21,14 +23,16 @@ _testinfra_get_ansible_host = ansible_runner.get_ansible_host
 
 def _get_ansible_host(config, inventory, host, ssh_config=None, ssh_identity_file=None):
     hostvars = inventory.get("_meta", {}).get("hostvars", {}).get(host, {})
-    # With privilege escalation asked for, Ansible still runs the command (testinfra's podman backend has no become).
+    # With privilege escalation asked for, Ansible still runs the command (testinfra's ssh backend has no become).
     if hostvars.get("ansible_connection") not in _PODMAN_CONNECTIONS or hostvars.get("ansible_become"):
         return _testinfra_get_ansible_host(
             config, inventory, host, ssh_config=ssh_config, ssh_identity_file=ssh_identity_file
         )
-    container = hostvars.get("ansible_host", host)
-    user = hostvars.get("ansible_user") or hostvars.get("ansible_podman_user")
-    return testinfra.get_host(f"podman://{user}@{container}" if user else f"podman://{container}")
+    found = molecule_ssh.endpoint(hostvars.get("ansible_host", host))
+    return testinfra.get_host(
+        f"ssh://{molecule_ssh.USER}@{found.address}:{molecule_ssh.PORT}",
+        ssh_extra_args=" ".join(found.ssh_options()),
+    )
 
 
 ansible_runner.get_ansible_host = _get_ansible_host

@@ -1,55 +1,39 @@
-"""The connection Molecule's podman driver names (`ansible_connection: podman`), pipelined: the lab's Molecule scenarios
-only (.config/molecule/config.yml puts this folder first on connection_plugins; the collection does not ship it).
+"""The connection Molecule's podman driver names (`ansible_connection: podman`) for the lab's Molecule nodes, which
+runs modules over ssh: the lab's Molecule scenarios only (.config/molecule/config.yml puts this folder first on
+connection_plugins; the collection does not ship it).
 
-containers.podman's connection runs five podman commands for one module on one host: `podman mount` when a task's
-worker connects, then `podman exec` to make a temporary folder, to make the module executable, to run it and to
-remove the folder. podman 4 passes standard input to `podman exec -i`, so with pipelining the module goes to the
-container's Python on standard input: one `podman exec` per module run. Files (copy, template) still go through the
-container's mount, made on the first transfer.
+A `podman exec` costs about 150 ms of CPU per module run (the podman CLI, conmon, runc exec); ssh over a
+ControlPersist master about 20 ms. The node's address, its host key and the controller sshd it is reached through
+come from gpuforge.lab.molecule_ssh, which starts that sshd in the container (one `podman exec`) the first time a
+container start is reached. Commands then go through Ansible's own ssh connection, pipelined, with the host key
+checked.
 """
 
 from __future__ import annotations
 
-import shlex
+from ansible.errors import AnsibleConnectionFailure
+from ansible.plugins.connection import ConnectionBase, ensure_connect
+from ansible.plugins.loader import connection_loader
 
-from ansible.module_utils.common.text.converters import to_native
-from ansible.plugins.connection import ensure_connect
-from ansible_collections.containers.podman.plugins.connection.podman import Connection as PodmanConnection
+from gpuforge.lab import molecule_ssh
+from gpuforge.lab.podman import PodmanError
 
 DOCUMENTATION = """
 name: podman
-short_description: Run modules in a podman container, one podman exec each (gpuforge's Molecule lanes)
+short_description: Run modules in a Molecule lab node (a podman container) over ssh
 description:
-  - The connection of containers.podman with pipelining, for the Molecule podman driver's instances on the lab.
+  - For the Molecule podman driver's instances on the gpuforge lab network; Ansible's ssh connection, pipelined, to
+    an sshd that gpuforge.lab.molecule_ssh starts in the container for the controller.
 options:
   remote_addr:
-    description: The container's name or ID.
+    description: The container's name.
     default: inventory_hostname
     vars:
       - name: ansible_host
       - name: inventory_hostname
       - name: ansible_podman_host
-  remote_user:
-    description: The user commands run as in the container; the container's default user when unset.
-    ini:
-      - section: defaults
-        key: remote_user
-    env:
-      - name: ANSIBLE_REMOTE_USER
-    vars:
-      - name: ansible_user
-  podman_extra_args:
-    description: Arguments given to podman before its command.
-    default: ""
-    vars:
-      - name: ansible_podman_extra_args
-  podman_executable:
-    description: The podman program.
-    default: podman
-    vars:
-      - name: ansible_podman_executable
   pipelining:
-    description: Send modules to the container's Python on standard input instead of copying them in.
+    description: Send modules to the node's Python on standard input instead of copying them in.
     type: boolean
     default: true
     vars:
@@ -57,36 +41,54 @@ options:
 """
 
 
-class Connection(PodmanConnection):
+class Connection(ConnectionBase):
+    transport = "podman"
     has_pipelining = True
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._mount_tried = False
+        self._ssh = None
 
     def _connect(self):
-        # ConnectionBase's, without containers.podman's `podman mount`: a pipelined module run transfers no file.
-        super(PodmanConnection, self)._connect()
+        if self._ssh is None:
+            container = self.get_option("remote_addr")
+            try:
+                found = molecule_ssh.endpoint(container)
+            except PodmanError as exc:
+                raise AnsibleConnectionFailure(f"cannot reach Molecule node {container} over ssh: {exc}") from exc
+            ssh = connection_loader.get("ansible.builtin.ssh", self._play_context)
+            ssh.set_options(
+                var_options={
+                    "ansible_host": found.address,
+                    "ansible_port": molecule_ssh.PORT,
+                    "ansible_user": molecule_ssh.USER,
+                    "ansible_ssh_args": "",
+                    "ansible_ssh_common_args": " ".join(found.ssh_options()),
+                    "ansible_host_key_checking": True,
+                    "ansible_pipelining": True,
+                }
+            )
+            ssh.host = found.address
+            self._ssh = ssh
         self._connected = True
         return self
 
-    def _mount_once(self) -> None:
-        if not self._mount_tried:
-            self._mount_tried = True
-            super()._connect()  # containers.podman's: the mount
+    @ensure_connect
+    def exec_command(self, cmd, in_data=None, sudoable=True):
+        super().exec_command(cmd, in_data=in_data, sudoable=sudoable)
+        return self._ssh.exec_command(cmd, in_data=in_data, sudoable=sudoable)
 
     @ensure_connect
-    def exec_command(self, cmd, in_data=None, sudoable=False):
-        super(PodmanConnection, self).exec_command(cmd, in_data=in_data, sudoable=sudoable)
-        exec_args = ["exec", "--interactive"] if in_data else ["exec"]
-        if self.user:
-            exec_args += ["--user", self.user]
-        return self._podman(exec_args, shlex.split(to_native(cmd, errors="surrogate_or_strict")), in_data)
-
     def put_file(self, in_path, out_path):
-        self._mount_once()
         super().put_file(in_path, out_path)
+        return self._ssh.put_file(in_path, out_path)
 
+    @ensure_connect
     def fetch_file(self, in_path, out_path):
-        self._mount_once()
         super().fetch_file(in_path, out_path)
+        return self._ssh.fetch_file(in_path, out_path)
+
+    def close(self):
+        if self._ssh is not None:
+            self._ssh.close()
+        self._connected = False

@@ -30,7 +30,7 @@ HOST_KEY_NAME = "ssh_host_ed25519_key"
 USER = "root"
 
 
-def _keygen(path: Path, comment: str) -> None:
+def keygen(path: Path, comment: str) -> None:
     if path.is_file() and path.with_name(path.name + ".pub").is_file():
         return
     if shutil.which("ssh-keygen") is None:
@@ -64,7 +64,7 @@ def node_dir(node: str) -> Path:
 def ensure_client_key() -> Path:
     SSH_DIR.mkdir(parents=True, exist_ok=True)
     SSH_DIR.chmod(0o700)
-    _keygen(CLIENT_KEY, "gpuforge-lab-controller")
+    keygen(CLIENT_KEY, "gpuforge-lab-controller")
     return CLIENT_KEY
 
 
@@ -73,7 +73,7 @@ def ensure_node_keys(node: str) -> Path:
     directory = node_dir(node)
     directory.mkdir(parents=True, exist_ok=True)
     directory.chmod(0o700)
-    _keygen(directory / HOST_KEY_NAME, f"root@{node}")
+    keygen(directory / HOST_KEY_NAME, f"root@{node}")
     _write_if_changed(directory / "authorized_keys", public_key(ensure_client_key()) + "\n", 0o600)
     return directory
 
