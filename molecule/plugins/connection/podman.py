@@ -51,7 +51,9 @@ class Connection(ConnectionBase):
 
     def _connect(self):
         if self._ssh is None:
-            container = self.get_option("remote_addr")
+            # The play context's address, as Ansible's ssh connection takes it: for a delegated task that is the
+            # delegated host's, while inventory_hostname (an option variable) stays the task's own host.
+            container = self._play_context.remote_addr or self.get_option("remote_addr")
             try:
                 found = molecule_ssh.endpoint(container)
             except PodmanError as exc:
