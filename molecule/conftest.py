@@ -12,7 +12,8 @@ works); only host.ansible() and a host that asks for privilege escalation (ansib
 """
 
 import pytest
-import testinfra
+from testinfra.backend.ssh import SshBackend
+from testinfra.host import Host
 from testinfra.utils import ansible_runner
 
 from gpuforge.lab import molecule_ssh
@@ -29,10 +30,32 @@ def _get_ansible_host(config, inventory, host, ssh_config=None, ssh_identity_fil
             config, inventory, host, ssh_config=ssh_config, ssh_identity_file=ssh_identity_file
         )
     found = molecule_ssh.endpoint(hostvars.get("ansible_host", host))
-    return testinfra.get_host(
-        f"ssh://{molecule_ssh.USER}@{found.address}:{molecule_ssh.PORT}",
-        ssh_extra_args=" ".join(found.ssh_options()),
-    )
+    if found not in _hosts:
+        _hosts[found] = Host(_MoleculeNodeBackend(found))
+    return _hosts[found]
+
+
+class _MoleculeNodeBackend(SshBackend):
+    """testinfra's ssh backend to a Molecule node, except that a command's own exit status 255 is its result (apptainer
+    exits 255 when it cannot create a container): ssh's own failures are told apart by the ControlPersist master,
+    which is gone when the connection is."""
+
+    def __init__(self, found):
+        self.endpoint = found
+        super().__init__(
+            f"{molecule_ssh.USER}@{found.address}:{molecule_ssh.PORT}", ssh_extra_args=" ".join(found.ssh_options())
+        )
+
+    def run_ssh(self, command):
+        try:
+            return super().run_ssh(command)
+        except RuntimeError as exc:
+            if molecule_ssh.master_alive(self.endpoint):
+                return exc.args[0]
+            raise
+
+
+_hosts = {}
 
 
 ansible_runner.get_ansible_host = _get_ansible_host

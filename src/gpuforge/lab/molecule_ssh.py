@@ -58,12 +58,18 @@ Subsystem sftp internal-sftp
 # Run in the node by one `podman exec -i`: the host key comes on standard input, the rest as arguments.
 BOOTSTRAP_SCRIPT = """\
 set -eu
-umask 077
-mkdir -p "$1" /run/sshd
-cat > "$1/ssh_host_ed25519_key"
-printf '%s\\n' "$2" > "$1/authorized_keys"
-printf '%s' "$3" > "$1/sshd_config"
+mkdir -p /run/sshd
+(
+  umask 077
+  mkdir -p "$1"
+  cat > "$1/ssh_host_ed25519_key"
+  printf '%s\\n' "$2" > "$1/authorized_keys"
+  printf '%s' "$3" > "$1/sshd_config"
+)
 if [ -f "$1/sshd.pid" ] && kill -0 "$(cat "$1/sshd.pid")" 2>/dev/null; then kill "$(cat "$1/sshd.pid")"; sleep 0.2; fi
+# The sessions inherit sshd's umask: 022, as systemd starts the node's own sshd (a module's pip, mkdir and the like
+# make what other users read and run).
+umask 022
 /usr/sbin/sshd -f "$1/sshd_config"
 """
 

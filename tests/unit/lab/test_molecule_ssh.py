@@ -61,3 +61,12 @@ def test_the_node_sshd_is_no_login_session_and_serves_sftp():
     assert config["UsePAM"] == "no" and config["PasswordAuthentication"] == "no"
     assert config["Subsystem"] == "sftp internal-sftp"
     assert config["HostKey"].startswith(molecule_ssh.NODE_DIR + "/")
+
+
+def test_sessions_get_the_umask_systemd_gives_the_nodes_own_sshd():
+    # The key files are written under umask 077; sshd, and every module run it starts, under 022: with 077 a role's
+    # pip install of JupyterHub was unreadable to the user the notebook server runs as (CI run of 2026-12-05).
+    lines = molecule_ssh.BOOTSTRAP_SCRIPT.splitlines()
+    start = lines.index('/usr/sbin/sshd -f "$1/sshd_config"')
+    assert lines[start - 1] == "umask 022"
+    assert [line.strip() for line in lines[:start]].count("umask 077") == 1
