@@ -75,6 +75,21 @@ CONF
   if cmp -s "$tmp" "$conf"; then rm -f "$tmp"; else mv "$tmp" "$conf"; echo "gpuforge setup: wrote $conf"; fi
 }
 
+# Every lab node runs systemd, which with journald, logind and dbus holds about six inotify instances (measured: 32
+# for five Molecule nodes), and all of them count against root's fs.inotify.max_user_instances, 128 by default:
+# make test's four lanes hold up to about 16 nodes at once. Past the limit a node's systemd logs "Failed to create
+# inotify object: Too many open files" and its boot stops with every job waiting, so the next `systemctl start`
+# on it never returns (a CI run of 2026-12-05 hung there). Raised, and kept across reboots in /etc/sysctl.d.
+raise_inotify_instances() {
+  local want=1024 have file=/etc/sysctl.d/60-gpuforge-lab-inotify.conf
+  have=$(cat /proc/sys/fs/inotify/max_user_instances 2>/dev/null || echo 0)
+  [ "$have" -ge "$want" ] && return 0
+  echo "fs.inotify.max_user_instances = $want" >"$file" 2>/dev/null || true
+  echo "$want" 2>/dev/null >/proc/sys/fs/inotify/max_user_instances \
+    || die "fs.inotify.max_user_instances is $have and cannot be raised to $want here (as root: echo $want > /proc/sys/fs/inotify/max_user_instances): lab nodes stop booting past the limit"
+  echo "gpuforge setup: fs.inotify.max_user_instances $have -> $want (lab nodes run systemd)"
+}
+
 check_podman() {
   command -v podman >/dev/null || die "podman is not installed (apt-get install podman runc)"
   command -v runc >/dev/null || die "runc is not installed (apt-get install runc)"
@@ -133,6 +148,7 @@ mkdir -p "$STATE"
 if [[ $part != extra ]]; then
   install_system_packages
   write_containers_conf
+  raise_inotify_instances
   check_podman
   install_python
 fi
