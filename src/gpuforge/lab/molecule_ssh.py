@@ -19,7 +19,9 @@ command is not a login session that roles (PAM, logind) would see. The controlle
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -32,7 +34,19 @@ from gpuforge.paths import STATE_DIR as GPUFORGE_STATE_DIR
 
 STATE_DIR = GPUFORGE_STATE_DIR / "molecule" / "ssh"
 CLIENT_KEY = STATE_DIR / "id_ed25519"
-CONTROL_DIR = STATE_DIR / "cm"
+
+
+def control_dir(state_dir: Path) -> Path:
+    """Where the ControlPersist sockets go: under state_dir unless a socket's path (this folder, a 40-character %C
+    and the 17 characters ssh appends while it binds) would pass the 107 bytes a Unix socket's path may have; then
+    in a folder of /tmp named after state_dir."""
+    inside = state_dir / "cm"
+    if len(os.fsencode(str(inside))) + 1 + 40 + 17 <= 107:
+        return inside
+    return Path("/tmp") / f"gpuforge-cm-{hashlib.sha256(os.fsencode(str(state_dir))).hexdigest()[:12]}"
+
+
+CONTROL_DIR = control_dir(STATE_DIR)
 PORT = 2222
 USER = "root"
 LAB_NETWORK = "gpuforge-lab"
@@ -202,7 +216,7 @@ def bootstrap(container: str, node: Path, address: str) -> None:
     """Start the node's controller sshd on PORT with a new host key; record its known_hosts line."""
     with _Lock("client-key"):
         keygen(CLIENT_KEY, "gpuforge-molecule-controller")
-    CONTROL_DIR.mkdir(parents=True, exist_ok=True)
+    CONTROL_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
     host_key = node / "ssh_host_ed25519_key"
     keygen(host_key, f"root@{container}")
     _podman(

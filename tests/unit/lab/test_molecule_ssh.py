@@ -70,3 +70,14 @@ def test_sessions_get_the_umask_systemd_gives_the_nodes_own_sshd():
     start = lines.index('/usr/sbin/sshd -f "$1/sshd_config"')
     assert lines[start - 1] == "umask 022"
     assert [line.strip() for line in lines[:start]].count("umask 077") == 1
+
+
+def test_control_sockets_leave_a_deep_checkout_for_a_path_a_unix_socket_can_have():
+    # control_dir only computes a path: nothing is made.
+    state = molecule_ssh.Path("/check/work/main/.gpuforge/molecule/ssh")
+    assert molecule_ssh.control_dir(state) == state / "cm"
+    deep = molecule_ssh.Path("/home/someone/" + "d" * 60 + "/gpuforge/.gpuforge/molecule/ssh")
+    moved = molecule_ssh.control_dir(deep)
+    assert moved.parent == molecule_ssh.Path("/tmp") and moved.name.startswith("gpuforge-cm-")
+    assert len(str(moved)) + 1 + 40 + 17 <= 107
+    assert moved != molecule_ssh.control_dir(molecule_ssh.Path("/home/someone/" + "e" * 60 + "/.gpuforge/molecule/ssh"))
