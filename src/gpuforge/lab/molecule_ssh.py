@@ -22,13 +22,12 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gpuforge.lab.podman import PodmanError
+from gpuforge.lab.podman import PodmanError, inspect, podman
 from gpuforge.lab.ssh import keygen, public_key, wait_for_port
 from gpuforge.paths import STATE_DIR as GPUFORGE_STATE_DIR
 
@@ -118,18 +117,6 @@ class Endpoint:
         ]  # fmt: skip
 
 
-def _podman(*args: str, stdin: str | None = None, timeout: float = 120) -> str:
-    podman = shutil.which("podman")
-    if podman is None:
-        raise PodmanError("podman is not installed: run 'make setup'")
-    completed = subprocess.run(
-        [podman, *args], input=stdin, capture_output=True, text=True, timeout=timeout, check=False
-    )
-    if completed.returncode != 0:
-        raise PodmanError(f"podman {args[0]} {args[-1] if len(args) > 1 else ''}: {completed.stderr.strip()}")
-    return completed.stdout
-
-
 class _Lock:
     """An exclusive lock on a file of STATE_DIR: one lane's workers at a time set up the same thing."""
 
@@ -192,7 +179,7 @@ def endpoint(container: str) -> Endpoint:
     if known is not None and master_alive(known):
         return known
     with _Lock(container):
-        (inspected,) = json.loads(_podman("container", "inspect", container))
+        (inspected,) = inspect("container", [container])
         instance, address = instance_of(inspected)
         node = STATE_DIR / "nodes" / instance
         if not (node / "ready").is_file() or not _answers(address):
@@ -219,10 +206,10 @@ def bootstrap(container: str, node: Path, address: str) -> None:
     CONTROL_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
     host_key = node / "ssh_host_ed25519_key"
     keygen(host_key, f"root@{container}")
-    _podman(
+    podman(
         "exec", "-i", container, "/bin/sh", "-c", BOOTSTRAP_SCRIPT, "bootstrap",
         NODE_DIR, public_key(CLIENT_KEY), SSHD_CONFIG,
-        stdin=host_key.read_text(encoding="utf-8"),
+        stdin=host_key.read_bytes(),
     )  # fmt: skip
     wait_for_port(address, PORT, timeout=30)
     (node / "known_hosts").write_text(f"[{address}]:{PORT} {public_key(host_key)}\n", encoding="utf-8")
