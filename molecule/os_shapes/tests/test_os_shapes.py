@@ -107,3 +107,14 @@ def test_modules_loaded_and_nvidia_smi_answers(host):
     assert "nouveau" not in names
     out = host.check_output("nvidia-smi --query-gpu=driver_version --format=csv,noheader")
     assert out.splitlines() == [_release(shape)] * 8, out
+
+
+def test_gpu_selinux_changes_nothing_on_ubuntu(host):
+    """converge.yml's gpu_selinux play: Ubuntu runs AppArmor, SELinux is disabled, and the role installed nothing."""
+    if _shape(host) == "rhel9":
+        pytest.skip("molecule/gpu_selinux runs the role on RHEL 9 with SELinux enabled")
+    decided = json.loads(host.file("/root/gpuforge-gpu-selinux.json").content_string)
+    assert decided["enabled"] is False and decided["selinux_status"] != "enabled", decided
+    for package in ("selinux-policy-default", "selinux-policy-dev", "semodule-utils", "checkpolicy"):
+        assert host.run(f"dpkg-query -W -f='${{Status}}' {package}").stdout != "install ok installed", package
+    assert not host.file("/var/lib/gpuforge/selinux").exists

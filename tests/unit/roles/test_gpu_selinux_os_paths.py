@@ -17,10 +17,6 @@ def _semodule(*names: str) -> dict:
             "debian12",
             ["selinux-policy-default", "selinux-policy-dev", "policycoreutils", "semodule-utils", "checkpolicy"],
         ),
-        (
-            "ubuntu2404",
-            ["selinux-policy-default", "selinux-policy-dev", "policycoreutils", "semodule-utils", "checkpolicy"],
-        ),
         ("rhel9", ["selinux-policy-devel", "policycoreutils-python-utils"]),
     ],
 )
@@ -94,3 +90,21 @@ def test_every_refusal_is_named_in_one_message():
     # The system check is the role's only when it does something: gpu_selinux_enabled false leaves the state one.
     off = RoleRender("gpu_selinux", "rhel9", gpu_selinux_enabled=False, gpu_selinux_modules=["x"])
     assert not off.refused("main.yml", REFUSE)
+
+
+@pytest.mark.parametrize("os_name", ["ubuntu2204", "ubuntu2404"])
+def test_ubuntu_with_selinux_enabled_is_refused_naming_the_supported_systems(os_name):
+    """Ubuntu runs AppArmor; its SELinux reference policy is universe's, outside Canonical's support
+    (vars/Ubuntu.yml)."""
+    role = RoleRender("gpu_selinux", os_name, gpu_selinux_enabled=True)
+    assert role.refused("main.yml", REFUSE)
+    message = " ".join(role.message("main.yml", REFUSE).split())
+    assert message.startswith("gpu01: gpu_selinux supports Debian 12 and RHEL 9 with SELinux enabled (this is Ubuntu ")
+    assert "whose security module is AppArmor: leave SELinux disabled there, where the role changes nothing" in message
+    # SELinux disabled, as Ubuntu has it: nothing to refuse, and nothing runs (every later task needs it enabled).
+    assert not RoleRender("gpu_selinux", os_name, gpu_selinux_enabled=False).refused("main.yml", REFUSE)
+
+
+@pytest.mark.parametrize("os_name", ["debian12", "rhel9"])
+def test_debian_and_rhel_with_selinux_enabled_are_accepted(os_name):
+    assert not RoleRender("gpu_selinux", os_name, gpu_selinux_enabled=True).refused("main.yml", REFUSE)
