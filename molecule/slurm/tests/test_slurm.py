@@ -118,3 +118,14 @@ def test_slurm_job_role_submits_with_srun_and_sbatch(host):
     assert gpu == "0" and batch_host in ("slurm-dgx1", "slurm-c4140")
     refused = json.loads(host.file("/root/slurm-job-refused.json").content_string)
     assert int(refused["rc"]) != 0 and "Requested node configuration is not available" in refused["stderr"]
+
+
+def test_slurm_job_role_submits_from_each_compute_node(host):
+    """slurm_job_side_effect.yml's last play: roles/slurm_job with each compute node as its own submit host, so its
+    commands ran on Debian 12 (slurm-dgx1) and RHEL 9 (slurm-c4140)."""
+    if _on(host, "slurm-head"):
+        pytest.skip("the compute nodes submitted these")
+    result = json.loads(host.file("/root/slurm-job-from-compute.json").content_string)
+    assert (result["mode"], int(result["rc"])) == ("sbatch", 0) and result["job_id"].isdigit(), result
+    gpu, batch_host = result["stdout"].split()
+    assert gpu == "0" and batch_host in ("slurm-dgx1", "slurm-c4140")
