@@ -137,6 +137,20 @@ def proven() -> set[tuple[str, str]]:
     return pairs
 
 
+def playbook_targets() -> dict[str, set[str]]:
+    """{role: kinds} over every play of playbooks/*.yml (imports followed): "controller" for a play on localhost,
+    "hosts" for a play on managed hosts; a role counts for the plays that name it and for those of the roles that
+    name it."""
+    targets: dict[str, set[str]] = {}
+    for playbook in sorted((PROJECT_ROOT / "playbooks").glob("*.yml")):
+        for play in plays(playbook):
+            kind = "controller" if str(play.get("hosts")) == "localhost" else "hosts"
+            for named in _roles_named(yaml.safe_dump(play)):
+                for role in roles_run_by(named):
+                    targets.setdefault(role, set()).add(kind)
+    return targets
+
+
 def unproven_list() -> set[tuple[str, str]]:
     lines = UNPROVEN.read_text(encoding="utf-8").splitlines()
     return {tuple(line.split()[:2]) for line in lines if line.strip() and not line.startswith("#")}
@@ -192,3 +206,19 @@ def test_unproven_file_is_sorted_and_unique():
 def test_no_role_claims_a_refused_shape():
     """RHEL 8 is refused by every host role (roles/gpuforge/defaults/main/rhcos.yml) and by the inventory check."""
     assert sorted(claim for claim in claims() if claim[1] in REFUSED_SHAPES) == []
+
+
+def test_controller_roles_claim_no_host_os_and_only_they_claim_none():
+    """A role that only controller plays run (the Kubernetes add-ons: playbooks/k8s_addons.yml, hosts: localhost)
+    changes the Kubernetes API and the controller's artifacts, not a managed host: it lists no platforms, and its
+    runs are the unit suite's renders on the controller (tests/unit/k8s). Every other role claims at least one OS, so
+    that a host role cannot leave the Molecule rule above by dropping its platforms."""
+    targets = playbook_targets()
+    controller_only = {role for role, kinds in targets.items() if kinds == {"controller"}}
+    claiming = {role for role, _shape in claims()}
+    assert sorted(controller_only & claiming) == []
+    every_role = {meta.parent.parent.name for meta in ROLES.glob("*/meta/main.yml")}
+    assert sorted(every_role - claiming - controller_only) == []
+    # The classification itself: the add-on roles are the controller's, the host stack's roles are not.
+    assert {"k8s_addons_common", "mpi_operator", "node_health_k8s", "spectrum_scale_csi"} <= controller_only
+    assert not {"nvidia_driver", "gpuforge", "slurm", "gpuforge_bench"} & controller_only
