@@ -203,6 +203,19 @@ def archive_packages(definitions: dict) -> list[dict]:
                 f"lab/packages/packages.yml publish_in_debian_archive: vendor_facts/{key}.yml has no {missing}"
             )
         packages.extend(_from_registry(package, repo, definitions) for package in found)
+    # A registry package skipped for a missing simulator (build()) is left out of its repository; one of the archive
+    # cannot be: Debian's own build of the name would be served in its place, with the real tools a lab node cannot run.
+    unsimulated = [
+        f"{package['name']} needs {', '.join(missing)}"
+        for package in packages
+        if (missing := missing_simulators(package))
+    ]
+    if unsimulated:
+        raise MirrorError(
+            "lab/packages/packages.yml publish_in_debian_archive: no simulator under lab/sim for "
+            + "; ".join(unsimulated)
+            + ": add it, or take the package out of publish_in_debian_archive"
+        )
     return packages
 
 

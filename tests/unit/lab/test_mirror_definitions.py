@@ -125,3 +125,13 @@ def test_the_opensm_ports_script_starts_one_instance_per_port(tmp_path):
     assert run("ALL").splitlines()[-1] == "systemctl start opensm@0x1.service opensm@0x2.service"
     assert run("0x248a07030029e1fa").splitlines()[-1] == "systemctl start opensm@0x248a07030029e1fa.service"
     assert "systemctl" not in run("")
+
+
+def test_an_in_box_package_without_its_simulator_is_refused_not_served_as_debian_builds_it(tmp_path, monkeypatch):
+    # With every simulator present the in-box stack builds (above); without them the mirror refuses, naming the
+    # package and the module, instead of leaving Debian's real build of the name in the archive.
+    monkeypatch.setattr(mirror, "SIM_DIR", tmp_path)
+    with pytest.raises(
+        mirror.MirrorError, match=r"publish_in_debian_archive: no simulator .*opensm needs gpuforge_sim\.opensm"
+    ):
+        mirror.archive_packages(mirror.load_definitions())
