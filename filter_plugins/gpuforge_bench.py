@@ -26,10 +26,19 @@ Records (no JSON or dicts assembled in Jinja loops). Every summary result names 
   the per-node result files and the summary results.
 - gpuforge_bench_slurm_results: the registered srun runs -> the summary results.
 
-Pure functions over plain data; the attribution itself is module_utils/gpuforge_bench_attribution.py.
+summary.json as it is written (gpuforge_bench_summary): the judged blocks and their typed records, ``records``
+(module_utils/gpuforge_bench_records.py: a benchmark_run per result, an attribution per slow node or link), with the
+chart data of the parsed result files the role wrote beside it (read here, on the controller, once). Readers take
+the records as written (gpuforge_records.bench_summary_records).
+
+Pure functions over plain data (gpuforge_bench_summary also reads the bench folder's parsed results); the
+attribution itself is module_utils/gpuforge_bench_attribution.py.
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_attribution import (
     attribute,
@@ -38,7 +47,9 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_at
     judge_value,
     unit_of,
 )
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_bench_records import summary_records
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_checks import FAIL, UNKNOWN
+from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_records import RecordError
 
 MIB = 1 << 20  # perftest's "MB" (ib_write_bw's MB/sec column): 2^20 bytes
 # The units of the summary results built here (the role's Jinja-built ib_write_bw and NCCL entries use Gb/s too).
@@ -495,6 +506,34 @@ def slurm_results(nccl, resnet50, nodes, apptainer_nccl=None, apptainer_image=""
     return results
 
 
+# --- summary.json ------------------------------------------------------------------------------------------
+
+
+def _parsed_results(bench_dir):
+    """A reader of the parsed result files under ``bench_dir`` (a path relative to it -> the JSON there, or None
+    when the role wrote no such file)."""
+
+    def read(relative: str):
+        path = Path(bench_dir) / relative
+        if not path.is_file():
+            return None
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise RecordError(f"{path}: not JSON ({exc})") from exc
+
+    return read
+
+
+def bench_summary(summary: dict, bench_dir=None) -> dict:
+    """summary.json as summary.yml writes it: ``summary`` (run_id, nodes, the judged blocks) with ``records``, the
+    benchmark_run and attribution records of its blocks (gpuforge_bench_records.summary_records). With ``bench_dir``
+    (the run's folder on the controller, where the role wrote the parsed results first) the records carry the chart
+    data of those files; without it they carry none."""
+    summary = {key: value for key, value in summary.items() if key != "records"}
+    return {**summary, "records": summary_records(summary, _parsed_results(bench_dir) if bench_dir else None)}
+
+
 # --- the filters ---------------------------------------------------------------------------------------------
 
 
@@ -561,6 +600,11 @@ def gpuforge_bench_slurm_results(nccl, resnet50, nodes, apptainer_nccl=None, app
     )
 
 
+def gpuforge_bench_summary(summary, bench_dir=None):
+    """{{ gpuforge_bench_summary | gpuforge_bench_summary(gpuforge_bench_dir) }}: the blocks and their records."""
+    return bench_summary(dict(summary or {}), str(bench_dir) if bench_dir else None)
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -573,4 +617,5 @@ class FilterModule:
             "gpuforge_bench_resnet50_node_documents": gpuforge_bench_resnet50_node_documents,
             "gpuforge_bench_resnet50_results": gpuforge_bench_resnet50_results,
             "gpuforge_bench_slurm_results": gpuforge_bench_slurm_results,
+            "gpuforge_bench_summary": gpuforge_bench_summary,
         }

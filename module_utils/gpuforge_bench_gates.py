@@ -3,7 +3,7 @@
 The fio_benchmark and p2p_bandwidth modules judge their own runs (gpuforge_fio.judge_fio against the site's
 thresholds, gpuforge_p2p.judge_p2p against the per-SKU references); what a node's tasks registered becomes
 summary.json results here, in the vocabulary of the other benchmarks' results (gpuforge_bench_attribution), so
-that gpuforge_records makes benchmark_run records of them. Each result names its value's unit:
+that summary.yml writes benchmark_run records of them (gpuforge_bench_records). Each result names its value's unit:
 
     {"name": "fio-gpu01-scratch:/var/tmp-seq_read", "group": "scratch:/var/tmp", "nodes": ["gpu01"],
      "target": "scratch:/var/tmp", "job": "seq_read", "value": 512.3, "unit": "MiB/s", "threshold": 400,

@@ -4,10 +4,10 @@ Six kinds, one verdict vocabulary (PASS / WARN / FAIL / UNKNOWN, gpuforge_checks
 
 * ``node_check``     one check of one node. gpu_node_check returns them (``node_check_record`` of each judged check)
                      and validate.yml writes them as they are into ``validation/<host>.json`` ``records``;
-* ``benchmark_run``  one benchmark gate: a ``results[]`` entry of ``bench/<run>/summary.json``
-                     (roles/gpuforge_bench/tasks/summary.yml through the ``gpuforge_bench_attribution`` filter; fio
-                     and p2p through ``gpuforge_bench_judged``, module_utils/gpuforge_bench_gates.py);
-* ``attribution``    a node or link the attribution names as slow (``slow_nodes`` / ``slow_links`` there);
+* ``benchmark_run``  one benchmark gate: a ``results[]`` entry of ``bench/<run>/summary.json`` as a record, which
+                     summary.yml writes into that file's ``records`` (the ``gpuforge_bench_summary`` filter,
+                     module_utils/gpuforge_bench_records.py, over the blocks the attribution filters judged);
+* ``attribution``    a node or link the attribution names as slow, in the same ``records``;
 * ``stage_result``   one stage of a CLI run (demo, burnin): the CLI writes them (``stage_result_record``) as they
                      are into ``<run-id>/summary.json`` ``stages``;
 * ``k8s_check``      one post-deploy check of the Kubernetes add-ons. ``gpuforge k8s verify``'s judges build them
@@ -28,10 +28,11 @@ report and the exports all read what it returns. What the verdicts mean, once:
   for scheduling, flagged like WARN, ranked below it.
 * PASS: everything that names the node passed.
 
-The builders of the files one producer still writes in its own shape (the benchmark summaries) read that shape
-strictly: a missing or mistyped key raises RecordError naming the file's key, so
-a producer that changes what it writes fails the schema tests (tests/unit/schemas/). Stdlib only, Python 3.8: it
-runs on the node inside gpu_node_check.
+Every producer writes its records as they are, and the readers here (``node_check_records``,
+``bench_summary_records``, ``stage_result_records``, ``k8s_check_records``, ``burnin_round_records``) check each
+record key by key and translate nothing: a missing or mistyped key raises RecordError naming the file and key, and a
+file an older gpuforge wrote (a verdict of an older vocabulary, a file without its records) is refused with the
+command that writes it again. Stdlib only, Python 3.8: it runs on the node inside gpu_node_check.
 """
 
 from __future__ import annotations
@@ -52,20 +53,12 @@ _RANK = {PASS: 0, UNKNOWN: 1, WARN: 2, FAIL: 3}
 NODE_CHECK_SOURCE = "expected hardware spec (roles/gpuforge/defaults/main/expected_hardware.yml)"
 BENCH_SOURCE = "peer baseline of the run (gpuforge_bench_attribution, roles/gpuforge_bench/defaults/main.yml)"
 
-# What a fio or p2p result adds to its record's ``observed`` (gpuforge_bench_gates), with the types read.
-_NUMBER = (int, float, type(None))
-_EXTRA_OBSERVED = {
-    "fio": {"mib_per_second": _NUMBER, "iops": _NUMBER, "clat_p99_us": _NUMBER},
-    "p2p": {"gpus": (int, type(None)), "sku": (str, type(None)), "uni_min_ratio": _NUMBER, "bi_min_ratio": _NUMBER},
-}
-
 __all__ = [
     "KINDS",
     "SCHEMA_VERSION",
     "VERDICTS",
     "RecordError",
-    "attribution_records",
-    "benchmark_run_records",
+    "bench_summary_records",
     "fleet_check_record",
     "k8s_check_record",
     "k8s_check_records",
@@ -73,7 +66,6 @@ __all__ = [
     "node_check_records",
     "node_report",
     "node_verdicts",
-    "raw_result_path",
     "stage_result_record",
     "stage_result_records",
     "worst_verdict",
@@ -81,7 +73,8 @@ __all__ = [
 
 
 class RecordError(ValueError):
-    """A file the playbooks wrote does not have the shape the record builders read."""
+    """A file the playbooks or the CLI wrote does not hold the records its reader takes, or a result the benchmark
+    records are built from (gpuforge_bench_records) does not have the shape they are built from."""
 
 
 def _get(data, key, types, where):
@@ -191,226 +184,74 @@ def node_check_records(host_file: dict, run_id=None) -> list:
     return records
 
 
-def _result_identity(result, benchmark, at):
-    nodes = _get(result, "nodes", list, at)
-    if not all(isinstance(node, str) for node in nodes):
-        raise RecordError(f"{at}: 'nodes' holds a non-string")
-    hca = result.get("hca")
-    link = None
-    if benchmark == "ib_write_bw" and len(nodes) == 2:
-        link = "__".join(nodes) + (f"__{hca}" if hca else "")
-    return {"nodes": nodes, "link": link, "rail": hca}
+# The keys of a benchmark_run record and their types (schemas/benchmark-run.schema.json; module_verdict, target and
+# job are optional there, observed's value any JSON number or null).
+_BENCHMARK_RUN_KEYS = {
+    "kind": str,
+    "schema_version": int,
+    "run_id": (str, type(None)),
+    "benchmark": str,
+    "name": str,
+    "group": str,
+    "nodes": list,
+    "link": (str, type(None)),
+    "rail": (str, type(None)),
+    "observed": dict,
+    "threshold": dict,
+    "verdict": str,
+    "run_failed": bool,
+    "reason": str,
+    "remedy": str,
+    "caused_by": list,
+}
+# The keys of an attribution record and their types (schemas/attribution.schema.json).
+_ATTRIBUTION_KEYS = {
+    "kind": str,
+    "schema_version": int,
+    "run_id": (str, type(None)),
+    "benchmark": str,
+    "subject": str,
+    "name": str,
+    "nodes": list,
+    "link": (str, type(None)),
+    "rails": list,
+    "observed": dict,
+    "threshold": dict,
+    "verdict": str,
+    "remedy": str,
+    "caused_by": list,
+}
+_BENCH_KEYS = {"benchmark_run": _BENCHMARK_RUN_KEYS, "attribution": _ATTRIBUTION_KEYS}
+# The command that writes a bench summary.json again (roles/gpuforge_bench through playbooks/benchmark.yml).
+BENCH_RERUN = "run `gpuforge bench` (playbooks/benchmark.yml) again"
 
 
-def raw_result_path(benchmark, name):
-    """Where, relative to ``bench/<run>/``, the playbooks write the parsed result behind a ``results[]`` entry;
-    None where no file holds more than the summary does (ib_write_bw pairs, the Slurm-launched runs).
-
-    nccl:     ``nccl-<stem>`` -> ``nccl/<stem>.json`` (playbooks/tasks/bench_nccl.yml, "Write the parsed results":
-              single-<host>, multi-<mode>, rail-<hca>-<port>; bench_nccl_probe.yml: bisect-<n>);
-    resnet50: ``resnet50-node-<host>`` or ``resnet50-node-<host>-<precision>`` -> ``resnet50/<host>/node.json``,
-              ``resnet50-sweep-<n>gpu[-<precision>]`` -> ``resnet50/sweep.json``
-              (roles/gpuforge_bench/tasks/resnet50.yml, "Write the parsed results").
-    """
-    if benchmark == "nccl" and name.startswith("nccl-") and "/" not in name:
-        return f"nccl/{name[len('nccl-') :]}.json"
-    if benchmark == "resnet50" and name.startswith("resnet50-node-") and "/" not in name:
-        host, _precision = _node_and_precision(name[len("resnet50-node-") :])
-        return f"resnet50/{host}/node.json"
-    if benchmark == "resnet50" and name.startswith("resnet50-sweep-"):
-        return "resnet50/sweep.json"
-    return None
-
-
-# The precisions a ResNet-50 run is named with (module resnet50_benchmark, option precision).
-_RESNET50_PRECISIONS = ("fp32", "amp", "fp16", "bf16", "auto")
-
-
-def _node_and_precision(rest):
-    """``gpu01-amp`` -> (``gpu01``, ``amp``); ``gpu01`` (a run of one precision, older summaries) -> (``gpu01``, None).
-    Host names may hold dashes; only a known precision at the end is split off."""
-    host, _dash, suffix = rest.rpartition("-")
-    if host and suffix in _RESNET50_PRECISIONS:
-        return host, suffix
-    return rest, None
-
-
-def _nccl_series(document, at):
-    """Message size (bytes) -> bus bandwidth (GB/s, out-of-place, else in-place) of a parsed nccl-tests run
-    (module nccl_tests: ``nccl.rows[]``); None when the run produced no table."""
-    nccl = document.get("nccl") if isinstance(document, dict) else None
-    if not nccl:
-        return None
-    points = []
-    for index, row in enumerate(_get(nccl, "rows", list, at)):
-        size = _get(row, "size", int, f"{at} nccl.rows[{index}]")
-        timing = row.get("out_of_place") or row.get("in_place") or {}
-        busbw = timing.get("busbw") if isinstance(timing, dict) else None
-        if isinstance(busbw, (int, float)) and not isinstance(busbw, bool):
-            points.append([size, busbw])
-    return {"x": "message size", "x_unit": "B", "y": "bus bandwidth", "y_unit": "GB/s", "points": points}
-
-
-def _raw_observed(benchmark, name, document, at):
-    """What the parsed result file adds to a record's ``observed``: the NCCL size/busbw series, or the GPU
-    count of a ResNet-50 run."""
-    if not isinstance(document, dict):
-        raise RecordError(f"{at}: not an object")
-    if benchmark == "nccl":
-        series = _nccl_series(document, at)
-        return {"series": series} if series is not None else {}
-    if name.startswith("resnet50-node-"):
-        _host, precision = _node_and_precision(name[len("resnet50-node-") :])
-        if "runs" not in document:  # one run per node (before the precisions were run side by side)
-            gpus = _get(document, "gpus", (int, type(None)), at)
-            return {"gpus": gpus} if gpus is not None else {}
-        for index, run in enumerate(_get(document, "runs", list, at)):
-            if precision is None or run.get("precision") == precision:
-                gpus = _get(run, "gpus", (int, type(None)), f"{at} runs[{index}]")
-                return {"gpus": gpus} if gpus is not None else {}
-        return {}
-    for index, run in enumerate(_get(document, "runs", list, at)):
-        gpus = _get(run, "gpus", int, f"{at} runs[{index}]")
-        # resnet50-sweep-<n>gpu, or resnet50-sweep-<n>gpu-<precision> since the sweep runs each precision
-        if name == f"resnet50-sweep-{gpus}gpu" or name == f"resnet50-sweep-{gpus}gpu-{run.get('precision')}":
-            return {"gpus": gpus}
-    return {}
-
-
-# The generic keys of summary.json results before each result named its unit (issue 16): refused, not guessed at.
-_RETIRED_KEYS = ("gbps", "threshold_gbps", "expected_gbps")
-
-
-def _value(result, at):
-    """The measured value, ``value``, in the result's ``unit`` (every benchmark: schemas/bench-summary.schema.json).
-    A result in the retired shape (``gbps`` for whatever it measured, ResNet-50 images/s included) is refused."""
-    retired = [key for key in _RETIRED_KEYS if key in result]
-    if retired:
-        raise RecordError(
-            f"{at}: {', '.join(map(repr, retired))} of a summary.json written before results named their unit; "
-            "it now holds 'value', 'unit' and 'threshold' (rerun the benchmark)"
-        )
-    return _get(result, "value", _NUMBER, at)
-
-
-def benchmark_run_records(bench_summary: dict, run_id=None, raw=None) -> list:
-    """Records of ``bench/<run>/summary.json``: one per ``results[]`` entry of every benchmark.
-
-    ``raw`` (optional) is a callable: a path relative to the bench run folder (raw_result_path) -> the parsed
-    JSON file there, or None when it is absent; what it holds is added to ``observed`` (chart data).
-    """
-    records = []
-    run_id = run_id or bench_summary.get("run_id")
-    for benchmark, block in sorted(_benchmark_blocks(bench_summary)):
-        baseline = block.get("baseline")
-        for index, result in enumerate(_get(block, "results", list, f"summary.json {benchmark}")):
-            at = f"summary.json {benchmark}.results[{index}]"
-            name = _get(result, "name", str, at)
-            value = _value(result, at)
-            threshold = _get(result, "threshold", _NUMBER, at)
-            unit = _get(result, "unit", str, at)
-            reason = _get(result, "reason", str, at)
-            observed = {"value": value, "unit": unit}
-            for key, types in _EXTRA_OBSERVED.get(benchmark, {}).items():
-                if key in result and _get(result, key, types, at) is not None:
-                    observed[key] = result[key]
-            path = raw_result_path(benchmark, name) if raw is not None else None
-            document = raw(path) if path else None
-            if document is not None:
-                observed.update(_raw_observed(benchmark, name, document, f"{path} (for {name})"))
-            limits = {
-                "value": threshold,
-                "unit": unit,
-                "op": _get(result, "op", str, at) if "op" in result else ">=",
-                "baseline": baseline,
-                "source": _get(result, "threshold_source", str, at) if "threshold_source" in result else BENCH_SOURCE,
-            }
-            line_rate = (
-                _get(result, "line_rate_gbit_per_s", (int, float), at) if "line_rate_gbit_per_s" in result else None
-            )
-            if line_rate is not None:
-                limits["line_rate"] = float(line_rate)
-            if "clat_p99_us_max" in result:
-                limits["clat_p99_us_max"] = _get(result, "clat_p99_us_max", (int, float), at)
-            record = {
-                "kind": "benchmark_run",
-                "schema_version": SCHEMA_VERSION,
-                "run_id": run_id,
-                "benchmark": benchmark,
-                "name": name,
-                "group": _get(result, "group", str, at),
-                **_result_identity(result, benchmark, at),
-                "observed": observed,
-                "threshold": limits,
-                "verdict": _written_verdict(_get(result, "verdict", str, at), at, "run playbooks/benchmark.yml again"),
-                "run_failed": _get(result, "run_failed", bool, at),
-                "module_verdict": result.get("module_verdict"),
-                "reason": reason,
-                "remedy": (_get(result, "remedy", str, at) if "remedy" in result else "") or result.get("error") or "",
-                "caused_by": [],
-            }
-            for key in ("target", "job"):  # fio: the file system and the job
-                if key in result:
-                    record[key] = _get(result, key, (str, type(None)), at)
-            records.append(record)
-    return records
-
-
-def _benchmark_blocks(bench_summary):
+def bench_summary_records(bench_summary: dict, run_id=None, where="bench/<run>/summary.json", rerun=BENCH_RERUN):
+    """The benchmark_run and attribution records of a bench ``summary.json``, as its producer wrote them into
+    ``records`` (roles/gpuforge_bench/tasks/summary.yml through the gpuforge_bench_summary filter, module_utils/
+    gpuforge_bench_records.py; ``gpuforge k8s verify`` for its in-pod pair); each is checked key by key and given
+    the run's id. ``where`` names the file in errors and ``rerun`` the command that writes it again: a summary
+    without ``records`` (written by an older gpuforge, whose readers built the records from the results) is
+    refused with it, as is a verdict outside VERDICTS."""
     if not isinstance(bench_summary, dict):
-        raise RecordError("bench summary.json: not an object")
-    return [(name, block) for name, block in bench_summary.items() if isinstance(block, dict) and "results" in block]
-
-
-def attribution_records(bench_summary: dict, run_id=None) -> list:
-    """One record per node and per link the attribution names slow (``slow_nodes`` / ``slow_links``)."""
+        raise RecordError(f"{where}: not an object")
+    if "records" not in bench_summary:
+        raise RecordError(
+            f"{where}: no 'records': this file was written by an older gpuforge, before the benchmark summary held "
+            f"its benchmark_run and attribution records; {rerun}"
+        )
     records = []
-    run_id = run_id or bench_summary.get("run_id")
-    for benchmark, block in sorted(_benchmark_blocks(bench_summary)):
-        where = f"summary.json {benchmark}"
-        for index, entry in enumerate(_get(block, "slow_nodes", list, where)):
-            at = f"{where}.slow_nodes[{index}]"
-            node = _get(entry, "node", str, at)
-            reasons = _get(entry, "reasons", list, at)
-            records.append(
-                _attribution(run_id, benchmark, "node", node, [node], entry.get("hcas") or [], reasons, block, entry)
-            )
-        for index, entry in enumerate(_get(block, "slow_links", list, where)):
-            at = f"{where}.slow_links[{index}]"
-            link = _get(entry, "name", str, at) if "name" in entry else _get(entry, "link", str, at)
-            nodes = entry.get("nodes") or link.split("__")[:2]
-            reasons = entry.get("reasons") or [entry.get("reason") or ""]
-            records.append(
-                _attribution(run_id, benchmark, "link", link, nodes, [entry.get("hca")], reasons, block, entry)
-            )
+    for index, record in enumerate(_get(bench_summary, "records", list, where)):
+        at = f"{where} records[{index}]"
+        kind = _get(record, "kind", str, at)
+        if kind not in _BENCH_KEYS:
+            raise RecordError(f"{at}: kind is {kind!r}, expected benchmark_run or attribution")
+        _written_record(record, kind, _BENCH_KEYS[kind], at, rerun)
+        if not record["nodes"] or not all(isinstance(node, str) for node in record["nodes"]):
+            raise RecordError(f"{at}: 'nodes' is empty or holds a non-string")
+        _get(record["threshold"], "source", str, f"{at} threshold")
+        records.append(dict(record, run_id=run_id if run_id is not None else record["run_id"]))
     return records
-
-
-def _attribution(run_id, benchmark, subject, name, nodes, rails, reasons, block, entry):
-    observed = {"reasons": [str(reason) for reason in reasons]}
-    # The results the attribution rests on, where it names them (a port's pairs: gpuforge_bench_attribution).
-    if isinstance(entry.get("results"), list) and all(isinstance(item, str) for item in entry["results"]):
-        observed["results"] = list(entry["results"])
-    return {
-        "kind": "attribution",
-        "schema_version": SCHEMA_VERSION,
-        "run_id": run_id,
-        "benchmark": benchmark,
-        "subject": subject,
-        "name": name,
-        "nodes": list(nodes),
-        "link": name if subject == "link" else None,
-        "rails": [rail for rail in rails if rail],
-        "observed": observed,
-        "threshold": {"baseline": block.get("baseline"), "source": BENCH_SOURCE},
-        "verdict": "FAIL",
-        "remedy": (
-            f"take {name} out of service and check its HCAs, cables and switch ports"
-            if subject == "node"
-            else f"check the cable, transceiver and switch port of link {name}"
-        ),
-        "caused_by": [],
-    }
 
 
 FLEET_CHECK = "fleet_consistency"

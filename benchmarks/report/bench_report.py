@@ -4,9 +4,10 @@
 
 The records are built the way a real run's are: synthetic files in the shapes the playbooks write
 (validation/<host>.json from the real lab run's gpu01 file in tests/fixtures/records/demo-run/, a bench
-summary.json with every results[] entry, the parsed nccl-tests files the NCCL gates name) go through the record
-builders of module_utils/gpuforge_records.py, and every record is validated against schemas/*.schema.json before
-the timing starts. What is timed: records -> ReportData (node verdicts included) -> report.html and report.md
+summary.json with every results[] entry and the records the role's summary.yml writes into it from them and from
+the parsed nccl-tests and ResNet-50 files the gates name, module_utils/gpuforge_bench_records.py) go through the
+record readers of module_utils/gpuforge_records.py, and every record is validated against schemas/*.schema.json
+before the timing starts. What is timed: records -> ReportData (node verdicts included) -> report.html and report.md
 text (gpuforge.report.html/markdown.render), in memory; reading the files from disk is not.
 
 Synthetic faults: 3 % of the nodes fail a check (ECC, a Down port with its affinity check recorded as the
@@ -47,6 +48,7 @@ from gpuforge.report.model import BurninView, ReportData  # noqa: E402
 
 records_mod = collection_import("plugins.module_utils.gpuforge_records")
 gates_mod = collection_import("plugins.module_utils.gpuforge_bench_gates")
+bench_records_mod = collection_import("plugins.module_utils.gpuforge_bench_records")
 perfquery_mod = collection_import("plugins.module_utils.gpuforge_perfquery")
 
 TEMPLATE = ROOT / "tests" / "fixtures" / "records" / "demo-run" / "validate" / "validation" / "gpu01.json"
@@ -168,7 +170,7 @@ def _gate(name, group, nodes, value, threshold, verdict, unit="Gb/s", **extra) -
 
 
 def bench_summary(nodes: list[str], rails: list[str], pairs_mode: str, rng: random.Random):
-    """(summary.json, {relative path: parsed file}) of one benchmark run."""
+    """(summary.json with its records, {relative path: parsed file}) of one benchmark run."""
     slow = nodes[len(nodes) // 2]
     raw: dict = {}
     nccl = []
@@ -202,17 +204,19 @@ def bench_summary(nodes: list[str], rails: list[str], pairs_mode: str, rng: rand
     resnet = []
     for node in nodes:
         value = round(rng.uniform(2700, 2900), 1)
-        raw[f"resnet50/{node}/node.json"] = {"kind": "resnet50_node", "host": node, "gpus": 8}
-        resnet.append(_gate(f"resnet50-node-{node}", "resnet50_node", [node], value, 1400.0, "PASS", unit="images/s"))
+        raw[f"resnet50/{node}/node.json"] = {
+            "kind": "resnet50_node", "host": node, "runs": [{"precision": "amp", "gpus": 8}],
+        }  # fmt: skip
+        resnet.append(_gate(f"resnet50-node-{node}-amp", "resnet50_node_amp", [node], value, 1400.0, "PASS",
+                            unit="images/s", precision="amp", images_per_second=value))  # fmt: skip
     sweep = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
-    raw["resnet50/sweep.json"] = {"kind": "resnet50_sweep", "runs": [{"gpus": gpus} for gpus in sweep]}
+    raw["resnet50/sweep.json"] = {
+        "kind": "resnet50_sweep", "runs": [{"precision": "amp", "gpus": gpus} for gpus in sweep],
+    }  # fmt: skip
     for gpus in sweep:
         value = round(355.0 * gpus * (0.97 ** (gpus.bit_length() - 1)), 1)
-        resnet.append(
-            _gate(
-                f"resnet50-sweep-{gpus}gpu", f"resnet50_sweep_{gpus}", nodes, value, value / 2, "PASS", unit="images/s"
-            )
-        )
+        resnet.append(_gate(f"resnet50-sweep-{gpus}gpu-amp", f"resnet50_sweep_{gpus}_amp", nodes, value, value / 2,
+                            "PASS", unit="images/s", precision="amp", images_per_second=value))  # fmt: skip
     fio, p2p = fio_and_p2p(nodes, rng)
     summary = {
         "run_id": "20261123T000000Z",
@@ -243,6 +247,9 @@ def bench_summary(nodes: list[str], rails: list[str], pairs_mode: str, rng: rand
         "fio": gates_mod.judged_block(fio, "site"),
         "p2p": gates_mod.judged_block(p2p, "reference", "nodes"),
     }
+    # What summary.yml adds when it writes the file (the gpuforge_bench_summary filter): the records, with the chart
+    # data of the parsed files.
+    summary["records"] = bench_records_mod.summary_records(summary, raw.get)
     return summary, raw
 
 
@@ -300,18 +307,21 @@ def burnin_run(nodes: list[str], rails: list[str], rounds: int, rng: random.Rand
     for number in range(1, rounds + 1):
         factor = 0.6 if number >= 4 else 1.0
         nccl = [
-            {"name": f"nccl-single-{n}", "group": "nccl_single", "nodes": [n], "verdict": "PASS", "unit": "Gb/s",
-             "value": round(rng.uniform(180, 200) * (factor if n == slows else 1.0), 2)}
+            _gate(f"nccl-single-{n}", "nccl_single", [n],
+                  round(rng.uniform(180, 200) * (factor if n == slows else 1.0), 2), 92.5, "PASS")
             for n in nodes
         ]  # fmt: skip
         ib = [
-            {"name": f"{a}__{b}__{rail}", "group": "ib_write_bw", "nodes": [a, b], "hca": rail, "verdict": "PASS",
-             "unit": "Gb/s", "value": round(rng.uniform(88, 97) * (factor if slows in (a, b) else 1.0), 2)}
+            _gate(f"{a}__{b}__{rail}", "ib_write_bw", [a, b],
+                  round(rng.uniform(88, 97) * (factor if slows in (a, b) else 1.0), 2), 45.0, "PASS", hca=rail)
             for rail in rails
             for a, b in pairs
         ]  # fmt: skip
-        bench = {"nodes": nodes, "nccl": {"results": nccl, "slow_nodes": []}}
-        bench["ib_write_bw"] = {"results": ib, "slow_nodes": []}
+        bench = {"run_id": f"{run_id}-round-{number}", "nodes": nodes}
+        for benchmark, results in (("nccl", nccl), ("ib_write_bw", ib)):
+            bench[benchmark] = {"baseline": "median", "results": results, "slow_nodes": [], "slow_links": [],
+                                "summary": "no slow node or link"}  # fmt: skip
+        bench["records"] = bench_records_mod.summary_records(bench)  # as summary.yml writes the round's file
         by_node, dcgm = {}, {}
         for node in nodes:
             before = json.loads(json.dumps(state[node]))
@@ -329,7 +339,8 @@ def burnin_run(nodes: list[str], rails: list[str], rounds: int, rng: random.Rand
             }
         run = {"rc": 0, "status": "successful", "hosts": {}, "failed_tasks": []}
         times = [time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started + 600 * n)) for n in (number - 1, number)]
-        records += burnin_mod.round_records(nodes, number, *times, bench, by_node, dcgm, run, run_id)
+        bench_records = records_mod.bench_summary_records(bench, run_id)
+        records += burnin_mod.round_records(nodes, number, *times, bench_records, by_node, dcgm, run, run_id)
         summaries.append({"round": number, "started": times[0], "ended": times[1], "rc": 0, "status": "successful"})
     trend = burnin_mod.judge_trend(records)
     failed = [node for node, entry in trend.items() if entry["verdict"] == "FAIL"]
@@ -365,10 +376,9 @@ def build_records(
     for host_file in hosts:
         records += records_mod.node_check_records(host_file, run_id)
     summary, raw = bench_summary(nodes, rails, pairs_mode, rng)
-    records += records_mod.benchmark_run_records(summary, run_id, raw=raw.get)
-    records += records_mod.attribution_records(summary, run_id)
-    meta = {key: value for key, value in cli_summary.items() if key != "stages"}
     bench = f"bench/{summary['run_id']}"
+    records += records_mod.bench_summary_records(summary, run_id, f"{bench}/summary.json")
+    meta = {key: value for key, value in cli_summary.items() if key != "stages"}
     files = {"summary.json": cli_summary, f"{bench}/summary.json": summary}
     files |= {f"validation/{host_file['host']}.json": host_file for host_file in hosts}
     files |= {f"{bench}/{path}": document for path, document in raw.items()}
@@ -432,7 +442,7 @@ def _docs_section(result: dict) -> str:
             "",
             f"`python benchmarks/report/bench_report.py --docs docs/performance.md` (benchmarks/report/README.md), "
             f"measured {r['date']} on {r['machine']}, Python {r['python']}. Synthetic records of **{r['nodes']} "
-            f"nodes**, built by the record builders from files in the playbooks' shapes and validated against "
+            f"nodes**, read by the record readers from files in the playbooks' shapes and validated against "
             f"`schemas/`: {r['records']} records ({kinds}); ib_write_bw over {r['pairs']} pairs on {r['rails']} "
             f"rails is {r['ib_write_bw_records']} of them. *render*: records to report.html + report.md in memory "
             f"(node verdicts included); *build*: `gpuforge report`'s path on the run directory written to disk "

@@ -121,6 +121,23 @@ def _burnin_module():
     return burnin_judge
 
 
+def _records_module():
+    return paths.collection_import("plugins.module_utils.gpuforge_records")
+
+
+# The command that writes a round's bench summary.json again.
+BENCH_RERUN = "run `gpuforge burnin` again"
+
+
+def _bench_records(bench, bench_path, run_id) -> list:
+    """The benchmark_run and attribution records of the round's bench summary.json, as summary.yml wrote them
+    (gpuforge_records.bench_summary_records: a file without them, or unreadable, is refused naming it); [] when the
+    round wrote none."""
+    if bench_path is None:
+        return []
+    return _records_module().bench_summary_records(bench, run_id, str(bench_path), BENCH_RERUN)
+
+
 def _iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
@@ -286,7 +303,10 @@ def run(
         counters = _per_node(round_dir / "counters")
         dcgm = _per_node(round_dir / "dcgm")
         nodes |= _round_nodes(summary, bench, counters, dcgm)
-        found = burnin.round_records(nodes, number, _iso(started), _iso(ended), bench, counters, dcgm, summary, run_id)
+        bench_records = _bench_records(bench, bench_path, run_id)
+        found = burnin.round_records(
+            nodes, number, _iso(started), _iso(ended), bench_records, counters, dcgm, summary, run_id
+        )
         records += found
         for task in summary.get("failed_tasks") or []:
             failed_tasks.append(dict(task, round=number))
@@ -406,4 +426,8 @@ def main(args: argparse.Namespace) -> int:
     except InventoryError as exc:
         print(f"gpuforge burnin: {exc}", file=sys.stderr)
         return 1
-    return run(args, view_factory=lambda title: make_view(title, json_output=args.json))
+    try:
+        return run(args, view_factory=lambda title: make_view(title, json_output=args.json))
+    except _records_module().RecordError as exc:  # a round's file this gpuforge cannot read: stop, naming it
+        print(f"gpuforge burnin: {exc}", file=sys.stderr)
+        return 1

@@ -7,9 +7,10 @@ A round is one run of playbooks/burnin.yml: nccl-tests and ib_write_bw (playbook
 ib_write_bw, with the InfiniBand port error counters read before and after them) and DCGM diagnostics level 3
 (playbooks/tasks/validate_dcgm.yml). What a round leaves in ``<run_dir>/burnin/round-<n>/``:
 
-* ``bench/<bench run>/summary.json`` - the benchmark summary (roles/gpuforge_bench/tasks/summary.yml): per result
-  ``name``, ``nodes``, ``value`` in its ``unit`` (Gb/s for both), ``verdict`` (PASS / FAIL / UNKNOWN), ``run_failed``,
-  ``hca`` for ib_write_bw pairs, and the ``slow_nodes`` the attribution names;
+* ``bench/<bench run>/summary.json`` - the benchmark summary (roles/gpuforge_bench/tasks/summary.yml), whose
+  ``records`` the CLI reads (gpuforge_records.bench_summary_records) and passes here: per result a ``benchmark_run``
+  record (``name``, ``group``, ``nodes``, ``observed`` value in its unit, Gb/s for both, ``run_failed``, ``reason``,
+  ``rail`` the HCA of an ib_write_bw pair) and per node the attribution names slow an ``attribution`` record;
 * ``counters/<host>.json`` - ``{node, before, after, max_growth, errors}``: perfquery PortCounters per port
   (``<hca>/<port>``) before and after the benchmarks (library/ib_port_counters.py) and the growth limits;
 * ``dcgm/<host>.json`` - ``{node, level, status, detail, check}``: status pass / warn / fail / skipped (DCGM not
@@ -109,17 +110,16 @@ def _number(value):
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _results(bench_summary, benchmark):
-    block = (bench_summary or {}).get(benchmark)
-    results = block.get("results") if isinstance(block, dict) else None
-    return [r for r in results or [] if isinstance(r, dict)]
+def _runs(bench_records, benchmark):
+    """The benchmark_run records of one benchmark, in the order the summary holds them."""
+    return [r for r in bench_records if r["kind"] == "benchmark_run" and r["benchmark"] == benchmark]
 
 
-def _gbit(result):
-    """A result's ``value`` in Gb/s, from its ``unit``: Gb/s as it is, GB/s (``GB/s busbw``) x 8; None for another
-    unit or no value (the round keeps Gb/s, whatever unit the summary names)."""
-    value = _number(result.get("value"))
-    unit = str(result.get("unit") or "")
+def _gbit(record):
+    """A run's observed ``value`` in Gb/s, from its ``unit``: Gb/s as it is, GB/s (``GB/s busbw``) x 8; None for
+    another unit or no value (the round keeps Gb/s, whatever unit the summary names)."""
+    value = _number(record["observed"].get("value"))
+    unit = str(record["observed"].get("unit") or "")
     if value is None:
         return None
     if unit == "Gb/s":
@@ -129,60 +129,59 @@ def _gbit(result):
     return None
 
 
-def _nccl(bench_summary, node):
+def _nccl(bench_records, node):
     """{busbw_gbit_per_s: the node's single-node run or None, runs: {name: Gb/s} of every nccl run naming it}."""
     runs, single = {}, None
-    for result in _results(bench_summary, "nccl"):
-        nodes = result.get("nodes") or []
-        if node not in nodes:
+    for record in _runs(bench_records, "nccl"):
+        if node not in record["nodes"]:
             continue
-        name = str(result.get("name"))
-        runs[name] = _gbit(result)
-        if nodes == [node] and result.get("group") == "nccl_single":
-            single = _gbit(result)
+        runs[record["name"]] = _gbit(record)
+        if record["nodes"] == [node] and record["group"] == "nccl_single":
+            single = _gbit(record)
     return {"busbw_gbit_per_s": single, "runs": runs}
 
 
-def _ib_write_bw(bench_summary, node):
+def _ib_write_bw(bench_records, node):
     """{hca: {gbit_per_s: best of the node's pairs on that rail, pairs: {pair name: Gb/s}}}."""
     rails: dict = {}
-    for result in _results(bench_summary, "ib_write_bw"):
-        if node not in (result.get("nodes") or []):
+    for record in _runs(bench_records, "ib_write_bw"):
+        if node not in record["nodes"]:
             continue
-        hca = str(result.get("hca") or "?")
+        hca = str(record["rail"] or "?")
         rail = rails.setdefault(hca, {"gbit_per_s": None, "pairs": {}})
-        value = _gbit(result)
-        rail["pairs"][str(result.get("name"))] = value
+        value = _gbit(record)
+        rail["pairs"][record["name"]] = value
         if value is not None and (rail["gbit_per_s"] is None or value > rail["gbit_per_s"]):
             rail["gbit_per_s"] = value
     return {hca: rails[hca] for hca in sorted(rails)}
 
 
-def _failed_results(bench_summary, node):
+def _failed_results(bench_records, node):
     """'<benchmark> <name>: <reason>' of the runs naming the node that produced no result. A run over several
     nodes whose reason names some of them (`port 1 is not Active on gpu03`) is blamed on those only."""
     found = []
     for benchmark in ("ib_write_bw", "nccl"):
-        for result in _results(bench_summary, benchmark):
-            nodes = [str(n) for n in result.get("nodes") or []]
-            if not result.get("run_failed") or node not in nodes:
+        for record in _runs(bench_records, benchmark):
+            nodes = record["nodes"]
+            if not record["run_failed"] or node not in nodes:
                 continue
-            reason = str(result.get("reason") or result.get("error") or "no result")
+            reason = record["reason"] or "no result"
             named = [n for n in nodes if re.search(r"(?<![\w.-])" + re.escape(n) + r"(?![\w-])", reason)]
             if named and node not in named:
                 continue
-            found.append(f"{benchmark} {result.get('name')}: {reason}")
+            found.append(f"{benchmark} {record['name']}: {reason}")
     return found
 
 
-def _slow(bench_summary, node):
+def _slow(bench_records, node):
+    """The attributions that name the node as the slow node of ib_write_bw or nccl, by their first reason."""
     reasons = []
     for benchmark in ("ib_write_bw", "nccl"):
-        block = (bench_summary or {}).get(benchmark)
-        entries = block.get("slow_nodes") if isinstance(block, dict) else None
-        for entry in entries or []:
-            if isinstance(entry, dict) and entry.get("node") == node:
-                first = (entry.get("reasons") or ["named slow"])[0]
+        for record in bench_records:
+            if record["kind"] != "attribution" or record["benchmark"] != benchmark:
+                continue
+            if record["subject"] == "node" and record["name"] == node:
+                first = (record["observed"]["reasons"] or ["named slow"])[0]
                 reasons.append(f"{benchmark}: named slow ({first})")
     return reasons
 
@@ -275,19 +274,20 @@ def _run(runner_summary, node, failed_results, has_data):
 
 
 def node_round_record(
-    node, round_no, started, ended, bench_summary, counters, dcgm, runner_summary, run_id=None
+    node, round_no, started, ended, bench_records, counters, dcgm, runner_summary, run_id=None
 ) -> dict:
     """The ``burnin_round`` record of one node in one round (schemas/burnin-round.schema.json).
 
-    bench_summary: the round's bench summary.json (None when the benchmarks wrote none); counters: the node's
+    bench_records: the benchmark_run and attribution records of the round's bench summary.json, as
+    gpuforge_records.bench_summary_records reads them ([] when the benchmarks wrote none); counters: the node's
     counters/<host>.json (None when not read); dcgm: its dcgm/<host>.json (None when absent); runner_summary:
     the round's CLI summary.json (rc, status, hosts, failed_tasks).
     """
-    nccl = _nccl(bench_summary, node)
-    rails = _ib_write_bw(bench_summary, node)
+    nccl = _nccl(bench_records, node)
+    rails = _ib_write_bw(bench_records, node)
     block = _counters(counters)
     has_data = bool(nccl["runs"] or rails or block["read"] or isinstance(dcgm, dict))
-    run = _run(runner_summary, node, _failed_results(bench_summary, node), has_data)
+    run = _run(runner_summary, node, _failed_results(bench_records, node), has_data)
     dcgm_block = _dcgm(dcgm, has_data)
     fails, warns = [], []
     if run["failed"]:
@@ -301,7 +301,7 @@ def node_round_record(
         fails.append(f"DCGM level {dcgm_block['level']} failed: {dcgm_block['detail']}")
     elif dcgm_block["status"] == "warn":
         warns.append(f"DCGM level {dcgm_block['level']} warned: {dcgm_block['detail']}")
-    warns += _slow(bench_summary, node)
+    warns += _slow(bench_records, node)
     for port, names in block["saturated"].items():
         warns.append(f"{port}: {', '.join(names)} at the maximum (cannot show growth; reset with perfquery -R)")
     verdict = "FAIL" if fails else "WARN" if warns else "PASS"
@@ -333,16 +333,16 @@ def node_round_record(
 
 
 def round_records(
-    nodes, round_no, started, ended, bench_summary, counters_by_node, dcgm_by_node, runner_summary, run_id=None
+    nodes, round_no, started, ended, bench_records, counters_by_node, dcgm_by_node, runner_summary, run_id=None
 ) -> list:
-    """One record per node (sorted by name) for one round."""
+    """One record per node (sorted by name) for one round; ``bench_records``: see node_round_record."""
     return [
         node_round_record(
             node,
             round_no,
             started,
             ended,
-            bench_summary,
+            bench_records or [],
             (counters_by_node or {}).get(node),
             (dcgm_by_node or {}).get(node),
             runner_summary,

@@ -18,7 +18,8 @@ gpuforge_kubeconfig). Four checks, each a ``k8s_check`` record (schemas/k8s-chec
    ibstatus (``rdma_pod_port`` checks) and run ib_write_bw between them. The pair is judged like a host benchmark
    pair (src/gpuforge/k8s_rdma_test.py: the same parsers, gpuforge_expected_ib_write_bw through
    gpuforge_bench_ib_pair_threshold and gpuforge_bench_attribution_floors) and written as the host benchmark writes
-   it, to ``<run dir>/bench/k8s-rdma-<id>/summary.json``, so the report shows it as an ib_write_bw benchmark_run.
+   it (the block and its records, through the gpuforge_bench_summary filter), to
+  ``<run dir>/bench/k8s-rdma-<id>/summary.json``, so the report shows it as an ib_write_bw benchmark_run.
 
 The judging is in src/gpuforge/k8s_verify_judge.py; this module fetches and submits objects with the
 ``kubernetes`` Python client and keeps every response as the API server's JSON. It has only been run against
@@ -721,7 +722,11 @@ def _rdma_test(cluster, options, settings, namespace, out, suffix, waiter, plan_
                 cluster.delete_pod(namespace, names[role])
     checks, block = judge_rdma_pair(server_node, client_node, logs, pods, settings, plan_.systems, why)
     bench_dir = run_dir / "bench" / f"k8s-rdma-{suffix}"
-    summary = {"run_id": run_dir.name, "nodes": [server_node, client_node], "ib_write_bw": block}
+    # Written as summary.yml writes the host benchmark's: the block and its records (the gpuforge_bench_summary
+    # filter), which the report and the exports read.
+    summary = paths.collection_import("plugins.filter.gpuforge_bench").bench_summary(
+        {"run_id": run_dir.name, "nodes": [server_node, client_node], "ib_write_bw": block}
+    )
     _write(bench_dir / "summary.json", json.dumps(summary, indent=2) + "\n")
     # The pair's files beside it, as the host benchmark writes them (bench/<run>/ib_write_bw/<name>.*).
     name = block["results"][0]["name"]

@@ -6,7 +6,8 @@ outputs (tests/fixtures/fio/, tests/fixtures/p2p/, their SOURCES.md), registers 
 Ansible registers a loop with ``failed_when: false`` (roles/gpuforge_bench/tasks/fio.yml, p2p.yml), turns
 that into summary.json blocks through the collection's filters (summary.yml) and writes the run folder
 the playbooks write: ``bench/<run>/summary.json`` (the real lab run's blocks of tests/fixtures/records/demo-run/,
-its ``fio`` and ``p2p`` blocks replaced by these), ``fio/<host>.json`` and ``p2p/<host>.json``.
+its ``fio`` and ``p2p`` blocks replaced by these, and the records of all blocks as summary.yml's
+gpuforge_bench_summary filter writes them), ``fio/<host>.json`` and ``p2p/<host>.json``.
 
 Three nodes: every one measures local scratch with the captured fio 3.33 run (gpu03's with its sequential
 read bandwidth halved, below the site's 600 MiB/s floor); the NFS share is not mounted anywhere; gpu03's extra
@@ -23,6 +24,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from bench_summaries import written
 
 ROOT = Path(__file__).resolve().parents[2]
 FIO_FIXTURES = ROOT / "tests" / "fixtures" / "fio"
@@ -174,5 +176,6 @@ def build_site_gates_run(run_dir: Path) -> Path:
         p2p.append(entry)
     summary["fio"] = filters.gpuforge_bench_judged(fio, baseline="site")
     summary["p2p"] = filters.gpuforge_bench_judged(p2p, baseline="reference", what="nodes")
+    summary = written(summary, bench)  # the records of these blocks, as summary.yml writes them
     (bench / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     return bench

@@ -63,7 +63,7 @@ def _result_files(run_dir: Path):
             subfolders[:] = []
         elif here.parent.name == "bench" and "summary.json" in files:
             found["bench"].append(here / "summary.json")
-            subfolders[:] = []  # the parsed results are read by path (gpuforge_records.raw_result_path)
+            subfolders[:] = []  # the parsed results behind it: their chart data are in its records already
         elif here.name == "k8s" and "verify.json" in files:
             found["k8s"].append(here / "verify.json")
         elif here.name == "burnin" and "summary.json" in files:
@@ -72,12 +72,10 @@ def _result_files(run_dir: Path):
     return found
 
 
-def _raw_reader(bench_dir: Path):
-    def read(relative: str):
-        path = bench_dir / relative
-        return _read(path) if path.is_file() else None
-
-    return read
+def _bench_rerun(path: Path, records_mod) -> str:
+    """The command that writes a bench summary.json again: gpuforge k8s verify for its in-pod pair's
+    (bench/k8s-rdma-<id>/), the benchmarks for the others."""
+    return "run `gpuforge k8s verify` again" if path.parent.name.startswith("k8s-rdma-") else records_mod.BENCH_RERUN
 
 
 def load_records(run_dir: Path, validation_files=None, bench_summaries=None) -> list:
@@ -85,8 +83,8 @@ def load_records(run_dir: Path, validation_files=None, bench_summaries=None) -> 
 
     ``validation/<host>.json`` (the node_check records gpu_node_check returned and the node's fleet_consistency
     record, as validate.yml wrote them; the newest ``checked_at`` of a host wins when stages copied it twice),
-    ``bench/<run>/summary.json`` (benchmark gates, with the chart data of the parsed results beside it, and
-    attributions), ``k8s/verify.json`` (gpuforge k8s verify),
+    ``bench/<run>/summary.json`` (its ``records``: benchmark gates with their chart data, and attributions, as
+    summary.yml wrote them), ``k8s/verify.json`` (gpuforge k8s verify),
     ``burnin/summary.json`` (gpuforge burnin rounds) and the run's own ``summary.json`` (stages). The optional
     lists replace the search under run_dir (the shared artifacts/ folders). A file of the wrong shape raises
     gpuforge_records.RecordError naming the file.
@@ -114,9 +112,7 @@ def load_records(run_dir: Path, validation_files=None, bench_summaries=None) -> 
     for host in sorted(hosts):
         records += records_mod.node_check_records(hosts[host], run_id)
     for path in bench_summaries:
-        bench = _read(path)
-        records += records_mod.benchmark_run_records(bench, run_id, raw=_raw_reader(path.parent))
-        records += records_mod.attribution_records(bench, run_id)
+        records += records_mod.bench_summary_records(_read(path), run_id, str(path), _bench_rerun(path, records_mod))
     for path in found["k8s"]:
         records += records_mod.k8s_check_records(_object(path, records_mod), run_id)
     for path in found["burnin"]:

@@ -2,8 +2,8 @@
 
 The fake runner stands in for run_playbook (no Ansible run): it writes what a round of playbooks/burnin.yml leaves
 in the round folder - bench/<id>/summary.json (the real lab run's summary, tests/fixtures/records/demo-run/, with
-the lab's faults taken out), counters/<host>.json (real perfquery counters) and dcgm/<host>.json - and advances a
-fake clock by the round's length.
+the lab's faults taken out, and the records of its blocks as the role's summary.yml writes them), counters/<host>.json
+(real perfquery counters) and dcgm/<host>.json - and advances a fake clock by the round's length.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import jsonschema
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_perfquery as pq
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_records as records_mod
+from bench_summaries import written
 
 from gpuforge import burnin, cli
 
@@ -58,7 +59,8 @@ def base_counters() -> dict:
 class FakeRound:
     """run_playbook's stand-in. Faults: {round: {"slow": node, "grow": node, "unreachable": node, "dcgm": ...}}."""
 
-    def __init__(self, clock, faults=None, dcgm_installed=True):
+    def __init__(self, clock, faults=None, dcgm_installed=True, records=True):
+        self.records = records  # False: the bench summary as a gpuforge before its records wrote it
         self.clock = clock
         self.faults = faults or {}
         self.dcgm_installed = dcgm_installed
@@ -80,6 +82,7 @@ class FakeRound:
                 if result["nodes"] == [fault["slow"]]:
                     result["value"] = round(result["value"] * 0.6, 2)
         (round_dir / "bench" / bench_id).mkdir(parents=True)
+        bench = written(bench) if self.records else {k: v for k, v in bench.items() if k != "records"}
         (round_dir / "bench" / bench_id / "summary.json").write_text(json.dumps(bench))
         (round_dir / "counters").mkdir()
         (round_dir / "dcgm").mkdir()
@@ -335,3 +338,19 @@ def test_exports_read_the_rounds_and_the_trend(tmp_path):
     rounds = len(document["rounds"])
     assert junit.count('classname="gpu03" name="round ') == rounds
     assert 'testsuite name="burn-in rounds"' in junit
+
+
+def test_a_round_summary_without_records_stops_the_burn_in_naming_the_file(tmp_path, monkeypatch, capsys):
+    """A bench summary the CLI cannot read as records (one a gpuforge before them wrote) is not judged from its
+    results: gpuforge burnin stops with the file and the command that writes it again."""
+    clock = Clock()
+    fake = FakeRound(clock, records=False)
+    monkeypatch.setattr(burnin, "_default_runner", fake)
+    monkeypatch.setattr(burnin.paths, "ARTIFACTS_DIR", tmp_path)
+    monkeypatch.setattr("gpuforge.inventory_check.check_inventory", lambda *a, **k: None)
+    monkeypatch.setattr("gpuforge.progress.make_view", lambda title, json_output=False: None)
+    assert burnin.main(args_for(rounds_max=1)) == 1
+    error = capsys.readouterr().err
+    (path,) = tmp_path.glob("*/burnin/round-1/bench/*/summary.json")
+    assert f"gpuforge burnin: {path}: no 'records': this file was written by an older gpuforge" in error
+    assert error.rstrip().endswith("run `gpuforge burnin` again")

@@ -2,8 +2,9 @@
 
 The rounds start from tests/fixtures/records/demo-run/.../summary.json (a 3-node lab run: gpu02's links were
 degraded, gpu03's mlx5_2 was down) and change only what a burn-in would see change between rounds: a node's rates,
-its port counters (real perfquery output, tests/fixtures/perfquery/) and the DCGM result. Every record is validated
-against schemas/burnin-round.schema.json.
+its port counters (real perfquery output, tests/fixtures/perfquery/) and the DCGM result. Each round's summary is
+written as the role writes it (its records built from the changed blocks) and read as the CLI reads it
+(gpuforge_records.bench_summary_records). Every record is validated against schemas/burnin-round.schema.json.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_perfquery as pq
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_records as records_mod
+from bench_summaries import written
 
 from gpuforge import burnin_judge as burnin
 
@@ -104,7 +106,10 @@ def round_of(number, bench, counters=None, dcgm=None, run=None) -> list:
     dcgm = dcgm or {n: dcgm_doc(n) for n in NODES}
     started = f"2026-11-23T{10 + number:02d}:00:00Z"
     ended = f"2026-11-23T{10 + number:02d}:20:00Z"
-    found = burnin.round_records(NODES, number, started, ended, bench, counters, dcgm, run or OK_RUN, "burnin-test")
+    bench_records = records_mod.bench_summary_records(written(bench))  # as the role writes it and the CLI reads it
+    found = burnin.round_records(
+        NODES, number, started, ended, bench_records, counters, dcgm, run or OK_RUN, "burnin-test"
+    )
     for record in found:
         validate(record)
     return found

@@ -17,6 +17,7 @@ from ansible_collections.gpuforge.cluster.plugins.filter import gpuforge_bench a
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_records as records
 from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_localize import ib_schedule
 from ansible_collections.gpuforge.cluster.plugins.modules import ib_write_bw
+from bench_summaries import schema_validator
 
 ROOT = Path(__file__).resolve().parents[3]
 ROLE = ROOT / "roles" / "gpuforge_bench"
@@ -303,7 +304,8 @@ def test_a_one_gpu_nodes_all_reduce_is_not_judged_on_its_zero_busbw():
     assert [judged[name]["threshold"] for name in ("nccl-single-a", "nccl-single-b")] == [44.0, 44.0]
     assert summary["slow_nodes"] == []
     schema = json.loads((ROOT / "schemas" / "benchmark-run.schema.json").read_text(encoding="utf-8"))
-    built = {record["name"]: record for record in records.benchmark_run_records({"run_id": "r1", "nccl": summary})}
+    written = bench.bench_summary({"run_id": "r1", "nodes": ["real-node", "a", "b"], "nccl": summary})
+    built = {r["name"]: r for r in records.bench_summary_records(written) if r["kind"] == "benchmark_run"}
     for record in built.values():
         jsonschema.Draft202012Validator(schema).validate(record)
     assert built["nccl-single-real-node"]["verdict"] == "UNKNOWN"
@@ -312,7 +314,11 @@ def test_a_one_gpu_nodes_all_reduce_is_not_judged_on_its_zero_busbw():
 def test_the_real_one_node_summary_after_the_fixes_is_valid_and_judges_nothing_it_did_not_run():
     """benchmark.yml rc=0 on the H200 VM: no all-node result on one node, the one-rank all-reduce UNKNOWN."""
     summary = json.loads((REAL_NODE / "bench" / "summary.json").read_text(encoding="utf-8"))
-    jsonschema.Draft202012Validator(SUMMARY_SCHEMA).validate(summary)
+    SUMMARY_VALIDATOR.validate(summary)
+    assert [(r["name"], r["verdict"]) for r in records.bench_summary_records(summary)] == [
+        ("nccl-single-real-node", "UNKNOWN"),
+        ("p2p-real-node", "PASS"),
+    ]
     assert [(r["name"], r["verdict"], r["run_failed"]) for r in summary["nccl"]["results"]] == [
         ("nccl-single-real-node", "UNKNOWN", False)
     ]
@@ -393,7 +399,8 @@ def test_floored_results_become_valid_records_naming_their_source():
         ),
     }
     schema = json.loads((ROOT / "schemas" / "benchmark-run.schema.json").read_text(encoding="utf-8"))
-    built = {record["name"]: record for record in records.benchmark_run_records(summary)}
+    written = bench.bench_summary(dict(summary, nodes=["a", "b"]))
+    built = {r["name"]: r for r in records.bench_summary_records(written) if r["kind"] == "benchmark_run"}
     for record in built.values():
         jsonschema.Draft202012Validator(schema).validate(record)
     ib = built["a__b__mlx5_0"]
@@ -530,7 +537,7 @@ def test_slurm_results_add_the_apptainer_run_only_with_an_image():
 
 # --- summary.json: every result in its own unit (issue 16, schemas/bench-summary.schema.json) -----------------
 
-SUMMARY_SCHEMA = json.loads((ROOT / "schemas" / "bench-summary.schema.json").read_text(encoding="utf-8"))
+SUMMARY_VALIDATOR = schema_validator("bench-summary.schema.json")
 RETIRED = {"gbps", "threshold_gbps", "expected_gbps"}
 
 
@@ -610,6 +617,7 @@ def _role_summary(site_gates_run, baseline="absolute") -> dict:
         "p2p": gates["p2p"]["results"],
     }
     facts = _task("summary.yml", "Attribute slow nodes and links")["ansible.builtin.set_fact"]
+    with_records = _task("summary.yml", "Add the typed records")["ansible.builtin.set_fact"]
     variables = {
         "results": results,
         "gpuforge_bench_run_id": "20261126T000000Z",
@@ -622,15 +630,30 @@ def _role_summary(site_gates_run, baseline="absolute") -> dict:
         "ansible_play_hosts": ["a", "b", "c"],
         "hostvars": {"a": {}},
     }
-    return _render(facts, variables)["gpuforge_bench_summary"]
+    # The blocks, then the records summary.yml adds before it writes the file (no parsed result files here).
+    variables["gpuforge_bench_summary"] = _render(facts, variables)["gpuforge_bench_summary"]
+    variables["gpuforge_bench_dir"] = str(next(site_gates_run.glob("bench/*")))
+    return _render(with_records, variables)["gpuforge_bench_summary"]
 
 
 @pytest.mark.parametrize("baseline", ["absolute", "best"])
 def test_the_role_summary_is_valid_and_every_result_names_its_unit(site_gates_run, baseline):
     summary = json.loads(json.dumps(_role_summary(site_gates_run, baseline)))  # what to_nice_json writes
-    jsonschema.Draft202012Validator(SUMMARY_SCHEMA).validate(summary)
+    SUMMARY_VALIDATOR.validate(summary)
     blocks = ("ib_write_bw", "nccl", "resnet50", "slurm", "fio", "p2p")
     every = [result for block in blocks for result in summary[block]["results"]]
+    # Its records: one benchmark_run per result with that result's verdict, one attribution per slow node or link,
+    # read back by the readers as they are.
+    assert records.bench_summary_records(summary) == summary["records"]
+    runs = {record["name"]: record for record in summary["records"] if record["kind"] == "benchmark_run"}
+    assert {name: record["verdict"] for name, record in runs.items()} == {r["name"]: r["verdict"] for r in every}
+    named = [
+        [("node", entry["node"]) for entry in summary[block]["slow_nodes"]]
+        + [("link", entry["name"]) for entry in summary[block]["slow_links"]]
+        for block in sorted(blocks)
+    ]
+    attributions = [(r["subject"], r["name"]) for r in summary["records"] if r["kind"] == "attribution"]
+    assert attributions == [entry for block in named for entry in block] and attributions
     assert not [result["name"] for result in every if RETIRED & set(result)]
     units = {block: sorted({result["unit"] for result in summary[block]["results"]}) for block in blocks}
     assert units == {

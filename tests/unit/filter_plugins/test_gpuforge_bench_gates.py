@@ -228,18 +228,23 @@ def test_bench_summary_yml_builds_the_blocks_and_fails_the_play_on_a_failed_fio_
     results = {"fio": summary["fio"]["results"], "p2p": summary["p2p"]["results"]}
     for block in ("fio", "p2p"):
         assert _render(facts[block], {"results": results}) == summary[block]
+    # The records the file holds are those summary.yml adds to these blocks before it writes them.
+    add = _task("Add the typed records")["ansible.builtin.set_fact"]["gpuforge_bench_summary"]
+    bench_dir = str(next(site_gates_run.glob("bench/*")))
+    blocks = {key: value for key, value in summary.items() if key != "records"}
+    assert _render(add, {"gpuforge_bench_summary": blocks, "gpuforge_bench_dir": bench_dir}) == summary
     check = _task("Fail when a benchmark run produced no result")
     variables = {"gpuforge_bench_summary": summary}
     variables["failed_results"] = trust_as_template(check["vars"]["failed_results"])
     failed = _render(check["vars"]["failed_runs"], variables)
-    # The demo run's pairs over gpu03's Down port (both of them), and gpu03's fio job that could not run; not
-    # gpu02's missing p2p binary.
+    # gpu03's fio job that could not run and the demo run's pairs over gpu03's Down port (both of them), read from
+    # the records (in the order of the benchmarks' names); not gpu02's missing p2p binary.
     down_port = [f"{r['name']}: {r['reason']}" for r in summary["ib_write_bw"]["results"] if r["run_failed"]]
     assert down_port == [
         "gpu02__gpu03__mlx5_2: mlx5_2/1 is not Active on gpu03",
         "gpu03__gpu01__mlx5_2: mlx5_2/1 is not Active on gpu03",
     ]
-    assert failed == [*down_port, "fio-gpu03-data-rand_read: fio_rand_read: fio error 2 (expected no error)"]
+    assert failed == ["fio-gpu03-data-rand_read: fio_rand_read: fio error 2 (expected no error)", *down_port]
     shown = _task("Show the attribution")["loop"]
     assert shown == ["ib_write_bw", "nccl", "resnet50", "slurm", "fio", "p2p"]
 

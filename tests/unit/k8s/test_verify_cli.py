@@ -29,6 +29,7 @@ from ansible_collections.gpuforge.cluster.plugins.module_utils.gpuforge_k8s_stru
     check_object,
     embedded_pod_templates,
 )
+from bench_summaries import schema_validator
 
 from gpuforge import cli, k8s_verify
 from gpuforge.report import export
@@ -581,10 +582,13 @@ def test_the_in_pod_pair_is_judged_by_the_host_threshold_table_and_written_as_it
     _, kubeconfig = serve(cluster_routes())
     document = run(kubeconfig, tmp_path)
     summary, path = bench_summary(tmp_path)
-    schema = json.loads((ROOT / "schemas" / "bench-summary.schema.json").read_text(encoding="utf-8"))
-    jsonschema.Draft202012Validator(schema).validate(summary)
+    schema_validator("bench-summary.schema.json").validate(summary)
     assert document["bench_summaries"] == [str(path.relative_to(tmp_path / "run"))]
     (result,) = summary["ib_write_bw"]["results"]
+    # Written with its record, as summary.yml writes the host pairs'; the report reads that record as it is.
+    (record,) = summary["records"]
+    assert (record["kind"], record["name"], record["verdict"]) == ("benchmark_run", result["name"], "PASS")
+    assert records.bench_summary_records(summary) == summary["records"]
     # dgx1-v100-edr's mlx5_1 port is EDR: gpuforge_expected_ib_write_bw EDR 11,000 MB/sec (IBM Redpaper REDP-5610),
     # the host benchmark's floor; IBM Redpaper REDP-5610's in-pod run averaged 11,264.11 MB/sec = 94.49 Gb/s.
     assert (result["value"], result["threshold"], result["min_mib_per_s"]) == (94.49, 92.27, 11000.0)
@@ -609,7 +613,11 @@ def test_the_in_pod_pair_is_the_same_record_kind_as_a_host_pair_and_shows_in_the
     run(kubeconfig, tmp_path)
     pod_records = [r for r in export.load_records(tmp_path / "run") if r["kind"] == "benchmark_run"]
     host_summary = json.loads((HOST_BENCH / "summary.json").read_text(encoding="utf-8"))
-    host_records = [r for r in records.benchmark_run_records(host_summary) if r["benchmark"] == "ib_write_bw"]
+    host_records = [
+        r
+        for r in records.bench_summary_records(host_summary)
+        if r["kind"] == "benchmark_run" and r["benchmark"] == "ib_write_bw"
+    ]
     (pod,) = pod_records
     assert (pod["kind"], pod["benchmark"]) == ("benchmark_run", "ib_write_bw")
     assert set(pod) == set(host_records[0]) and set(pod["threshold"]) == set(host_records[0]["threshold"])
@@ -644,9 +652,16 @@ def test_an_unschedulable_rdma_server_is_a_failed_pair_and_no_client_is_created(
     api, kubeconfig = serve(cluster_routes(rdma_server=("pod-rdma-test-server-unschedulable.json",)))
     checks = by_check(run(kubeconfig, tmp_path))
     assert not api.sent("GET", RDMA_CLIENT)
-    (result,) = bench_summary(tmp_path)[0]["ib_write_bw"]["results"]
+    summary = bench_summary(tmp_path)[0]
+    (result,) = summary["ib_write_bw"]["results"]
     assert (result["verdict"], result["run_failed"]) == ("FAIL", True)
     assert "within 60s" in result["reason"] and "Insufficient rdma/shared_ib1" in result["reason"]
+    # No pod ran, so no line rate was read: the record is written all the same, without the chart's reference line.
+    assert result["line_rate_gbit_per_s"] is None
+    record = records.bench_summary_records(summary)[0]
+    assert (record["kind"], record["verdict"], record["run_failed"]) == ("benchmark_run", "FAIL", True)
+    assert "line_rate" not in record["threshold"]
+    schema_validator("bench-summary.schema.json").validate(summary)
     assert {c["node"]: c["verdict"] for c in checks["rdma_pod_port"]} == {"dgx02": "FAIL", "dgx01": "FAIL"}
     assert len(api.sent("DELETE", RDMA_SERVER)) == 1
 

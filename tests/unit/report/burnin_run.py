@@ -5,7 +5,8 @@ src/gpuforge/burnin_judge.py and writes ``burnin/summary.json`` and the run's ``
 for ansible-runner that writes, per round, what playbooks/burnin.yml leaves in ``burnin/round-<n>/``:
 
 * ``bench/<id>/summary.json``: the real lab run's benchmark summary (tests/fixtures/records/demo-run/, see its
-  SOURCES.md) with the lab's faults taken out (as tests/unit/cli/test_burnin.py does), rates scaled per round;
+  SOURCES.md) with the lab's faults taken out (as tests/unit/cli/test_burnin.py does), rates scaled per round, and
+  the records of those blocks as the role's summary.yml writes them;
 * ``counters/<host>.json``: ``{node, before, after, max_growth, errors}`` with real perfquery PortCounters
   (tests/fixtures/perfquery/, parsed by gpuforge_perfquery.parse_perfquery) on four ports;
 * ``dcgm/<host>.json``: validate_dcgm.yml's document (host, checked_at, level, ran, healthy, check, dcgm), its
@@ -24,6 +25,8 @@ import argparse
 import copy
 import json
 from pathlib import Path
+
+from bench_summaries import written
 
 from gpuforge import burnin
 from gpuforge.paths import collection_import
@@ -62,7 +65,7 @@ def _bench(bench_id: str, number: int, slow: str | None) -> dict:
         value = result["value"] * (0.6 if result["nodes"] == [slow] else 1.0)
         result["value"] = round(value * factor, 2)
     bench["ib_write_bw"]["slow_nodes"] = []
-    return bench
+    return written(bench)
 
 
 def _counters() -> dict:

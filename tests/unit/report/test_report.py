@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_records as records
+from bench_summaries import written
 
 from gpuforge import report
 from gpuforge.report import charts, html, markdown
@@ -316,15 +317,36 @@ def test_build_writes_both_files_into_the_run_directory(tmp_path):
     assert report.latest_run_dir(tmp_path) == run
 
 
-def test_a_file_of_another_shape_is_refused(tmp_path):
-    run = tmp_path / "run"
-    shutil.copytree(RUN, run)
-    path = run / "benchmark" / "bench" / "20261126T151133Z" / "nccl" / "multi-ib.json"
+def test_a_parsed_result_of_another_shape_is_refused_when_the_summary_is_written(tmp_path):
+    """The chart data come from the parsed files when summary.yml writes the records (the role's filter reads
+    them on the controller); a file of another shape stops it there, named."""
+    bench = tmp_path / "bench"
+    shutil.copytree(BENCH, bench)
+    path = bench / "nccl" / "multi-ib.json"
     document = _read(path)
     document["nccl"]["rows"][0]["size"] = "8"
     path.write_text(json.dumps(document), encoding="utf-8")
     with pytest.raises(records.RecordError, match=r"nccl/multi-ib.json \(for nccl-multi-ib\).*'size' is str"):
+        written(_read(bench / "summary.json"), bench)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda summary: summary.pop("records"), r": no 'records': this file was written by an older gpuforge"),
+        (lambda summary: summary["records"][3].update(verdict="slow"), r" records\[3\]: verdict 'slow' is not one of"),
+    ],
+)
+def test_a_bench_summary_the_report_cannot_read_is_refused_naming_it(tmp_path, change, message):
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    path = run / "benchmark" / "bench" / "20261126T151133Z" / "summary.json"
+    summary = _read(path)
+    change(summary)
+    path.write_text(json.dumps(summary), encoding="utf-8")
+    with pytest.raises(records.RecordError, match=re.escape(str(path)) + message) as refused:
         report.build(run)
+    assert str(refused.value).endswith("run `gpuforge bench` (playbooks/benchmark.yml) again")
 
 
 def test_a_port_attribution_explains_the_pairs_it_names():

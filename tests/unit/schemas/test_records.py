@@ -1,4 +1,4 @@
-"""Result records (module_utils/gpuforge_records.py) built from files the playbooks wrote, against schemas/."""
+"""Result records (module_utils/gpuforge_records.py) read from files the playbooks wrote, against schemas/."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_records as records
+from bench_summaries import schema_validator, written
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMAS = ROOT / "schemas"
@@ -27,7 +28,7 @@ SCHEMA_OF = {
     "benchmark_run": "benchmark-run.schema.json",
     "attribution": "attribution.schema.json",
     "stage_result": "stage-result.schema.json",
-    # Not a record: bench/<run>/summary.json itself, the file the benchmark_run and attribution records come from.
+    # Not a record: bench/<run>/summary.json itself, the file that holds the benchmark_run and attribution records.
     "bench_summary": "bench-summary.schema.json",
 }
 
@@ -37,8 +38,7 @@ def load(path: Path):
 
 
 def validator(kind: str) -> jsonschema.Draft202012Validator:
-    schema = load(SCHEMAS / SCHEMA_OF[kind])
-    return jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    return schema_validator(SCHEMA_OF[kind])
 
 
 @pytest.mark.parametrize("path", sorted(SCHEMAS.glob("*.schema.json")), ids=lambda path: path.name)
@@ -74,10 +74,13 @@ def test_every_record_of_the_run_folder_is_valid():
         validator(record["kind"]).validate(record)
 
 
-def test_bench_summary_becomes_valid_benchmark_and_attribution_records():
+def test_the_bench_summary_holds_valid_benchmark_and_attribution_records_read_as_written():
     bench = load(BENCH)
-    runs = records.benchmark_run_records(bench)
-    attributions = records.attribution_records(bench)
+    built = records.bench_summary_records(bench)
+    assert built == bench["records"]  # read as summary.yml wrote them, not translated
+    runs = [record for record in built if record["kind"] == "benchmark_run"]
+    attributions = [record for record in built if record["kind"] == "attribution"]
+    assert len(runs) + len(attributions) == len(built)
     for record in runs:
         validator("benchmark_run").validate(record)
     for record in attributions:
@@ -88,7 +91,8 @@ def test_bench_summary_becomes_valid_benchmark_and_attribution_records():
     assert down["observed"] == {"value": None, "unit": "Gb/s"}
     assert down["reason"] == "mlx5_2/1 is not Active on gpu03"
     resnet = next(record for record in runs if record["name"] == "resnet50-node-gpu01-fp32")
-    assert resnet["observed"] == {"value": 1.19, "unit": "images/s"}  # one result per node and precision
+    # one result per node and precision, with the GPU count of its node file
+    assert resnet["observed"] == {"value": 1.19, "unit": "images/s", "gpus": 1}
     assert (resnet["threshold"]["value"], resnet["threshold"]["unit"]) == (0.66, "images/s")
     # The lab's faults: gpu02's links degraded (tc) make it the slow node of ib_write_bw; gpu03's Down port is
     # named as a port. Nothing else is named: no NCCL run (single, multi-node, per rail) fell below half the
@@ -101,6 +105,61 @@ def test_bench_summary_becomes_valid_benchmark_and_attribution_records():
     assert {record["verdict"] for record in runs if record["benchmark"] == "nccl"} == {"PASS"}
     port = attributions[1]
     assert (port["nodes"], port["observed"]["results"]) == (["gpu03"], ["gpu02__gpu03__mlx5_2", "gpu03__gpu01__mlx5_2"])
+    # The CLI run's id, where the reader is given one (export.load_records: the run directory's).
+    assert {record["run_id"] for record in records.bench_summary_records(bench, "run-1")} == {"run-1"}
+
+
+@pytest.mark.parametrize("path", [BENCH, LOCALIZE_BENCH], ids=["demo-run", "localize-run"])
+def test_the_fixture_records_are_what_the_role_writes_from_their_blocks(path):
+    """The fixtures' records were added by the role's filter (their SOURCES.md): they stay what it writes, so a
+    change of the producer shows here."""
+    assert written(load(path), path.parent) == load(path)
+
+
+def test_every_verdict_of_the_records_is_its_results(site_gates_run):
+    """The producer copies each result's verdict and run_failed into its record, one record per result, in order."""
+    for path in (BENCH, LOCALIZE_BENCH, next(site_gates_run.glob("bench/*/summary.json"))):
+        bench = load(path)
+        runs = [record for record in bench["records"] if record["kind"] == "benchmark_run"]
+        results = [
+            (name, result) for name, block in sorted(bench.items()) if isinstance(block, dict)
+            for result in block["results"]
+        ]  # fmt: skip
+        assert [(r["benchmark"], r["name"], r["verdict"], r["run_failed"]) for r in runs] == [
+            (name, result["name"], result["verdict"], result["run_failed"]) for name, result in results
+        ]
+
+
+def test_a_summary_without_records_is_refused_naming_the_file_and_the_command():
+    bench = load(BENCH)
+    del bench["records"]  # as a gpuforge before issue 47 wrote it
+    with pytest.raises(records.RecordError) as refused:
+        records.bench_summary_records(bench, where=str(BENCH))
+    assert str(refused.value).startswith(f"{BENCH}: no 'records': this file was written by an older gpuforge")
+    assert str(refused.value).endswith("run `gpuforge bench` (playbooks/benchmark.yml) again")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda data: data["records"][0].pop("verdict"), r"records\[0\]: missing key 'verdict'"),
+        (
+            lambda data: data["records"][0].update(verdict="slow"),
+            r"verdict 'slow' is not one of .*benchmark.yml\) again",
+        ),
+        (lambda data: data["records"][0].update(run_failed="no"), r"'run_failed' is str, expected bool"),
+        (lambda data: data["records"][0].update(nodes=[]), r"'nodes' is empty"),
+        (lambda data: data["records"][0].update(schema_version=2), r"not a benchmark_run record of schema_version 1"),
+        (lambda data: data["records"][-1].update(kind="node_check"), r"kind is 'node_check', expected benchmark_run"),
+        (lambda data: data["records"][-1]["threshold"].pop("source"), r"threshold: missing key 'source'"),
+        (lambda data: data.update(records={}), r"'records' is dict, expected list"),
+    ],
+)
+def test_a_changed_record_of_the_bench_summary_is_refused(change, message):
+    data = load(BENCH)
+    change(data)
+    with pytest.raises(records.RecordError, match=message):
+        records.bench_summary_records(data)
 
 
 def test_stage_results_of_the_cli_summary():
@@ -197,9 +256,9 @@ def test_schemas_refuse_records_they_do_not_allow(kind, change):
     elif kind == "node_check":
         record = records.node_check_records(load(RUN / "validate" / "validation" / "gpu01.json"))[0]
     elif kind == "benchmark_run":
-        record = records.benchmark_run_records(load(BENCH))[0]
+        record = records.bench_summary_records(load(BENCH))[0]
     else:
-        record = records.attribution_records(load(BENCH))[0]
+        record = records.bench_summary_records(load(BENCH))[-1]
     broken = copy.deepcopy(record)
     change(broken)
     validator(kind).validate(record)
@@ -212,8 +271,7 @@ def test_node_verdicts_name_the_slow_node_and_the_faulty_node():
     built = (
         records.node_check_records(load(RUN / "validate" / "validation" / "gpu01.json"))
         + records.node_check_records(load(RUN / "validate" / "validation" / "gpu03.json"))
-        + records.benchmark_run_records(bench)
-        + records.attribution_records(bench)
+        + records.bench_summary_records(bench)
     )
     verdicts = records.node_verdicts(built)
     assert {node: entry["verdict"] for node, entry in verdicts.items()} == {
@@ -240,7 +298,8 @@ def test_a_failed_link_without_a_slow_node_warns_both_ends():
     for block in bench.values():
         if isinstance(block, dict):
             block["slow_nodes"] = []
-    verdicts = records.node_verdicts(records.benchmark_run_records(bench))
+    runs = [record for record in records.bench_summary_records(written(bench)) if record["kind"] == "benchmark_run"]
+    verdicts = records.node_verdicts(runs)
     assert verdicts["gpu03"]["verdict"] == "WARN"
     assert any("gpu02__gpu03__mlx5_2" in reason["what"] for reason in verdicts["gpu03"]["reasons"])
 
@@ -287,16 +346,9 @@ def test_worst_verdict(verdicts, worst):
     assert records.worst_verdict(verdicts) == worst
 
 
-def _raw_of(folder: Path):
-    def read(relative):
-        path = folder / relative
-        return load(path) if path.is_file() else None
-
-    return read
-
-
 def test_benchmark_records_carry_the_chart_data_of_the_parsed_results():
-    runs = records.benchmark_run_records(load(BENCH), raw=_raw_of(BENCH.parent))
+    """summary.yml reads the parsed results beside summary.json when it writes it; the records keep their chart data."""
+    runs = [record for record in records.bench_summary_records(load(BENCH)) if record["kind"] == "benchmark_run"]
     for record in runs:
         validator("benchmark_run").validate(record)
     by_name = {record["name"]: record for record in runs}
@@ -314,11 +366,16 @@ def test_benchmark_records_carry_the_chart_data_of_the_parsed_results():
     assert by_name["resnet50-sweep-3gpu-amp"]["observed"] == {"value": 16.78, "unit": "images/s", "gpus": 3}
     assert by_name["gpu02__gpu03__mlx5_2"]["threshold"]["line_rate"] == 100.0
     assert "series" not in by_name["srun-nccl"]["observed"]  # no parsed file is named by the gate (slurm/)
+    # Without the folder (a summary written elsewhere) the records carry no chart data, and nothing else changes.
+    bare = {record["name"]: record for record in written(load(BENCH))["records"] if record["kind"] == "benchmark_run"}
+    assert (
+        "series" not in bare["nccl-multi-ib"]["observed"] and "gpus" not in bare["resnet50-sweep-3gpu-amp"]["observed"]
+    )
+    assert {name: record["verdict"] for name, record in bare.items()} == {n: r["verdict"] for n, r in by_name.items()}
 
 
 def test_resnet50_node_records_carry_the_gpu_count_of_their_node_file():
-    runs = records.benchmark_run_records(load(BENCH), raw=_raw_of(BENCH.parent))
-    by_name = {record["name"]: record for record in runs}
+    by_name = {record["name"]: record for record in records.bench_summary_records(load(BENCH))}
     node = load(BENCH.parent / "resnet50" / "gpu02" / "node.json")
     (amp,) = [run for run in node["runs"] if run["precision"] == "amp"]
     assert by_name["resnet50-node-gpu02-amp"]["observed"] == {
@@ -370,12 +427,12 @@ def test_the_bench_summary_schema_refuses_a_result_without_its_own_unit(benchmar
         validator("bench_summary").validate(broken)
 
 
-def test_records_refuse_a_summary_with_the_retired_gbps_key():
+def test_the_role_refuses_to_write_a_result_with_the_retired_gbps_key():
     bench = load(BENCH)
     result = bench["resnet50"]["results"][0]
     result["gbps"] = result.pop("value")
-    with pytest.raises(records.RecordError, match=r"resnet50.results\[0\]: 'gbps' of a summary.json written before"):
-        records.benchmark_run_records(bench)
+    with pytest.raises(records.RecordError, match=r"resnet50.results\[0\]: missing key 'value'"):
+        written(bench)
 
 
 def test_the_fleet_comparison_becomes_each_node_s_fleet_consistency_record():
@@ -407,7 +464,7 @@ def test_port_attributions_name_the_results_they_rest_on():
     bench = load(
         ROOT / "tests" / "fixtures" / "report" / "localize-run" / "bench" / "20261123T185641Z" / "summary.json"
     )
-    built = records.attribution_records(bench)
+    built = [record for record in records.bench_summary_records(bench) if record["kind"] == "attribution"]
     for record in built:
         validator("attribution").validate(record)
     port = next(record for record in built if record["name"] == "gpu03:mlx5_2/1")

@@ -1,5 +1,6 @@
 """benchmark_run records of the fio and p2p gates (summary.json made from the real modules' output by
-tests/unit/site_gates.py), against schemas/benchmark-run.schema.json, and what they do to node verdicts."""
+tests/unit/site_gates.py, its records written by the role's filter), against schemas/benchmark-run.schema.json, and
+what they do to node verdicts."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 from ansible_collections.gpuforge.cluster.plugins.module_utils import gpuforge_records as records
+from bench_summaries import written
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = json.loads((ROOT / "schemas" / "benchmark-run.schema.json").read_text(encoding="utf-8"))
@@ -23,16 +25,22 @@ def summary(site_gates_run) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(summary) -> dict:
-    return {r["name"]: r for r in records.benchmark_run_records(summary) if r["benchmark"] in ("fio", "p2p")}
+    return {
+        r["name"]: r
+        for r in records.bench_summary_records(summary)
+        if r["kind"] == "benchmark_run" and r["benchmark"] in ("fio", "p2p")
+    }
 
 
 def test_every_fio_and_p2p_result_is_a_valid_record(summary, runs):
     assert len(runs) == len(summary["fio"]["results"]) + len(summary["p2p"]["results"]) == 19 + 3
     for record in runs.values():
         VALIDATOR.validate(record)
-    assert records.attribution_records(summary) == records.attribution_records(
-        {key: value for key, value in summary.items() if key not in ("fio", "p2p")}
-    )
+    # fio and p2p results are each one node's own: they name no slow node or link.
+    demo = written({key: value for key, value in summary.items() if key not in ("fio", "p2p")})
+    assert [r for r in summary["records"] if r["kind"] == "attribution"] == [
+        r for r in demo["records"] if r["kind"] == "attribution"
+    ]
 
 
 def test_fio_records_name_their_unit_target_job_and_the_site_threshold(runs):
@@ -101,12 +109,11 @@ def test_p2p_records(runs):
 
 
 def test_unjudged_runs_leave_a_node_verdict_alone_and_a_missed_threshold_fails_it(summary):
-    built = records.benchmark_run_records(summary) + records.attribution_records(summary)
-    verdicts = records.node_verdicts(built)
+    verdicts = records.node_verdicts(records.bench_summary_records(summary))
     # gpu01: its fio results are ok or unjudged, its NFS share is not mounted: they add nothing to what the demo
     # run's other gates say of it (nothing: its slow ib_write_bw pairs all lead to gpu02, the slow node).
-    demo = {key: value for key, value in summary.items() if key not in ("fio", "p2p")}
-    alone = records.node_verdicts(records.benchmark_run_records(demo) + records.attribution_records(demo))
+    demo = written({key: value for key, value in summary.items() if key not in ("fio", "p2p")})
+    alone = records.node_verdicts(records.bench_summary_records(demo))
     assert (
         verdicts["gpu01"]
         == alone["gpu01"]
@@ -141,13 +148,13 @@ def test_the_schema_refuses(runs, change):
         ("threshold", "600", "'threshold' is str"),
         ("unit", None, "'unit' is NoneType"),
         ("verdict", "meh", "verdict 'meh' is not one of PASS, WARN, FAIL, UNKNOWN"),
-        ("verdict", "slow", "this file was written by an older gpuforge; run playbooks/benchmark.yml again"),
+        ("verdict", "slow", "verdict 'slow' is not one of PASS, WARN, FAIL, UNKNOWN"),
         ("run_failed", "no", "'run_failed' is str, expected bool"),
         ("iops", [1], "'iops' is list"),
     ],
 )
-def test_a_changed_fio_result_shape_is_refused(summary, key, value, message):
+def test_a_changed_fio_result_shape_is_refused_when_the_role_writes_it(summary, key, value, message):
     broken = copy.deepcopy(summary)
     broken["fio"]["results"][0][key] = value
-    with pytest.raises(records.RecordError, match=message):
-        records.benchmark_run_records(broken)
+    with pytest.raises(records.RecordError, match=r"summary.json fio.results\[0\]: .*" + message):
+        written(broken)
