@@ -94,6 +94,11 @@ def layer_files(shape: str, spec: dict, key: bytes) -> dict[str, str | bytes]:
         # Debian's dnf-plugins-core enables the "local" plugin, whose repository _dnf_local fails every strict dnf run
         # with no local packages in it; RHEL does not install that plugin (python3-dnf-plugin-local is separate).
         files["/etc/dnf/plugins/local.conf"] = "[main]\nenabled = 0\n"
+        # RHEL's dynamic linker searches /usr/lib64 by default (its libdir: NCCL's libnccl.so.2 from NVIDIA's RPM is
+        # there); Debian's, beneath the shape, searches /usr/lib/x86_64-linux-gnu and needs to be told.
+        files["/etc/ld.so.conf.d/gpuforge-lab-rhel-lib64.conf"] = (
+            "# RHEL's default library directory (gpuforge lab, OS shape)\n/usr/lib64\n"
+        )
         files[RPM_KEY_PATH] = key
         definitions = mirror.load_definitions()
         rpm_paths = definitions["publish_os_shapes"]["rpm"]

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 from gpuforge import vendor_facts
-from gpuforge.lab import debian_subset, mirror, rpm_repo, selinux_devel
+from gpuforge.lab import debian_subset, mirror, rpm_repo, selinux_devel, toolchain
 
 
 def _registry_packages(key: str, definitions: dict) -> tuple[vendor_facts.Repository, list[dict]]:
@@ -95,7 +95,7 @@ def debian_payload(
 ) -> Path:
     """The files of the Debian packages spec['debian'] names (with spec['with_dependencies'], and the subset's
     packages they depend on), laid out as RHEL's package places them: merged /usr, path prefixes renamed by
-    spec['rename'], documentation left out. Returns the tree."""
+    spec['rename'], documentation left out, spec['links'] added. Returns the tree."""
     raw, tree = work / "raw", work / "tree"
     shutil.rmtree(work, ignore_errors=True)
     missing = [debian_name for debian_name in spec["debian"] if debian_name not in debs]
@@ -129,6 +129,12 @@ def debian_payload(
             target.symlink_to(path.readlink())
         else:
             shutil.copy2(path, target)
+    for link, target in sorted((spec.get("links") or {}).items()):
+        path = tree / link.lstrip("/")
+        if path.exists() or path.is_symlink():
+            raise mirror.MirrorError(f"{name}: links {link}: the payload has that path already")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.symlink_to(target)
     shutil.rmtree(raw, ignore_errors=True)
     return tree
 
@@ -192,6 +198,8 @@ def with_payloads(
                 payload=payload,
                 post=spec.get("post"),
                 ldconfig=has_shared_libraries(payload),
+                # A payload with its dependencies runs to hundreds of MB (the compilers): gzip -1, not -9.
+                fast_compression=bool(spec.get("with_dependencies")),
                 payload_description=f"files of Debian 12 {debian_names}",
                 description=f"{name} - gpuforge lab repackaging of Debian 12 {debian_names}",
             )
@@ -313,6 +321,8 @@ def publish(definitions: dict, key: mirror.SigningKey, staging_root: Path, next_
         if repo.package_format == "deb":
             packages = rpm_flavour(repo, packages)
         packages = with_payloads(packages, definitions, _debs_by_name(debs), staging_root)
+        # NVIDIA's CUDA toolkit pieces and NCCL, repackaged from its wheels (lab/packages/cuda-toolkit.yml `rpm`).
+        packages = toolchain.rpm_payloads(registry_key, packages, staging_root)
         modules = rpm_repo.module_streams(repo, packages) if "module_streams" in repo.facts else ""
         rpm_repo.publish(path, packages, staging_root, next_root, key, modules)
         served.append(path)
@@ -336,8 +346,9 @@ def _swap(new: Path, target: Path) -> None:
 
 
 def code_hash() -> str:
-    """What the OS shapes' repositories are built by (this module and rpm_repo): a change rebuilds the mirror."""
+    """What the OS shapes' repositories are built by (this module, rpm_repo, selinux_devel and toolchain): a change
+    rebuilds the mirror."""
     digest = hashlib.sha256()
-    for module in (__file__, rpm_repo.__file__, selinux_devel.__file__):
+    for module in (__file__, rpm_repo.__file__, selinux_devel.__file__, toolchain.__file__):
         digest.update(Path(module).read_bytes())
     return digest.hexdigest()[:16]

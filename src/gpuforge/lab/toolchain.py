@@ -79,7 +79,9 @@ def replaces(name: str, version: str, definitions: dict | None = None) -> bool:
     has no payload for is not published (a role asking for it fails with apt's own error), never an empty
     package."""
     wheel = definitions or load()
-    if any(p["name"] == name and p["version"] == version for p in wheel["packages"]):
+    names = {(p["name"], p["version"]) for p in wheel["packages"]}
+    names |= {(p["rpm"]["name"], p["version"]) for p in wheel["packages"] if p.get("rpm")}
+    if (name, version) in names:
         return True
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in wheel.get("unpublished") or [])
 
@@ -164,6 +166,61 @@ def _postinst() -> str:
     return '#!/bin/sh\nset -e\nif [ "$1" = configure ]; then ldconfig; fi\n'
 
 
+def _stage_tree(spec: dict, wheels: dict[str, Path], staging: Path) -> None:
+    """Lay out one package's files under staging: the wheels' trees, the links and the generated stubs."""
+    for tree in spec.get("trees") or []:
+        source = wheels.get(tree["wheel"])
+        if source is None:
+            raise ToolchainError(f"{spec['name']}: wheel {tree['wheel']} is not pinned in {WHEELS_REQUIREMENTS}")
+        if _extract(source, tree["from"], staging / tree["to"].lstrip("/"), tree.get("only")) == 0:
+            raise ToolchainError(f"{spec['name']}: nothing under {tree['from']} in {source.name}")
+    for path, target in (spec.get("links") or {}).items():
+        link = staging / path.lstrip("/")
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(target)
+    for path, stub in (spec.get("stubs") or {}).items():
+        out = staging / path.lstrip("/")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        headers = WHEELS_DIR / ".headers"
+        shutil.rmtree(headers, ignore_errors=True)
+        for name in stub["wheels"]:
+            _extract(wheels[name], stub["include"], headers)
+        generate_stub(headers, stub["header"], stub["prefix"], stub["soname"], out)
+        shutil.rmtree(headers, ignore_errors=True)
+
+
+def _registered(repo_key: str, name: str, version: str) -> vendor_facts.Package:
+    repo = vendor_facts.repository(repo_key)
+    registered = [p for p in repo.packages if p.name == name and p.version == version]
+    if not registered:
+        raise ToolchainError(
+            f"lab/packages/cuda-toolkit.yml: {name} {version} is not in "
+            f"vendor_facts/{repo_key}.yml (the lab publishes only what the vendor does)"
+        )
+    return registered[0]
+
+
+def _check_files(name: str, package: vendor_facts.Package, staging: Path) -> None:
+    for path in package.files:
+        if not (staging / path.lstrip("/")).exists() and not (staging / path.lstrip("/")).is_symlink():
+            raise ToolchainError(f"{name}: the registry says it installs {path}; the lab's build has none")
+
+
+def _renamed(staging: Path, renames: dict[str, str]) -> None:
+    """Move the files under each old path prefix to the new one (RHEL's layout of the same package)."""
+    for old, new in sorted(renames.items(), key=lambda item: -len(item[0])):
+        source = staging / old.lstrip("/")
+        if not source.exists():
+            raise ToolchainError(f"rename {old} -> {new}: the package has nothing under {old}")
+        target = staging / new.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            shutil.copytree(source, target, symlinks=True, dirs_exist_ok=True)
+            shutil.rmtree(source)
+        else:
+            source.rename(target)
+
+
 def build_packages(repo_dirs: dict[str, Path], staging_root: Path, log=print) -> list[Path]:
     """Build every package of cuda-toolkit.yml into its registry repository's folder (repo_dirs: registry key ->
     folder being built); returns the .deb files."""
@@ -177,35 +234,11 @@ def build_packages(repo_dirs: dict[str, Path], staging_root: Path, log=print) ->
     owners: dict[str, str] = {}
     for spec in wheel["packages"]:
         repo = vendor_facts.repository(spec["repo"])
-        registered = [p for p in repo.packages if p.name == spec["name"] and p.version == spec["version"]]
-        if not registered:
-            raise ToolchainError(
-                f"lab/packages/cuda-toolkit.yml: {spec['name']} {spec['version']} is not in "
-                f"vendor_facts/{spec['repo']}.yml (the lab publishes only what the vendor does)"
-            )
-        package = registered[0]
+        package = _registered(spec["repo"], spec["name"], spec["version"])
         staging = staging_root / f"{spec['name']}_{spec['version']}"
         shutil.rmtree(staging, ignore_errors=True)
         (staging / "DEBIAN").mkdir(parents=True)
-        for tree in spec.get("trees") or []:
-            source = wheels.get(tree["wheel"])
-            if source is None:
-                raise ToolchainError(f"{spec['name']}: wheel {tree['wheel']} is not pinned in {WHEELS_REQUIREMENTS}")
-            if _extract(source, tree["from"], staging / tree["to"].lstrip("/"), tree.get("only")) == 0:
-                raise ToolchainError(f"{spec['name']}: nothing under {tree['from']} in {source.name}")
-        for path, target in (spec.get("links") or {}).items():
-            link = staging / path.lstrip("/")
-            link.parent.mkdir(parents=True, exist_ok=True)
-            link.symlink_to(target)
-        for path, stub in (spec.get("stubs") or {}).items():
-            out = staging / path.lstrip("/")
-            out.parent.mkdir(parents=True, exist_ok=True)
-            headers = WHEELS_DIR / ".headers"
-            shutil.rmtree(headers, ignore_errors=True)
-            for name in stub["wheels"]:
-                _extract(wheels[name], stub["include"], headers)
-            generate_stub(headers, stub["header"], stub["prefix"], stub["soname"], out)
-            shutil.rmtree(headers, ignore_errors=True)
+        _stage_tree(spec, wheels, staging)
         for path in sorted(
             p for p in staging.rglob("*") if (p.is_file() or p.is_symlink()) and "DEBIAN" not in p.parts
         ):
@@ -213,9 +246,7 @@ def build_packages(repo_dirs: dict[str, Path], staging_root: Path, log=print) ->
             if relative in owners:
                 raise ToolchainError(f"{relative} is in both {owners[relative]} and {spec['name']}")
             owners[relative] = spec["name"]
-        for path in package.files:
-            if not (staging / path.lstrip("/")).exists() and not (staging / path.lstrip("/")).is_symlink():
-                raise ToolchainError(f"{spec['name']}: the registry says it installs {path}; the lab's build has none")
+        _check_files(spec["name"], package, staging)
         if spec.get("ldconfig"):
             (staging / "DEBIAN" / "postinst").write_text(_postinst(), encoding="utf-8")
             (staging / "DEBIAN" / "postinst").chmod(0o755)
@@ -240,6 +271,46 @@ def build_packages(repo_dirs: dict[str, Path], staging_root: Path, log=print) ->
         built.append(deb)
     log(f"lab: repackaged NVIDIA's CUDA wheels as {len(built)} packages of NVIDIA's repository names")
     return built
+
+
+def rpm_payloads(repo_key: str, packages: list[dict], staging_root: Path, log=print) -> list[dict]:
+    """The registry packages of one RPM repository (mirror package dicts) as the mirror publishes them: those
+    cuda-toolkit.yml repackages for it (a spec's `rpm`) carry the wheels' files as their payload, laid out as on RHEL;
+    the other toolkit and NCCL builds are left out (replaces()), never published empty."""
+    wheel = load()
+    specs = {
+        (spec["rpm"]["name"], spec["version"]): spec
+        for spec in wheel["packages"]
+        if (spec.get("rpm") or {}).get("repo") == repo_key
+    }
+    if not specs:
+        return packages
+    wheels = ensure_wheels(log=log)
+    result = []
+    for package in packages:
+        spec = specs.get((package["name"], package["version"]))
+        if spec is None:
+            if not replaces(package["name"], package["version"], wheel):
+                result.append(package)
+            continue
+        registered = _registered(repo_key, package["name"], package["version"])
+        staging = staging_root / f"rpm-payload-{package['name']}_{package['version']}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        _stage_tree(spec, wheels, staging)
+        _renamed(staging, spec["rpm"].get("rename") or {})
+        _check_files(package["name"], registered, staging)
+        result.append(
+            dict(
+                package,
+                payload=staging,
+                ldconfig=bool(spec.get("ldconfig")),
+                fast_compression=True,
+                payload_description=f"gpuforge lab repackaging of {spec['description']}",
+                description=f"{package['name']} - gpuforge lab repackaging of {spec['description']}",
+            )
+        )
+    return result
 
 
 def publish_sources(mirror_root: Path) -> Path:

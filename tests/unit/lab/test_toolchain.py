@@ -40,6 +40,51 @@ def test_every_pinned_wheel_is_used_and_every_used_wheel_is_pinned():
     assert used == pinned
 
 
+def test_every_rpm_flavour_is_a_registry_package_of_its_rpm_repository_at_that_version():
+    specs = [spec for spec in toolchain.load()["packages"] if spec.get("rpm")]
+    assert {spec["rpm"]["name"] for spec in specs} == {
+        "cuda-nvcc-13-0",
+        "libnvvm-13-0",
+        "cuda-crt-13-0",
+        "cuda-cudart-13-0",
+        "cuda-cudart-devel-13-0",
+        "cuda-cccl-13-0",
+        "cuda-driver-devel-13-0",
+        "cuda-nvml-devel-13-0",
+        "libnccl",
+        "libnccl-devel",
+    }
+    for spec in specs:
+        repo = vendor_facts.repository(spec["rpm"]["repo"])
+        assert repo.package_format == "rpm"
+        assert spec["version"] in repo.versions(spec["rpm"]["name"]), spec["rpm"]["name"]
+
+
+def test_rpm_payloads_lay_out_the_wheels_files_as_the_registry_says_rhel_installs_them(tmp_path):
+    """The RHEL 9 repository's NCCL and toolkit pieces carry the wheels' files at the registry's paths (NCCL in
+    /usr/lib64); other toolkit and NCCL builds are left out, the driver's packages pass through untouched."""
+    if not toolchain.WHEELS_DIR.is_dir() or not any(toolchain.WHEELS_DIR.glob("*.whl")):
+        pytest.skip("the pinned CUDA wheels are not downloaded here (gpuforge lab prepare downloads them)")
+    repo = vendor_facts.repository("nvidia-cuda/rhel9")
+    packages = [
+        {"name": p.name, "version": p.version, "repo": repo.key}
+        for p in repo.packages
+        if p.name in ("libnccl", "libnccl-devel", "nvidia-driver")
+    ]
+    packages.append({"name": "libnccl", "version": "2.21.5-1+cuda12.4", "repo": repo.key})
+    built = toolchain.rpm_payloads(repo.key, packages, tmp_path, log=lambda _: None)
+    by_name = {(p["name"], p["version"]): p for p in built}
+    assert ("libnccl", "2.21.5-1+cuda12.4") not in by_name
+    assert "payload" not in next(p for p in built if p["name"] == "nvidia-driver")
+    nccl = by_name[("libnccl", "2.27.7-1+cuda13.0")]
+    assert (nccl["payload"] / "usr/lib64/libnccl.so.2").is_file() and nccl["ldconfig"]
+    assert not (nccl["payload"] / "usr/lib/x86_64-linux-gnu").exists()
+    devel = by_name[("libnccl-devel", "2.27.7-1+cuda13.0")]
+    assert (devel["payload"] / "usr/include/nccl.h").is_file()
+    assert str((devel["payload"] / "usr/lib64/libnccl.so").readlink()) == "libnccl.so.2"
+    assert "gpuforge lab repackaging of PyPI wheel nvidia-nccl-cu13 2.27.7" in devel["description"]
+
+
 def test_toolkit_versions_without_a_lab_payload_are_left_out_not_published_empty():
     repo = vendor_facts.repository("nvidia-cuda/debian12")
     for package in repo.packages:
