@@ -131,10 +131,51 @@ def test_debian12_with_a_known_release_is_built():
     assert not RoleRender("benchmark_tools", "debian12").refused("main.yml", REFUSAL, gpuforge_host_problems=[])
 
 
-def test_ubuntu_and_rhel_are_refused_naming_the_supported_os():
-    for os_name in ("ubuntu2204", "rhel9"):
-        role = RoleRender("benchmark_tools", os_name, benchmark_tools_cuda_version="12.4", gpuforge_host_problems=[])
-        role.assert_problems("main.yml", REFUSAL, ["the benchmark_tools role supports Debian 12 on x86_64"])
+def test_ubuntu_is_refused_naming_the_supported_os_and_rhel9_is_built():
+    role = RoleRender("benchmark_tools", "ubuntu2204", benchmark_tools_cuda_version="12.4", gpuforge_host_problems=[])
+    role.assert_problems("main.yml", REFUSAL, ["the benchmark_tools role supports Debian 12 and RHEL 9 on x86_64"])
+    rhel = RoleRender("benchmark_tools", "rhel9", benchmark_tools_cuda_version="12.4", gpuforge_host_problems=[])
+    assert not rhel.refused("main.yml", REFUSAL)
+
+
+def test_rhel9_builds_nccl_tests_against_rhels_open_mpi_layout_and_installs_nvidias_rpm_names():
+    """RHEL's Open MPI keeps its headers outside MPI_HOME and its libraries off the linker's path (Fedora's
+    openmpi.spec; vendor_facts/rhel-appstream/rhel9.yml): nccl-tests' make gets CPATH and LD_RUN_PATH, and the
+    stamp names them, so a change of either rebuilds."""
+    base = dict(
+        benchmark_tools_cuda_version="13.0",
+        benchmark_tools_cuda_architectures=["80", "90"],
+        benchmark_tools_build_jobs=2,
+        benchmark_tools_nccl_tests_binaries=["all_reduce_perf"],
+    )
+    role = RoleRender("benchmark_tools", "rhel9", **base)
+    role = RoleRender(
+        "benchmark_tools",
+        "rhel9",
+        benchmark_tools_tool={"key": "nccl_tests", "value": role.var("benchmark_tools_builds.nccl_tests")},
+        **base,
+    )
+    [make] = role.var("benchmark_tools_commands.nccl_tests")
+    argv = [word for part in make for word in (part if isinstance(part, list) else [part])]
+    assert "MPI_HOME=/usr/lib64/openmpi" in argv and "NCCL_HOME=/usr" in argv
+    assert role.var("benchmark_tools_mpi_build_environment") == {
+        "CPATH": "/usr/include/openmpi-x86_64",
+        "LD_RUN_PATH": "/usr/lib64/openmpi/lib",
+    }
+    options = role.var("benchmark_tools_builds.nccl_tests.options")
+    assert options.endswith(" CPATH=/usr/include/openmpi-x86_64 LD_RUN_PATH=/usr/lib64/openmpi/lib"), options
+    assert role.var("benchmark_tools_os_packages") == ["gcc-c++", "make", "cmake", "boost-devel", "openmpi-devel"]
+    assert role.var("benchmark_tools_toolkit_packages") == [
+        "cuda-nvcc-13-0-13.0.88-1",
+        "cuda-cudart-devel-13-0-13.0.96-1",
+        "cuda-nvml-devel-13-0-13.0.87-1",
+        "libnccl-2.27.7-1+cuda13.0",
+        "libnccl-devel-2.27.7-1+cuda13.0",
+    ]
+    # Debian's Open MPI needs neither: its headers are under MPI_HOME and libmpi on the linker's path.
+    debian = lab(benchmark_tools_tool={"key": "nccl_tests", "value": lab().var("benchmark_tools_builds.nccl_tests")})
+    assert debian.var("benchmark_tools_mpi_build_environment") == {}
+    assert "CPATH" not in debian.var("benchmark_tools_builds.nccl_tests.options")
 
 
 def test_a_driver_branch_without_a_pinned_toolkit_is_refused_naming_the_variable():

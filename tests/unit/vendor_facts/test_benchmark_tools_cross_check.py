@@ -35,6 +35,33 @@ def test_every_package_of_a_release_is_published_and_resolves(release):
     assert "/usr/lib/x86_64-linux-gnu/libnccl.so.2" in files and "/usr/include/nccl.h" in files
 
 
+@pytest.mark.parametrize("release", releases())
+def test_every_package_of_a_release_resolves_on_rhel9_under_nvidias_rpm_names(release):
+    """The RHEL path asks dnf for name-version-release (vars/main.yml benchmark_tools_dnf_packages): each is a build
+    of NVIDIA's rhel9 repository, and the paths the build uses are the ones the packages install."""
+    role = RoleRender("benchmark_tools", "rhel9", benchmark_tools_cuda_version=release)
+    requests = role.var("benchmark_tools_toolkit_packages")
+    repo = vendor_facts.repository("nvidia-cuda/rhel9")
+    published = {f"{package.name}-{package.version}": package for package in repo.packages}
+    assert sorted(set(requests) - set(published)) == []
+    files = {path for request in requests for path in published[request].files}
+    assert role.var("benchmark_tools_nvcc") in files
+    assert f"{role.var('benchmark_tools_cuda_stubs')}/libnvidia-ml.so" in files
+    assert {"/usr/lib64/libnccl.so.2", "/usr/include/nccl.h", "/usr/lib64/libnccl.so"} <= files
+    assert published[f"libnccl-{role.var('benchmark_tools_cuda_release')['nccl']}"].version.endswith(f"+cuda{release}")
+
+
+def test_rhel9_builds_against_the_open_mpi_layout_the_registry_records():
+    role = RoleRender("benchmark_tools", "rhel9")
+    appstream = vendor_facts.repository("rhel-appstream/rhel9")
+    files = {path for package in appstream.packages for path in package.files}
+    mpi_home = role.var("benchmark_tools_mpi_home")
+    assert {f"{mpi_home}/lib/libmpi.so", f"{mpi_home}/bin/mpicc"} <= files
+    assert f"{role.var('benchmark_tools_mpi_include')}/mpi.h" in files
+    assert f"{role.var('benchmark_tools_mpi_run_path')}/libmpi.so.40" in files
+    assert set(role.var("benchmark_tools_os_packages")) <= {package.name for package in appstream.packages} | {"make"}
+
+
 def test_a_version_the_registry_does_not_publish_fails_as_apt_does():
     repo = vendor_facts.repository(REPO)
     with pytest.raises(vendor_facts.ResolveError, match=r"Version .2\.99\.0-1. for .libnccl2. was not found"):
