@@ -313,8 +313,10 @@ def build_deb(package: dict, staging: Path, output: Path) -> Path:
     # Reproducible: the same inputs give the same bytes at every `lab prepare` (dpkg-deb(1): SOURCE_DATE_EPOCH is the
     # ar members' time and clamps the tar entries' mtimes). A package rebuilt with a new timestamp has a new
     # sha256, and a converged node's get_url then reports a change that is the lab's, not the role's.
+    # gzip -1 for a payload with its dependencies (the compilers run to hundreds of MB; shape_repos.with_payloads).
+    level = ["-z1"] if package.get("fast_compression") else []
     _run(
-        ["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(staging), str(deb)],
+        ["dpkg-deb", "--root-owner-group", "-Zgzip", *level, "--build", str(staging), str(deb)],
         extra_env={"SOURCE_DATE_EPOCH": str(REPRODUCIBLE_EPOCH)},
     )
     return deb

@@ -98,6 +98,8 @@ def debian_payload(
     spec['rename'], documentation left out, spec['links'] added. Returns the tree."""
     raw, tree = work / "raw", work / "tree"
     shutil.rmtree(work, ignore_errors=True)
+    # A metapackage (Debian's libboost-program-options-dev) carries only documentation, left out below: an empty tree.
+    tree.mkdir(parents=True)
     missing = [debian_name for debian_name in spec["debian"] if debian_name not in debs]
     if missing:
         raise mirror.MirrorError(
@@ -303,9 +305,11 @@ def publish(definitions: dict, key: mirror.SigningKey, staging_root: Path, next_
         output = next_root / path
         output.mkdir(parents=True, exist_ok=True)
         for package in packages:
-            if mirror.missing_simulators(package):
+            # NVIDIA's toolkit pieces and NCCL: the wheels' files (below), or not published at all, never empty.
+            if mirror.missing_simulators(package) or toolchain.replaces(package["name"], package["version"]):
                 continue
             mirror.build_deb(package, staging_root / f"{package['name']}_{package['version']}", output)
+        toolchain.build_other_debs(registry_key, output, staging_root, log=log)
         mirror._index(output, f"gpuforge-lab-{registry_key.replace('/', '-')}", key)
         served.append(path)
     for path, spec in (shapes.get("archives") or {}).items():

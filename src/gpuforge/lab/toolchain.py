@@ -221,56 +221,73 @@ def _renamed(staging: Path, renames: dict[str, str]) -> None:
             source.rename(target)
 
 
-def build_packages(repo_dirs: dict[str, Path], staging_root: Path, log=print) -> list[Path]:
-    """Build every package of cuda-toolkit.yml into its registry repository's folder (repo_dirs: registry key ->
-    folder being built); returns the .deb files."""
+def _build_deb(spec: dict, repo_key: str, name: str, wheels: dict[str, Path], staging_root: Path, output: Path,
+               owners: dict[str, str] | None = None) -> Path:  # fmt: skip
+    """One .deb of spec's files under the registry package repo_key/name at spec's version, into output."""
     from gpuforge.lab import mirror  # the mirror imports this module; its deb helpers are shared
 
-    wheel = load()
-    if not wheel["packages"]:
-        return []
-    wheels = ensure_wheels(log=log)
-    built = []
-    owners: dict[str, str] = {}
-    for spec in wheel["packages"]:
-        repo = vendor_facts.repository(spec["repo"])
-        package = _registered(spec["repo"], spec["name"], spec["version"])
-        staging = staging_root / f"{spec['name']}_{spec['version']}"
-        shutil.rmtree(staging, ignore_errors=True)
-        (staging / "DEBIAN").mkdir(parents=True)
-        _stage_tree(spec, wheels, staging)
+    repo = vendor_facts.repository(repo_key)
+    package = _registered(repo_key, name, spec["version"])
+    staging = staging_root / f"{repo_key.replace('/', '-')}-{name}_{spec['version']}"
+    shutil.rmtree(staging, ignore_errors=True)
+    (staging / "DEBIAN").mkdir(parents=True)
+    _stage_tree(spec, wheels, staging)
+    if owners is not None:
         for path in sorted(
             p for p in staging.rglob("*") if (p.is_file() or p.is_symlink()) and "DEBIAN" not in p.parts
         ):
             relative = "/" + str(path.relative_to(staging))
             if relative in owners:
-                raise ToolchainError(f"{relative} is in both {owners[relative]} and {spec['name']}")
-            owners[relative] = spec["name"]
-        _check_files(spec["name"], package, staging)
-        if spec.get("ldconfig"):
-            (staging / "DEBIAN" / "postinst").write_text(_postinst(), encoding="utf-8")
-            (staging / "DEBIAN" / "postinst").chmod(0o755)
-        control = {
-            "name": package.name,
-            "version": package.version,
-            "architecture": package.architecture,
-            "depends": list(package.depends),
-            "provides": list(package.provides),
-            "conflicts": list(package.conflicts),
-            "description": f"{package.name} ({repo.title}) - gpuforge lab repackaging of {spec['description']}",
-        }
-        (staging / "DEBIAN" / "control").write_text(mirror._control(control), encoding="utf-8")
-        output = repo_dirs[spec["repo"]]
-        deb = output / f"{package.name}_{package.version.split(':', 1)[-1]}_{package.architecture}.deb"
-        # -z1: the NCCL library alone is 200 MB; level 9 would add a minute to every mirror build for little.
-        mirror._run(
-            ["dpkg-deb", "--root-owner-group", "-Zgzip", "-z1", "--build", str(staging), str(deb)],
-            extra_env={"SOURCE_DATE_EPOCH": str(mirror.REPRODUCIBLE_EPOCH)},
-        )
-        shutil.rmtree(staging, ignore_errors=True)
-        built.append(deb)
+                raise ToolchainError(f"{relative} is in both {owners[relative]} and {name}")
+            owners[relative] = name
+    _check_files(name, package, staging)
+    if spec.get("ldconfig"):
+        (staging / "DEBIAN" / "postinst").write_text(_postinst(), encoding="utf-8")
+        (staging / "DEBIAN" / "postinst").chmod(0o755)
+    control = {
+        "name": package.name,
+        "version": package.version,
+        "architecture": package.architecture,
+        "depends": list(package.depends),
+        "provides": list(package.provides),
+        "conflicts": list(package.conflicts),
+        "description": f"{package.name} ({repo.title}) - gpuforge lab repackaging of {spec['description']}",
+    }
+    (staging / "DEBIAN" / "control").write_text(mirror._control(control), encoding="utf-8")
+    deb = output / f"{package.name}_{package.version.split(':', 1)[-1]}_{package.architecture}.deb"
+    # -z1: the NCCL library alone is 200 MB; level 9 would add a minute to every mirror build for little.
+    mirror._run(
+        ["dpkg-deb", "--root-owner-group", "-Zgzip", "-z1", "--build", str(staging), str(deb)],
+        extra_env={"SOURCE_DATE_EPOCH": str(mirror.REPRODUCIBLE_EPOCH)},
+    )
+    shutil.rmtree(staging, ignore_errors=True)
+    return deb
+
+
+def build_packages(repo_dirs: dict[str, Path], staging_root: Path, log=print) -> list[Path]:
+    """Build every package of cuda-toolkit.yml into its registry repository's folder (repo_dirs: registry key ->
+    folder being built); returns the .deb files."""
+    wheel = load()
+    if not wheel["packages"]:
+        return []
+    wheels = ensure_wheels(log=log)
+    owners: dict[str, str] = {}
+    built = [
+        _build_deb(spec, spec["repo"], spec["name"], wheels, staging_root, repo_dirs[spec["repo"]], owners)
+        for spec in wheel["packages"]
+    ]
     log(f"lab: repackaged NVIDIA's CUDA wheels as {len(built)} packages of NVIDIA's repository names")
     return built
+
+
+def build_other_debs(repo_key: str, output: Path, staging_root: Path, log=print) -> list[Path]:
+    """The same .deb packages for another apt repository of NVIDIA's (a spec's `deb_also`: the Ubuntu ones, whose
+    names and paths are Debian's), into output."""
+    specs = [spec for spec in load()["packages"] if repo_key in (spec.get("deb_also") or [])]
+    if not specs:
+        return []
+    wheels = ensure_wheels(log=log)
+    return [_build_deb(spec, repo_key, spec["name"], wheels, staging_root, output) for spec in specs]
 
 
 def rpm_payloads(repo_key: str, packages: list[dict], staging_root: Path, log=print) -> list[dict]:
