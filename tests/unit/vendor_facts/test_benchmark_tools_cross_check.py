@@ -51,6 +51,30 @@ def test_every_package_of_a_release_resolves_on_rhel9_under_nvidias_rpm_names(re
     assert published[f"libnccl-{role.var('benchmark_tools_cuda_release')['nccl']}"].version.endswith(f"+cuda{release}")
 
 
+@pytest.mark.parametrize(
+    ("os_name", "repos"),
+    [
+        ("debian12", ["nvidia-cuda/debian12"]),
+        ("ubuntu2404", ["nvidia-cuda/ubuntu2404", "ubuntu/noble", "ubuntu-main/noble"]),
+    ],
+)
+def test_each_oss_releases_resolve_with_apt_and_the_others_are_not_published(os_name, repos):
+    """benchmark_tools_os_cuda_releases (vars/<OS>.yml) against the registry: each listed release's requests, the OS's
+    build packages among them, resolve as apt resolves them; a known release left out has no nvcc there."""
+    registries = [vendor_facts.repository(key) for key in repos]
+    for release in releases():
+        role = RoleRender("benchmark_tools", os_name, benchmark_tools_cuda_version=release)
+        nvcc = f"cuda-nvcc-{release.replace('.', '-')}"
+        if release in role.var("benchmark_tools_os_cuda_releases"):
+            requests = role.var("benchmark_tools_toolkit_packages")
+            if os_name == "ubuntu2404":
+                requests = requests + role.var("benchmark_tools_os_packages")
+            chosen = vendor_facts.resolve(registries, requests).chosen
+            assert nvcc in chosen, (os_name, release)
+        else:
+            assert not registries[0].versions(nvcc), (os_name, release)
+
+
 def test_rhel9_builds_against_the_open_mpi_layout_the_registry_records():
     role = RoleRender("benchmark_tools", "rhel9")
     appstream = vendor_facts.repository("rhel-appstream/rhel9")
