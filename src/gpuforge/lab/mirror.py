@@ -436,8 +436,9 @@ def build(image_tag: str, log=print) -> Repository:
     skipped = []
     releases = {repo.key: repo.package_format for repo in release_repositories(definitions)}
     packages = expand(definitions)
+    toolkit = toolchain.load()  # read once: replaces() would read cuda-toolkit.yml again for every package
     for package in packages:
-        if toolchain.replaces(package["name"], package["version"]):
+        if toolchain.replaces(package["name"], package["version"], toolkit):
             continue  # NVIDIA's files from its wheels (below), or no lab payload at all: never an empty package
         missing = missing_simulators(package)
         if missing:

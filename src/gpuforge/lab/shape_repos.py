@@ -299,6 +299,7 @@ def publish(definitions: dict, key: mirror.SigningKey, staging_root: Path, next_
     """Build every OS-shape repository into next_root and swap each into the served mirror. debs: the lab's Debian
     subset, whose files some RHEL packages carry (packages.yml rpm_payload_from_debian)."""
     shapes = definitions.get("publish_os_shapes") or {}
+    toolkit = toolchain.load()  # read once for the replaces() of every package below
     served: list[str] = []
     for registry_key, path in (shapes.get("deb") or {}).items():
         _, packages = _registry_packages(registry_key, definitions)
@@ -306,7 +307,7 @@ def publish(definitions: dict, key: mirror.SigningKey, staging_root: Path, next_
         output.mkdir(parents=True, exist_ok=True)
         for package in packages:
             # NVIDIA's toolkit pieces and NCCL: the wheels' files (below), or not published at all, never empty.
-            if mirror.missing_simulators(package) or toolchain.replaces(package["name"], package["version"]):
+            if mirror.missing_simulators(package) or toolchain.replaces(package["name"], package["version"], toolkit):
                 continue
             mirror.build_deb(package, staging_root / f"{package['name']}_{package['version']}", output)
         toolchain.build_other_debs(registry_key, output, staging_root, log=log)

@@ -190,14 +190,13 @@ def _stage_tree(spec: dict, wheels: dict[str, Path], staging: Path) -> None:
 
 
 def _registered(repo_key: str, name: str, version: str) -> vendor_facts.Package:
-    repo = vendor_facts.repository(repo_key)
-    registered = [p for p in repo.packages if p.name == name and p.version == version]
-    if not registered:
+    try:
+        return vendor_facts.repository(repo_key).package(name, version)
+    except KeyError:
         raise ToolchainError(
             f"lab/packages/cuda-toolkit.yml: {name} {version} is not in "
             f"vendor_facts/{repo_key}.yml (the lab publishes only what the vendor does)"
-        )
-    return registered[0]
+        ) from None
 
 
 def _check_files(name: str, package: vendor_facts.Package, staging: Path) -> None:
