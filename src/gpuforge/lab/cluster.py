@@ -249,7 +249,8 @@ def ensure_node(spec: LabSpec, node: NodeSpec, index: int, tag: str, hosts: list
 
 
 def prepare(log=print) -> str:
-    """Image, network, mirror, generated vars and one hardware document per profile (for Molecule)."""
+    """Image, network, mirror, OS-shape layers, the benchmark wheels, generated vars and one hardware document per
+    profile (for Molecule)."""
     from gpuforge.lab.profiles import hardware_document, load_profile
     from gpuforge.paths import PROFILES_DIR
 
@@ -259,6 +260,8 @@ def prepare(log=print) -> str:
         mirror_url = ensure_mirror(tag, log=log)
         # One layer per OS shape on the shared image (Molecule platforms read .gpuforge/lab/os-shape-images.env).
         os_shapes.build(tag, mirror.signing_key().path.read_bytes(), log=log)
+        # The ResNet-50 benchmark's wheels: molecule/bench_os installs them as the demo does.
+        wheelhouse.ensure(log=log)
         inventory.write_generated_vars(mirror_url)
     out = LAB_STATE_DIR / "hardware"
     out.mkdir(parents=True, exist_ok=True)
@@ -278,7 +281,7 @@ def _up(spec: LabSpec, log) -> list[NodeStatus]:
     changed = ensure_network(log)
     mirror_url = ensure_mirror(tag, log=log)
     shape_tags = os_shapes.build(tag, mirror.signing_key().path.read_bytes(), log=log)
-    # Only the demo's benchmarks need the wheels, so `lab prepare` (Molecule) does not fetch them.
+    # The demo's benchmarks install the wheels (`lab prepare` fetches them too, for molecule/bench_os).
     wheelhouse.ensure(log=log)
     ssh.ensure_client_key()
     hosts = [f"{node.name}:{node_ip(i)}" for i, node in enumerate(spec.nodes)]
