@@ -10,8 +10,13 @@ testinfra_hosts = [
     "ansible://nfs-client-ubuntu2204",
 ]
 
-# The RHEL 9 and Ubuntu 24.04 clients mount from the storage node of their OS (host_vars/), the others from nfs-storage.
-SERVERS = {"nfs-client-rhel9": "nfs-storage-rhel9", "nfs-client-ubuntu2404": "nfs-storage-ubuntu2404"}
+# The RHEL 9, Ubuntu 24.04 and 22.04 clients mount from the storage node of their OS (host_vars/), the other from
+# nfs-storage.
+SERVERS = {
+    "nfs-client-rhel9": "nfs-storage-rhel9",
+    "nfs-client-ubuntu2404": "nfs-storage-ubuntu2404",
+    "nfs-client-ubuntu2204": "nfs-storage-ubuntu2204",
+}
 
 
 def _server(host):

@@ -1,26 +1,38 @@
 """nfs_server on the storage nodes: nfs-ganesha from Debian on nfs-storage, from the CentOS Storage SIG's repository
-through dnf on nfs-storage-rhel9, from Ubuntu 24.04's universe through apt on nfs-storage-ubuntu2404, serving the
-role's exports (Dell EMC Ready Solutions for AI's shares)."""
+through dnf on nfs-storage-rhel9, from Ubuntu 24.04's and 22.04's universe through apt on nfs-storage-ubuntu2404 and
+nfs-storage-ubuntu2204, serving the role's exports (Dell EMC Ready Solutions for AI's shares)."""
 
 import re
 
 import pytest
 
-testinfra_hosts = ["ansible://nfs-storage", "ansible://nfs-storage-rhel9", "ansible://nfs-storage-ubuntu2404"]
+testinfra_hosts = [
+    "ansible://nfs-storage",
+    "ansible://nfs-storage-rhel9",
+    "ansible://nfs-storage-ubuntu2404",
+    "ansible://nfs-storage-ubuntu2204",
+]
 
 # Each OS's packages (roles/nfs_server/vars/<OS>.yml): on RHEL, nfs-utils carries showmount.
 PACKAGES = {
     "nfs-storage": ["nfs-ganesha", "nfs-ganesha-vfs", "netbase"],
     "nfs-storage-rhel9": ["nfs-ganesha", "nfs-ganesha-vfs", "nfs-utils"],
     "nfs-storage-ubuntu2404": ["nfs-ganesha", "nfs-ganesha-vfs", "netbase"],
+    "nfs-storage-ubuntu2204": ["nfs-ganesha", "nfs-ganesha-vfs", "netbase"],
 }
-# Ubuntu 24.04's builds (vendor_facts/ubuntu/noble.yml), as apt installed them from the lab's Ubuntu archive subset.
+# Ubuntu 24.04's and 22.04's builds (vendor_facts/ubuntu/noble.yml, jammy.yml), as apt installed them from the lab's
+# Ubuntu archive subset.
 UBUNTU_VERSIONS = {
     "nfs-storage-ubuntu2404": {
         "nfs-ganesha": "4.3-8ubuntu1",
         "nfs-ganesha-vfs": "4.3-8ubuntu1",
         "libntirpc4.3t64": "4.3-3.1build2",
-    }
+    },
+    "nfs-storage-ubuntu2204": {
+        "nfs-ganesha": "3.5-1ubuntu1",
+        "nfs-ganesha-vfs": "3.5-1ubuntu1",
+        "libntirpc3.5": "3.5-2",
+    },
 }
 
 

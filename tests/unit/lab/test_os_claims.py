@@ -126,14 +126,21 @@ def proven() -> set[tuple[str, str]]:
     slurm_job's job submissions, runs in the side effect: converge is held to changed=0 on its second run)."""
     pairs = set()
     for scenario in ci_scenarios():
-        platforms = scenario_platforms(scenario)
-        for name in ("converge.yml", "prepare.yml", "side_effect.yml"):
-            for play in plays(MOLECULE / scenario / name):
-                shapes = {p["shape"] for p in platforms if matches(str(play.get("hosts", "all")), p["names"])}
-                roles = set()
-                for role in _roles_named(yaml.safe_dump(play)):
-                    roles |= roles_run_by(role)
-                pairs |= {(role, shape) for role in roles for shape in shapes}
+        pairs |= scenario_pairs(scenario)
+    return pairs
+
+
+def scenario_pairs(scenario: str) -> set[tuple[str, str]]:
+    """(role, shape) for one scenario: each play's roles on the shapes of the platforms its hosts pattern matches."""
+    pairs = set()
+    platforms = scenario_platforms(scenario)
+    for name in ("converge.yml", "prepare.yml", "side_effect.yml"):
+        for play in plays(MOLECULE / scenario / name):
+            shapes = {p["shape"] for p in platforms if matches(str(play.get("hosts", "all")), p["names"])}
+            roles = set()
+            for role in _roles_named(yaml.safe_dump(play)):
+                roles |= roles_run_by(role)
+            pairs |= {(role, shape) for role in roles for shape in shapes}
     return pairs
 
 
@@ -179,10 +186,13 @@ def test_a_shaped_scenario_counts_for_its_shape_only():
 
 
 def test_a_role_counts_for_the_shapes_of_the_hosts_its_play_runs_on():
-    # molecule/nfs_client: the server play runs on the storage nodes only (no Ubuntu 22.04 one), the client play on
-    # every client (Ubuntu 22.04 among them).
-    assert ("nfs_client", "ubuntu2204") in proven()
-    assert ("nfs_server", "ubuntu2204") not in proven()
+    # molecule/slurm: the side effect's job play on slurm_controller runs on its Ubuntu 24.04 head node only, the
+    # compute play on the Debian 12 and RHEL 9 nodes; the driver (prepare, gpu_nodes) skips the head node.
+    pairs = scenario_pairs("slurm")
+    assert {("slurm_job", "ubuntu2404"), ("slurm_job", "rhel9"), ("slurm_job", "debian12")} <= pairs
+    assert ("nvidia_driver", "rhel9") in pairs
+    assert ("nvidia_driver", "ubuntu2404") not in pairs
+    assert ("nfs_server", "ubuntu2204") in proven()
     assert matches("all:!os_debian12", {"all", "n", "os_rhel9"})
     assert not matches("all:!os_debian12", {"all", "n", "os_debian12"})
     assert matches("slurm_controller:slurm_compute", {"all", "h", "slurm_compute"})
