@@ -2,8 +2,8 @@
 own devel headers and present in its policy store (Debian's default, RHEL's targeted).
 
 On the RHEL 9 shape the headers are RHEL's interfaces (vendor_facts/selinux-policy/rhel9.yml, the lab's
-selinux-policy-devel): the infiniband module's m4 choices must take RHEL's dev_rw_infiniband_dev() and write out the
-pkey rule, where Debian's refpolicy takes dev_rw_infiniband() and corenet_ib_access_unlabeled_pkeys()."""
+selinux-policy-devel): the infiniband module's m4 choice must take RHEL's dev_rw_infiniband_dev() where Debian's
+refpolicy takes dev_rw_infiniband(); both take corenet_ib_access_unlabeled_pkeys()."""
 
 BUILD_DIR = "/var/lib/gpuforge/selinux"
 
@@ -66,7 +66,7 @@ def test_infiniband_rules_come_from_the_os_interfaces(host):
     # m4's expansion of the module (what checkmodule read), left by the devel Makefile in tmp/.
     expanded = host.file(f"{BUILD_DIR}/tmp/infiniband.tmp").content_string
     assert "allow container_t infiniband_device_t:chr_file { getattr open read write" in expanded
-    # refpolicy's corenet_ib_access_unlabeled_pkeys() or, on RHEL, the rule written out in its place
+    # corenet_ib_access_unlabeled_pkeys(), which both policies define
     assert "allow container_t unlabeled_t:infiniband_pkey access;" in expanded
     # RHEL's dev_rw_infiniband_dev() also covers block devices and map; refpolicy's dev_rw_infiniband() does not
     assert ("allow container_t infiniband_device_t:blk_file" in expanded) == _is_rhel(host)

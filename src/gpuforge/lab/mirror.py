@@ -233,6 +233,7 @@ def missing_simulators(package: dict) -> list[str]:
 
 def inputs_hash(definitions: dict) -> str:
     digest = hashlib.sha256(BUILDER_REVISION.encode())
+    digest.update(Path(__file__).read_bytes())  # this builder (a wrapper or control change rebuilds the packages)
     digest.update(PACKAGES_FILE.read_bytes())
     for path in sorted(vendor_facts.REGISTRY_DIR.glob("*/*.yml")):
         digest.update(path.name.encode() + path.read_bytes())
@@ -261,11 +262,28 @@ def _control(package: dict) -> str:
     return "".join(f"{key}: {value}\n" for key, value in fields.items())
 
 
+# An init script needs its LSB header: `systemctl enable` of a unit beside a SysV script of the same name runs
+# systemd-sysv-install, whose update-rc.d refuses a script without Default-Start runlevels. Runlevels as MLNX_OFED's
+# Debian openibd script has them ("Default-Start: 2 3 4 5", "Default-Stop: 0 1 6",
+# ofed_scripts/mlnx-ofed-kernel-utils.openibd.init of NVIDIA's mlnx-ofa_kernel sources).
+_LSB_HEADER = """### BEGIN INIT INFO
+# Provides:       {name}
+# Required-Start: $local_fs
+# Required-Stop:
+# Default-Start:  2 3 4 5
+# Default-Stop:   0 1 6
+# Description:    gpuforge lab simulated init script
+### END INIT INFO
+"""
+
+
 def _wrapper(path: str, module: str) -> str:
     # GPUFORGE_SIM_PROG names the command for simulators that serve several (the mm* commands).
+    header = _LSB_HEADER.format(name=Path(path).name) if path.startswith("/etc/init.d/") else ""
     return (
         "#!/bin/sh\n# gpuforge lab simulated tool (docs/lab.md)\n"
-        f"GPUFORGE_SIM_PROG={Path(path).name}\nexport GPUFORGE_SIM_PROG\n"
+        + header
+        + f"GPUFORGE_SIM_PROG={Path(path).name}\nexport GPUFORGE_SIM_PROG\n"
         f"exec /usr/bin/python3 -c 'import sys; from {module} import main; sys.exit(main(sys.argv[1:]))' \"$@\"\n"
     )
 

@@ -78,6 +78,19 @@ def test_wrapper_exports_program_name():
     text = mirror._wrapper("/usr/lpp/mmfs/bin/mmlsconfig", "gpuforge_sim.gpfs")
     assert "GPUFORGE_SIM_PROG=mmlsconfig\nexport GPUFORGE_SIM_PROG\n" in text
     assert "from gpuforge_sim.gpfs import main" in text
+    assert "BEGIN INIT INFO" not in text
+
+
+def test_an_init_script_wrapper_has_the_lsb_header_update_rc_d_reads():
+    # systemctl enable openibd.service runs update-rc.d for /etc/init.d/openibd, which refuses a script whose
+    # header names no Default-Start runlevels (as the DOCA/MLNX_OFED script's header does).
+    text = mirror._wrapper("/etc/init.d/openibd", "gpuforge_sim.openibd")
+    header = text.split("### BEGIN INIT INFO\n", 1)[1].split("### END INIT INFO\n", 1)[0]
+    fields = dict(line[2:].split(":", 1) for line in header.splitlines())
+    assert fields["Provides"].strip() == "openibd"
+    assert fields["Default-Start"].split() == ["2", "3", "4", "5"]
+    assert fields["Default-Stop"].split() == ["0", "1", "6"]
+    assert text.index("END INIT INFO") < text.index("exec /usr/bin/python3")
 
 
 def test_the_in_box_stack_is_built_for_the_debian_archive_from_the_registry(tmp_path):

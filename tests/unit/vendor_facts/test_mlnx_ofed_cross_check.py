@@ -94,7 +94,7 @@ LAB_SHAPES = ["debian12", "ubuntu2204", "ubuntu2404", "rhel9"]
 # What the role and validation run on a DOCA host (tasks/verify.yml, infiniband_facts, subnet_manager_check, OpenSM).
 DOCA_HOST_FILES = {
     "/usr/bin/ofed_info",
-    "/usr/sbin/openibd",
+    "/etc/init.d/openibd",
     "/usr/sbin/ibdev2netdev",
     "/usr/bin/ibv_devinfo",
     "/usr/sbin/ibstat",
@@ -146,7 +146,7 @@ def test_the_subnet_managers_inbox_install_resolves_in_the_distribution_and_brin
     files = {path for package in closure for path in package.files}
     units = {unit for package in closure for unit in package.units}
     assert files >= INBOX_HOST_FILES, sorted(INBOX_HOST_FILES - files)
-    assert not files & {"/usr/bin/ofed_info", "/usr/sbin/ibdev2netdev", "/usr/sbin/openibd"}
+    assert not files & {"/usr/bin/ofed_info", "/usr/sbin/ibdev2netdev", "/etc/init.d/openibd"}
     assert render.var("mlnx_ofed_opensm_service") + ".service" in units
     assert [unit["name"] for unit in render.var("mlnx_ofed_units")] == [render.var("mlnx_ofed_opensm_service")]
 

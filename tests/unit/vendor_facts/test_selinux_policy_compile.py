@@ -5,8 +5,8 @@ Each module is rendered from the role's templates and compiled with the real too
 
 - against Debian's refpolicy devel tree as installed (selinux-policy-dev), and
 - against a RHEL-like tree generated from vendor_facts/selinux-policy (selinux_trees.py): RHEL's
-  dev_rw_infiniband_dev() and no dev_rw_infiniband(), no corenet_ib_access_unlabeled_pkeys(), and
-  container-selinux's two-parameter container_domain_template().
+  dev_rw_infiniband_dev() and no dev_rw_infiniband(), the same corenet_ib_access_unlabeled_pkeys() as refpolicy,
+  and container-selinux's two-parameter container_domain_template().
 
 The expanded policy (m4's output, what checkmodule read) is checked for the rules the modules exist for, so a
 module that compiles by dropping its rules does not pass.
@@ -81,7 +81,9 @@ def test_registry_refpolicy_matches_debians_installed_tree():
 def test_rhel_like_tree_has_rhels_interfaces(trees):
     include = trees["rhel-like"] / "include"
     assert find_definition(include, "interface", "dev_rw_infiniband") is None
-    assert find_definition(include, "interface", "corenet_ib_access_unlabeled_pkeys") is None
+    path, body = find_definition(include, "interface", "corenet_ib_access_unlabeled_pkeys")
+    assert path == include / "kernel" / "corenetwork.if"
+    assert body == "\tkernel_ib_access_unlabeled_pkeys($1)\n"
     path, body = find_definition(include, "interface", "dev_rw_infiniband_dev")
     assert path == include / "kernel" / "devices.if"
     assert "rw_blk_files_pattern($1, device_t, infiniband_device_t)" in body
@@ -126,7 +128,7 @@ def test_module_compiles(trees, tmp_path, tree, os_name, module, semodule):
     if module == "infiniband":
         for domain in INFINIBAND_DOMAINS:
             assert f"allow {domain} infiniband_device_t:chr_file {{ getattr open read write" in policy, domain
-            # refpolicy's corenet_ib_access_unlabeled_pkeys() or, without it, the rule it expands to
+            # corenet_ib_access_unlabeled_pkeys(), through kernel_ib_access_unlabeled_pkeys()
             assert f"allow {domain} unlabeled_t:infiniband_pkey access;" in policy, domain
             # RHEL's dev_rw_infiniband_dev() also covers block devices and map; refpolicy's interface does not
             rhel_only = f"allow {domain} infiniband_device_t:blk_file"
