@@ -40,13 +40,14 @@ def test_every_per_os_file_has_its_other_family_and_is_included_by_os_family():
 
 
 def _os_vars_loads():
-    """(role, the file names of its first_found include_vars of vars/<OS>.yml) for each role's tasks/main.yml."""
-    for main in sorted(ROLES.glob("*/tasks/main.yml")):
-        for task in yaml.safe_load(main.read_text(encoding="utf-8")) or []:
+    """(role, the file names of its first_found include_vars of vars/<OS>.yml) for each of a role's task files
+    (tasks/main.yml, or the file it imports first, such as gpuforge_bench's tasks/os.yml)."""
+    for path in sorted(ROLES.glob("*/tasks/*.yml")):
+        for task in yaml.safe_load(path.read_text(encoding="utf-8")) or []:
             if not isinstance(task, dict) or "first_found" not in str(task.get("ansible.builtin.include_vars", "")):
                 continue
             spec = next(value for value in (task.get("vars") or {}).values() if isinstance(value, dict))
-            yield main.parts[-3], spec["files"]
+            yield path.parts[-3], spec["files"]
 
 
 def test_every_role_loads_its_os_vars_by_distribution_then_os_family():
