@@ -34,7 +34,6 @@ GNUPG_HOME = LAB_STATE_DIR / "gnupg"
 KEY_FILE_NAME = "gpuforge-lab-archive-keyring.asc"
 KEY_UID = "gpuforge lab mirror signing key <lab-mirror@gpuforge.invalid>"
 MIRROR_URL = "http://mirror"
-BUILDER_REVISION = "6"
 LAB_TOOLS = "lab-tools"
 
 
@@ -232,8 +231,8 @@ def missing_simulators(package: dict) -> list[str]:
 
 
 def inputs_hash(definitions: dict) -> str:
-    digest = hashlib.sha256(BUILDER_REVISION.encode())
-    digest.update(Path(__file__).read_bytes())  # this builder (a wrapper or control change rebuilds the packages)
+    # This builder's own code is an input: a change to how packages are made (a wrapper, a control field) rebuilds them.
+    digest = hashlib.sha256(Path(__file__).read_bytes())
     digest.update(PACKAGES_FILE.read_bytes())
     for path in sorted(vendor_facts.REGISTRY_DIR.glob("*/*.yml")):
         digest.update(path.name.encode() + path.read_bytes())
@@ -281,9 +280,8 @@ def _wrapper(path: str, module: str) -> str:
     # GPUFORGE_SIM_PROG names the command for simulators that serve several (the mm* commands).
     header = _LSB_HEADER.format(name=Path(path).name) if path.startswith("/etc/init.d/") else ""
     return (
-        "#!/bin/sh\n# gpuforge lab simulated tool (docs/lab.md)\n"
-        + header
-        + f"GPUFORGE_SIM_PROG={Path(path).name}\nexport GPUFORGE_SIM_PROG\n"
+        f"#!/bin/sh\n# gpuforge lab simulated tool (docs/lab.md)\n{header}"
+        f"GPUFORGE_SIM_PROG={Path(path).name}\nexport GPUFORGE_SIM_PROG\n"
         f"exec /usr/bin/python3 -c 'import sys; from {module} import main; sys.exit(main(sys.argv[1:]))' \"$@\"\n"
     )
 

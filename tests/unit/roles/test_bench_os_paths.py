@@ -30,6 +30,8 @@ def test_rhel9_makes_the_venv_with_python312_and_runs_rhel_open_mpi():
     assert role.var("gpuforge_bench_ssh_os_packages") == ["openssh-server", "openssh-clients"]
     assert role.var("gpuforge_bench_ssh_service") == "sshd"
     assert role.var("gpuforge_bench_os_mpirun") == "/usr/lib64/openmpi/bin/mpirun"
+    assert role.var("gpuforge_bench_mpirun_command") == "/usr/lib64/openmpi/bin/mpirun"
+    assert role.var("gpuforge_bench_resnet50_python_command") == "/usr/bin/python3.12"
 
 
 @pytest.mark.parametrize("os_name", ["debian12", "ubuntu2204", "ubuntu2404"])
@@ -49,5 +51,5 @@ def test_a_site_mpirun_and_python_override_the_os_ones():
         gpuforge_bench_mpirun="/opt/hpcx/ompi/bin/mpirun",
         gpuforge_bench_resnet50_python="/usr/bin/python3.11",
     )
-    assert role.var("gpuforge_bench_mpirun or gpuforge_bench_os_mpirun") == "/opt/hpcx/ompi/bin/mpirun"
-    assert role.var("gpuforge_bench_resnet50_python or gpuforge_bench_os_python") == "/usr/bin/python3.11"
+    assert role.var("gpuforge_bench_mpirun_command") == "/opt/hpcx/ompi/bin/mpirun"
+    assert role.var("gpuforge_bench_resnet50_python_command") == "/usr/bin/python3.11"
