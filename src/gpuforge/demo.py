@@ -25,9 +25,11 @@ DEMO_SPEC = paths.LAB_DIR / "specs" / "demo.yml"
 # Validation must not stop the demo on the faulty node: record failures, do not fail the play.
 REPORT_ONLY_VARS = ["gpuforge_validate_report_only=true"]
 # A healthy node whose link the benchmark degrades (tc) during the ib_write_bw pairs: the attribution
-# must name it, apart from the hardware faults validation finds on gpu03.
+# must name it, apart from the hardware faults validation finds on gpu03. Only in a lab of 3 GPU nodes or more
+# (degraded_node): the attribution tells a slow node from a slow partner by the pairs without it, and with two GPU
+# nodes every pair has both, so a degraded link could not be placed at either end.
 DEGRADED_NODE = "gpu02"
-BENCH_VARS = [f"gpuforge_bench_netem_node={DEGRADED_NODE}"]
+MIN_GPU_NODES_TO_ATTRIBUTE = 3
 # Written by playbooks/runbooks/alerts.yml into the alerts stage's run directory (its gpuforge_artifacts_dir):
 # Prometheus's /api/v1/alerts document (role gpu_monitoring).
 ALERTS_STAGE = "alerts"
@@ -81,8 +83,19 @@ def fault_checks() -> dict:
     return {**found, **OTHER_FAULT_CHECKS}
 
 
-def injected_faults(spec_path: Path, degraded_node: str | None = DEGRADED_NODE) -> list[Injected]:
-    """The spec's faults per node, and the link the benchmark degrades on degraded_node (BENCH_VARS)."""
+def degraded_node(spec_path: Path) -> str | None:
+    """DEGRADED_NODE where the spec has it among at least MIN_GPU_NODES_TO_ATTRIBUTE GPU nodes, else None."""
+    from gpuforge.lab import spec
+    from gpuforge.lab.profiles import load_profile
+
+    gpu_nodes = [
+        node.name for node in spec.from_file(spec_path).nodes if spec.machine_kind(load_profile(node.profile)) == "gpu"
+    ]
+    return DEGRADED_NODE if DEGRADED_NODE in gpu_nodes and len(gpu_nodes) >= MIN_GPU_NODES_TO_ATTRIBUTE else None
+
+
+def injected_faults(spec_path: Path, degraded: str | None = None) -> list[Injected]:
+    """The spec's faults per node, and the link the benchmark degrades on ``degraded`` (degraded_node's answer)."""
     from gpuforge.lab import spec
 
     checks = fault_checks()
@@ -92,8 +105,8 @@ def injected_faults(spec_path: Path, degraded_node: str | None = DEGRADED_NODE) 
             kind = str(fault.get("type"))
             where = ", ".join(f"{key} {value}" for key, value in fault.items() if key not in ("type", "message"))
             injected.append(Injected(node.name, f"{kind} ({where})" if where else kind, checks.get(kind, ())))
-    if degraded_node:
-        injected.append(Injected(degraded_node, "link degraded during ib_write_bw (tc netem)"))
+    if degraded:
+        injected.append(Injected(degraded, "link degraded during ib_write_bw (tc netem)"))
     return injected
 
 
@@ -147,7 +160,13 @@ def run(options, view_factory: Callable, log: Callable[[str], None] = print) -> 
 
     log(f"demo: artifacts in {run_dir}")
     try:
-        injected = injected_faults(Path(options.spec))  # what the summary must report found
+        degraded = degraded_node(Path(options.spec))
+        injected = injected_faults(Path(options.spec), degraded)  # what the summary must report found
+        if degraded is None:
+            log(
+                f"demo: no link degraded during ib_write_bw: the lab has fewer than {MIN_GPU_NODES_TO_ATTRIBUTE} GPU "
+                f"nodes (or no {DEGRADED_NODE}), so a slow link could not be placed at one end"
+            )
         stages.append(_lab_stage(Path(options.spec)))
     except Exception as exc:  # podman/mirror errors, a bad spec: nothing else can run
         stages.append(Stage("lab", "failed", 1, str(exc)))
@@ -163,7 +182,7 @@ def run(options, view_factory: Callable, log: Callable[[str], None] = print) -> 
         _playbook_stage("validate", base("validate", "validate.yml", REPORT_ONLY_VARS), run_dir, view_factory)
     )
     # lab/playbooks/benchmark.yml: playbooks/benchmark.yml with the lab's link degradation of DEGRADED_NODE hooked in.
-    bench = base("bench", "benchmark.yml", BENCH_VARS)
+    bench = base("bench", "benchmark.yml", [f"gpuforge_bench_netem_node={degraded}"] if degraded else [])
     bench.playbooks_dir = paths.LAB_DIR / "playbooks"
     stages.append(_playbook_stage("benchmark", bench, run_dir, view_factory))
     # Last of the node stages: by now the monitoring installed by site.yml has scraped the faulty node for minutes.
@@ -428,7 +447,13 @@ def summary_lines(
     if not data.resnet50:
         lines.append("ResNet-50: not run")
     if attribution:
-        lines.append(f"benchmark attribution (link of {DEGRADED_NODE} degraded on purpose during ib_write_bw):")
+        degraded = [
+            fault.node
+            for fault in ([*verdict.injected_found, *verdict.injected_missed] if verdict else [])
+            if fault.what.startswith("link degraded")
+        ]
+        why = f" (link of {degraded[0]} degraded on purpose during ib_write_bw)" if degraded else ""
+        lines.append(f"benchmark attribution{why}:")
         lines += [f"  {name}: {text}" for name, text in sorted(attribution.items())]
     if alerts is None:
         lines.append("monitoring alerts: not read")

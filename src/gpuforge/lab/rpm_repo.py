@@ -19,6 +19,7 @@ import yaml
 
 from gpuforge import vendor_facts
 from gpuforge.lab import mirror
+from gpuforge.paths import PROJECT_ROOT
 
 # rpmbuild's own post-install steps (strip, byte-compile, build-id links) need Fedora tools and change nothing a
 # stand-in carries; the payload is gzip so Debian's and RHEL's rpm read it alike; the build time and host are fixed.
@@ -130,6 +131,8 @@ def _stage(package: dict, staging: Path) -> None:
             mirror._write(target, source.read_bytes())
     for path, module in (package.get("commands") or {}).items():
         mirror._write(staging / path.lstrip("/"), mirror._wrapper(path, module), 0o755)
+    for path, source in (package.get("scripts") or {}).items():
+        mirror._write(staging / path.lstrip("/"), (PROJECT_ROOT / source).read_bytes(), 0o755)
     for path, text in (package.get("files") or {}).items():
         mirror._write(staging / path.lstrip("/"), text.rstrip("\n") + "\n")
     for name, meta in (package.get("modules") or {}).items():

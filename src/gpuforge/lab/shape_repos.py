@@ -21,16 +21,45 @@ def _registry_packages(key: str, definitions: dict) -> tuple[vendor_facts.Reposi
     return repo, [mirror._from_registry(package, repo, definitions) for package in repo.packages]
 
 
-def rpm_lab_tools(definitions: dict) -> list[dict]:
+def rpm_lab_tools(definitions: dict, debs: dict[str, Path] | None = None, work_root: Path | None = None) -> list[dict]:
     """The lab's own tool stand-ins built as RPMs for RHEL-shaped nodes: those whose only dependency is the simulator
-    library (nvbandwidth, p2pBandwidthLatencyTest). The nccl-tests stand-in runs on Debian's Open MPI and mpi4py,
-    which no RHEL-shaped node has (docs/lab.md, "OS shapes"), so it is not among them."""
+    library (nvbandwidth, p2pBandwidthLatencyTest), and those packages.yml gives an ``rpm`` form (the nccl-tests
+    stand-in: its ``depends`` replace the Debian ones, and its ``payload_from_debian`` packages go into the RPM, less
+    what the RPMs it depends on carry). debs and work_root: the lab's Debian subset and where to lay out those payloads;
+    without them the packages are returned without their payloads (what the repository will hold)."""
     sim = definitions["sim_package"]["name"]
-    return [
-        dict(package, architecture="noarch")
-        for package in definitions["lab_packages"]
-        if set(package.get("depends") or []) <= {sim} and not package.get("scripts")
-    ]
+    from_debian = definitions.get("rpm_payload_from_debian") or {}
+    claimed = frozenset(debian for spec in from_debian.values() for debian in spec["debian"])
+    tools = []
+    for package in definitions["lab_packages"]:
+        rpm = package.get("rpm")
+        if rpm is None:
+            if set(package.get("depends") or []) <= {sim} and not package.get("scripts"):
+                tools.append(dict(package, architecture="noarch"))
+            continue
+        spec = rpm["payload_from_debian"]
+        package = {key: value for key, value in package.items() if key != "rpm"}
+        # Debian's NumPy has compiled extensions: the RPM is for the node's architecture.
+        package.update(depends=list(rpm["depends"]), architecture="x86_64")
+        if debs is not None and work_root is not None:
+            # What the required RPMs carry (openmpi: Debian's Open MPI and its closure) stays out of this one.
+            exclude = set(claimed - set(spec["debian"]))
+            for name in rpm["depends"]:
+                if name in from_debian:
+                    exclude.update(
+                        payload_packages(from_debian[name], debs, frozenset(claimed - set(from_debian[name]["debian"])))
+                    )
+            carried = payload_packages(spec, debs, frozenset(exclude))
+            payload = debian_payload(
+                package["name"], spec, debs, work_root / f"payload-lab-{package['name']}", packages=carried
+            )
+            package.update(
+                payload=payload,
+                ldconfig=has_shared_libraries(payload),
+                payload_description=f"files of Debian 12 {', '.join(carried)}",
+            )
+        tools.append(package)
+    return tools
 
 
 # Debian 12 puts programs under /sbin, /bin and /lib in its packages and relies on the merged /usr of its installations;
@@ -333,7 +362,8 @@ def publish(definitions: dict, key: mirror.SigningKey, staging_root: Path, next_
         served.append(path)
     if shapes.get("rpm_lab_tools"):
         sim = dict(definitions["sim_package"], kind="sim", architecture="noarch")
-        rpm_repo.publish(shapes["rpm_lab_tools"], [sim, *rpm_lab_tools(definitions)], staging_root, next_root, key)
+        tools = rpm_lab_tools(definitions, _debs_by_name(debs), staging_root)
+        rpm_repo.publish(shapes["rpm_lab_tools"], [sim, *tools], staging_root, next_root, key)
         served.append(shapes["rpm_lab_tools"])
     for path in served:
         _swap(next_root / path, mirror.MIRROR_ROOT / path)

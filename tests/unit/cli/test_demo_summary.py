@@ -105,7 +105,7 @@ def _bench_stage(failed_tasks, hosts=None) -> Stage:
 
 
 def test_injected_faults_of_the_demo_spec_and_the_degraded_link():
-    injected = demo.injected_faults(DEMO_SPEC)
+    injected = demo.injected_faults(DEMO_SPEC, demo.degraded_node(DEMO_SPEC))
     assert [(f.node, f.checks) for f in injected] == [
         ("gpu03", ("ib_port_state",)),
         ("gpu03", ("ecc_volatile_dbe",)),
@@ -114,6 +114,25 @@ def test_injected_faults_of_the_demo_spec_and_the_degraded_link():
     ]
     assert injected[0].what == "ib_port_state (hca mlx5_2, port 1, state Down, phys_state Disabled)"
     assert injected[2].what == "xid (gpu 5, code 79)"
+
+
+def test_the_link_is_degraded_only_where_a_third_gpu_node_can_place_it(tmp_path):
+    """The demo's 3 GPU nodes: gpu02's link is degraded and must be found. The mixed-OS lab's 2 GPU nodes: every
+    ib_write_bw pair has both ends, so a slow link could not be placed; nothing is degraded or expected."""
+    assert demo.degraded_node(DEMO_SPEC) == DEGRADED_NODE
+    mixed = DEMO_SPEC.parent / "mixed-os.yml"
+    assert demo.degraded_node(mixed) is None
+    assert all(not fault.what.startswith("link degraded") for fault in demo.injected_faults(mixed, None))
+    two_gpu_nodes = tmp_path / "two.yml"
+    two_gpu_nodes.write_text(
+        "nodes:\n  - {name: gpu01, profile: dgx1-v100-edr}\n  - {name: gpu02, profile: dgx1-v100-edr}\n"
+        "  - {name: storage01, profile: storage}\n  - {name: head01, profile: head}\n",
+        encoding="utf-8",
+    )
+    assert demo.degraded_node(two_gpu_nodes) is None
+    three = tmp_path / "three.yml"
+    three.write_text(two_gpu_nodes.read_text(encoding="utf-8") + "  - {name: gpu03, profile: dgx1-v100-edr}\n")
+    assert demo.degraded_node(three) == DEGRADED_NODE
 
 
 def test_a_benchmark_that_failed_on_the_injected_faults_reads_as_a_verdict():
@@ -128,7 +147,7 @@ def test_a_benchmark_that_failed_on_the_injected_faults_reads_as_a_verdict():
         "runs without a result on nodes with faults found: gpu02__gpu03__mlx5_2 (gpu02, gpu03), "
         "gpu03__gpu01__mlx5_2 (gpu03)"
     )
-    verdict = demo.cluster_verdict(data, demo.injected_faults(DEMO_SPEC))
+    verdict = demo.cluster_verdict(data, demo.injected_faults(DEMO_SPEC, demo.degraded_node(DEMO_SPEC)))
     assert verdict.found == {
         "gpu02": ["ib_write_bw slow node gpu02"],
         "gpu03": ["ecc_volatile_dbe", "ib_port_state", "xid"],
@@ -143,7 +162,7 @@ def test_a_benchmark_that_failed_on_the_injected_faults_reads_as_a_verdict():
 
 def test_an_ansible_error_or_an_unreachable_host_stays_a_toolkit_failure():
     data = model.load(DEMO_RUN)
-    verdict = demo.cluster_verdict(data, demo.injected_faults(DEMO_SPEC))
+    verdict = demo.cluster_verdict(data, demo.injected_faults(DEMO_SPEC, demo.degraded_node(DEMO_SPEC)))
     cases = {
         # A task that is not a verdict (nccl-tests missing on a node): the toolkit failed.
         "task error": _bench_stage([{"host": "gpu01", "task": "Run nccl-tests", "status": "failed", "msg": "rc 127"}]),
@@ -187,7 +206,7 @@ def test_a_slow_healthy_node_is_not_a_run_without_a_result():
 def test_an_injected_fault_that_was_not_found_fails_the_demo():
     data = model.load(DEMO_RUN)
     injected = [
-        *demo.injected_faults(DEMO_SPEC),
+        *demo.injected_faults(DEMO_SPEC, demo.degraded_node(DEMO_SPEC)),
         demo.Injected("gpu01", "ecc_dbe (gpu 0, count 1)", ("ecc_volatile_dbe",)),
     ]
     verdict = demo.cluster_verdict(data, injected)
@@ -226,7 +245,13 @@ def test_the_demo_run_summary_records_the_faults_stage_and_exits_0(tmp_path):
     run_dir = tmp_path / "20261126T150243Z-dbfcc6"
     shutil.copytree(DEMO_RUN, run_dir)
     printed = []
-    rc = demo._finish(run_dir, _demo_stages(), time.time(), printed.append, demo.injected_faults(DEMO_SPEC))
+    rc = demo._finish(
+        run_dir,
+        _demo_stages(),
+        time.time(),
+        printed.append,
+        demo.injected_faults(DEMO_SPEC, demo.degraded_node(DEMO_SPEC)),
+    )
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     assert rc == 0 and (summary["rc"], summary["status"]) == (0, "successful")
     assert {s["stage"]: s["status"] for s in summary["stages"]}["benchmark"] == "faults"

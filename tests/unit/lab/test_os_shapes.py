@@ -215,15 +215,22 @@ def test_rpm_carries_the_registry_name_epoch_relations_and_simulated_files(tmp_p
 
 
 @pytest.mark.skipif(shutil.which("rpmbuild") is None, reason="rpmbuild comes with scripts/setup.sh (package rpm)")
-def test_rhel_shapes_get_the_tool_simulators_but_not_the_debian_mpi_nccl_stand_in(tmp_path: Path):
-    """lab/playbooks/site_tools.yml installs nvbandwidth and p2pBandwidthLatencyTest on RHEL-shaped nodes from the
-    RPM tools repository; the nccl-tests stand-in needs Debian's Open MPI and mpi4py and is left out there."""
-    tools = shape_repos.rpm_lab_tools(mirror.load_definitions())
-    assert sorted(p["name"] for p in tools) == ["cuda-samples-p2pbandwidthlatencytest", "nvbandwidth"]
+def test_rhel_shapes_get_the_tool_simulators_and_the_nccl_stand_in(tmp_path: Path):
+    """lab/playbooks/site_tools.yml installs nvbandwidth, nccl-tests and p2pBandwidthLatencyTest on RHEL-shaped nodes
+    from the RPM tools repository. The nccl-tests stand-in's RPM requires the shape's openmpi, which carries Debian's
+    Open MPI (its payload: test_shape_repos_payloads)."""
+    definitions = mirror.load_definitions()
+    tools = shape_repos.rpm_lab_tools(definitions)
+    assert sorted(p["name"] for p in tools) == ["cuda-samples-p2pbandwidthlatencytest", "nccl-tests", "nvbandwidth"]
     built = rpm_repo.build_rpm(next(p for p in tools if p["name"] == "nvbandwidth"), tmp_path / "w", tmp_path / "o")
     assert rpm_repo.rpm_query(built, "%{NAME} %{VERSION}-%{RELEASE} %{ARCH}") == "nvbandwidth 0.6-1gpuforge1 noarch"
     assert _requires(built) == ["gpuforge-lab-sim"]
     assert rpm_repo.rpm_query(built, "[%{FILENAMES}\n]").split() == ["/usr/bin/nvbandwidth"]
+    nccl = next(p for p in tools if p["name"] == "nccl-tests")
+    assert nccl["depends"] == ["openmpi", "gpuforge-lab-sim"] and "payload" not in nccl
+    # openmpi is a package of the RHEL shape's repositories, with Debian's Open MPI as its payload.
+    assert "openmpi" in {p.name for p in vendor_facts.repository("rhel-appstream/rhel9").packages}
+    assert "openmpi-bin" in definitions["rpm_payload_from_debian"]["openmpi"]["debian"]
 
 
 @pytest.mark.skipif(shutil.which("rpmbuild") is None, reason="rpmbuild comes with scripts/setup.sh (package rpm)")

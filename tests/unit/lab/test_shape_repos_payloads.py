@@ -331,3 +331,38 @@ def test_a_payload_rpm_with_a_shared_library_runs_ldconfig_after_its_own_post(tm
     package |= {"payload": _library_tree(tmp_path / "lib"), "ldconfig": True, "post": "echo made"}
     built = rpm_repo.build_rpm(package, tmp_path / "w", tmp_path / "o")
     assert rpm_repo.rpm_query(built, "%{POSTIN}").splitlines() == ["echo made", "/sbin/ldconfig"]
+
+
+@needs_rpmbuild
+def test_nccl_stand_in_rpm_carries_mpi4py_and_numpy_but_not_python_or_open_mpi(tmp_path: Path):
+    """The nccl-tests stand-in's RPM (packages.yml lab_packages, ``rpm``): the script, Debian's mpi4py and NumPy with
+    the BLAS/LAPACK sonames Debian's update-alternatives would make, requiring openmpi; not the subset's python3.11,
+    which would replace the image's Python, and not Open MPI, which the openmpi RPM carries."""
+    debs = {
+        name: _deb(tmp_path, name, {path: "x"})
+        for name, path in {
+            "python3-mpi4py": "/usr/lib/python3/dist-packages/mpi4py/__init__.py",
+            "python3-numpy": "/usr/lib/python3/dist-packages/numpy/__init__.py",
+            "libblas3": "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3",
+            "liblapack3": "/usr/lib/x86_64-linux-gnu/lapack/liblapack.so.3",
+            "libgfortran5": "/usr/lib/x86_64-linux-gnu/libgfortran.so.5",
+            "libquadmath0": "/usr/lib/x86_64-linux-gnu/libquadmath.so.0",
+            "python3.11": "/usr/bin/python3.11",
+            "openmpi-bin": "/usr/bin/mpirun.openmpi",
+        }.items()
+    }
+    tools = shape_repos.rpm_lab_tools(mirror.load_definitions(), debs, tmp_path / "payloads")
+    nccl = next(package for package in tools if package["name"] == "nccl-tests")
+    built = rpm_repo.build_rpm(nccl, tmp_path / "work", tmp_path / "out")
+    assert rpm_repo.rpm_query(built, "%{NAME} %{VERSION}-%{RELEASE} %{ARCH}") == "nccl-tests 2.13.10-1gpuforge1 x86_64"
+    requires = rpm_repo.rpm_query(built, "[%{REQUIRENAME}\n]").split()
+    assert sorted(name for name in requires if not name.startswith(("rpmlib(", "/"))) == ["gpuforge-lab-sim", "openmpi"]
+    files = rpm_repo.rpm_query(built, "[%{FILENAMES}\n]").split()
+    assert "/usr/bin/all_reduce_perf" in files
+    assert "/usr/lib/python3/dist-packages/mpi4py/__init__.py" in files
+    assert "/usr/lib/python3/dist-packages/numpy/__init__.py" in files
+    assert "/usr/lib/x86_64-linux-gnu/libblas.so.3" in files and "/usr/lib/x86_64-linux-gnu/liblapack.so.3" in files
+    assert "/usr/bin/python3.11" not in files and "/usr/bin/mpirun.openmpi" not in files
+    # The script is the stand-in itself, executable.
+    tree = tmp_path / "work" / "root"
+    assert (tree / "usr/bin/all_reduce_perf").read_bytes().startswith(b"#!/usr/bin/python3")
