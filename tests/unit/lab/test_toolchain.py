@@ -62,13 +62,14 @@ def test_every_rpm_flavour_is_a_registry_package_of_its_rpm_repository_at_that_v
 
 def test_every_other_apt_repository_of_a_spec_has_the_same_package():
     specs = toolchain.load()["packages"]
-    assert all(spec.get("deb_also") == ["nvidia-cuda/ubuntu2404"] for spec in specs)
-    ubuntu = vendor_facts.repository("nvidia-cuda/ubuntu2404")
-    for spec in specs:
-        assert spec["version"] in ubuntu.versions(spec["name"]), spec["name"]
-        # The same files: the registry's paths for the package agree between Debian 12 and Ubuntu 24.04.
-        debian = vendor_facts.repository(spec["repo"]).package(spec["name"], spec["version"])
-        assert set(debian.files) == set(ubuntu.package(spec["name"], spec["version"]).files), spec["name"]
+    assert all(spec.get("deb_also") == ["nvidia-cuda/ubuntu2204", "nvidia-cuda/ubuntu2404"] for spec in specs)
+    for key in ("nvidia-cuda/ubuntu2204", "nvidia-cuda/ubuntu2404"):
+        ubuntu = vendor_facts.repository(key)
+        for spec in specs:
+            assert spec["version"] in ubuntu.versions(spec["name"]), (key, spec["name"])
+            # The same files: the registry's paths for the package agree between Debian 12 and Ubuntu.
+            debian = vendor_facts.repository(spec["repo"]).package(spec["name"], spec["version"])
+            assert set(debian.files) == set(ubuntu.package(spec["name"], spec["version"]).files), (key, spec["name"])
 
 
 def test_rpm_payloads_lay_out_the_wheels_files_as_the_registry_says_rhel_installs_them(tmp_path):

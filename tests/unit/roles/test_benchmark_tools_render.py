@@ -131,17 +131,25 @@ def test_debian12_with_a_known_release_is_built():
     assert not RoleRender("benchmark_tools", "debian12").refused("main.yml", REFUSAL, gpuforge_host_problems=[])
 
 
-def test_ubuntu_2204_is_refused_naming_the_supported_os_and_the_others_are_built():
-    role = RoleRender("benchmark_tools", "ubuntu2204", benchmark_tools_cuda_version="12.4", gpuforge_host_problems=[])
+def test_rhel8_is_refused_naming_the_supported_oses_and_the_others_are_built():
+    role = RoleRender("benchmark_tools", "rhel8", benchmark_tools_cuda_version="12.4", gpuforge_host_problems=[])
     role.assert_problems(
-        "main.yml", REFUSAL, ["the benchmark_tools role supports Debian 12, Ubuntu 24.04 and RHEL 9 on x86_64"]
+        "main.yml",
+        REFUSAL,
+        ["the benchmark_tools role supports Debian 12, Ubuntu 22.04 and 24.04 and RHEL 9 on x86_64"],
     )
-    # Only the supported-OS problem on Ubuntu 22.04: not also that its repository lacks a release.
+    # Only the supported-OS problem: not also that its repository lacks a release.
     assert "publishes no CUDA" not in role.message("main.yml", REFUSAL)
     rhel = RoleRender("benchmark_tools", "rhel9", benchmark_tools_cuda_version="12.4", gpuforge_host_problems=[])
     assert not rhel.refused("main.yml", REFUSAL)
     noble = RoleRender("benchmark_tools", "ubuntu2404", benchmark_tools_cuda_version="13.0", gpuforge_host_problems=[])
     assert not noble.refused("main.yml", REFUSAL)
+    # Ubuntu 22.04 (DGX OS 6): NVIDIA's ubuntu2204 repository has both releases the role knows.
+    for release in ("12.4", "13.0"):
+        jammy = RoleRender(
+            "benchmark_tools", "ubuntu2204", benchmark_tools_cuda_version=release, gpuforge_host_problems=[]
+        )
+        assert not jammy.refused("main.yml", REFUSAL), release
 
 
 def test_a_release_the_oss_cuda_repository_lacks_is_refused_naming_those_it_has():
@@ -157,12 +165,13 @@ def test_a_release_the_oss_cuda_repository_lacks_is_refused_naming_those_it_has(
     )
 
 
-def test_ubuntu_2404_builds_as_debian_does():
-    role = RoleRender("benchmark_tools", "ubuntu2404", benchmark_tools_cuda_version="13.0")
+def test_ubuntu_2204_and_2404_build_as_debian_does():
     debian = lab()
-    for name in ("benchmark_tools_os_packages", "benchmark_tools_mpi_home", "benchmark_tools_toolkit_packages"):
-        assert role.var(name) == debian.var(name), name
-    assert role.var("benchmark_tools_mpi_build_environment") == {}
+    for os_name in ("ubuntu2204", "ubuntu2404"):
+        role = RoleRender("benchmark_tools", os_name, benchmark_tools_cuda_version="13.0")
+        for name in ("benchmark_tools_os_packages", "benchmark_tools_mpi_home", "benchmark_tools_toolkit_packages"):
+            assert role.var(name) == debian.var(name), (os_name, name)
+        assert role.var("benchmark_tools_mpi_build_environment") == {}
 
 
 def test_rhel9_builds_nccl_tests_against_rhels_open_mpi_layout_and_installs_nvidias_rpm_names():

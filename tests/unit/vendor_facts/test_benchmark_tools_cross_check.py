@@ -55,6 +55,7 @@ def test_every_package_of_a_release_resolves_on_rhel9_under_nvidias_rpm_names(re
     ("os_name", "repos"),
     [
         ("debian12", ["nvidia-cuda/debian12"]),
+        ("ubuntu2204", ["nvidia-cuda/ubuntu2204", "ubuntu/jammy", "ubuntu-main/jammy"]),
         ("ubuntu2404", ["nvidia-cuda/ubuntu2404", "ubuntu/noble", "ubuntu-main/noble"]),
     ],
 )
@@ -67,7 +68,7 @@ def test_each_oss_releases_resolve_with_apt_and_the_others_are_not_published(os_
         nvcc = f"cuda-nvcc-{release.replace('.', '-')}"
         if release in role.var("benchmark_tools_os_cuda_releases"):
             requests = role.var("benchmark_tools_toolkit_packages")
-            if os_name == "ubuntu2404":
+            if os_name.startswith("ubuntu"):
                 requests = requests + role.var("benchmark_tools_os_packages")
             chosen = vendor_facts.resolve(registries, requests).chosen
             assert nvcc in chosen, (os_name, release)
