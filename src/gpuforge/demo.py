@@ -4,9 +4,10 @@ render -> report.
 Every stage runs even when an earlier optional one failed, and is reported. The summary keeps apart what the
 toolkit did and what it found: a stage whose playbook failed only on a verdict - the benchmark's assert over runs
 without a result, each on a node whose fault was found - is ``faults``, not ``failed``; the cluster's faults are one
-verdict line, with the faults the lab injected on purpose (the spec's, and the link the benchmark degrades) said
-found or not. The demo exits non-zero when the toolkit failed (an Ansible error, an unreachable host, a stage that
-raised) or missed an injected fault; found faults alone exit 0. Re-running reuses the lab (cluster.up is idempotent).
+verdict line, with the faults the lab injected on purpose (the spec's, and the link the benchmark degrades in a lab
+of 3 GPU nodes or more) said found or not. The demo exits non-zero when the toolkit failed (an Ansible error, an
+unreachable host, a stage that raised) or missed an injected fault; found faults alone exit 0. Re-running reuses the
+lab (cluster.up is idempotent).
 """
 
 from __future__ import annotations
