@@ -24,12 +24,11 @@ def _registry_packages(key: str, definitions: dict) -> tuple[vendor_facts.Reposi
 def rpm_lab_tools(definitions: dict, debs: dict[str, Path] | None = None, work_root: Path | None = None) -> list[dict]:
     """The lab's own tool stand-ins built as RPMs for RHEL-shaped nodes: those whose only dependency is the simulator
     library (nvbandwidth, p2pBandwidthLatencyTest), and those packages.yml gives an ``rpm`` form (the nccl-tests
-    stand-in: its ``depends`` replace the Debian ones, and its ``payload_from_debian`` packages go into the RPM, less
-    what the RPMs it depends on carry). debs and work_root: the lab's Debian subset and where to lay out those payloads;
-    without them the packages are returned without their payloads (what the repository will hold)."""
+    stand-in: its ``depends`` replace the Debian ones, and the Debian packages its ``payload_from_debian`` names go
+    into the RPM; packages.yml lists them so that what the required RPMs carry stays out). debs and work_root: the
+    lab's Debian subset and where to lay out those payloads; without them the packages are returned without their
+    payloads (what the repository will hold)."""
     sim = definitions["sim_package"]["name"]
-    from_debian = definitions.get("rpm_payload_from_debian") or {}
-    claimed = frozenset(debian for spec in from_debian.values() for debian in spec["debian"])
     tools = []
     for package in definitions["lab_packages"]:
         rpm = package.get("rpm")
@@ -42,14 +41,7 @@ def rpm_lab_tools(definitions: dict, debs: dict[str, Path] | None = None, work_r
         # Debian's NumPy has compiled extensions: the RPM is for the node's architecture.
         package.update(depends=list(rpm["depends"]), architecture="x86_64")
         if debs is not None and work_root is not None:
-            # What the required RPMs carry (openmpi: Debian's Open MPI and its closure) stays out of this one.
-            exclude = set(claimed - set(spec["debian"]))
-            for name in rpm["depends"]:
-                if name in from_debian:
-                    exclude.update(
-                        payload_packages(from_debian[name], debs, frozenset(claimed - set(from_debian[name]["debian"])))
-                    )
-            carried = payload_packages(spec, debs, frozenset(exclude))
+            carried = payload_packages(spec, debs)
             payload = debian_payload(
                 package["name"], spec, debs, work_root / f"payload-lab-{package['name']}", packages=carried
             )
